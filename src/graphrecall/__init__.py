@@ -1,0 +1,64 @@
+"""graphrecall: long-term memory for chat assistants.
+
+An embedded Kuzu graph per user, raw history plus extracted facts/events/entities, hybrid retrieval, and readers
+that answer from memory. The public surface is re-exported here.
+"""
+
+from graphrecall.config import RetrievalConfig, Settings
+from graphrecall.errors import (
+    EmbedderMismatch,
+    GraphRecallError,
+    InvalidInput,
+    NotAvailable,
+    NotFound,
+    SchemaMismatch,
+    StoreBusy,
+)
+from graphrecall.memory import Memory, SessionInput
+from graphrecall.models import (
+    Context,
+    Entity,
+    Event,
+    Fact,
+    FactKind,
+    Hit,
+    IngestResult,
+    Message,
+    Role,
+    Round,
+    Scope,
+    ScopeStats,
+    Session,
+    TimeRange,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Context",
+    "EmbedderMismatch",
+    "Entity",
+    "Event",
+    "Fact",
+    "FactKind",
+    "GraphRecallError",
+    "Hit",
+    "IngestResult",
+    "InvalidInput",
+    "Memory",
+    "Message",
+    "NotAvailable",
+    "NotFound",
+    "RetrievalConfig",
+    "Role",
+    "Round",
+    "SchemaMismatch",
+    "Scope",
+    "ScopeStats",
+    "Session",
+    "SessionInput",
+    "Settings",
+    "StoreBusy",
+    "TimeRange",
+    "__version__",
+]

@@ -1,0 +1,64 @@
+"""Settings: environment variables (``GRAPHRECALL_*``) with defaults, and retrieval tuning knobs.
+
+Plain pydantic models rather than a settings framework: every value can also be passed in code, and the env is
+read once, at ``Settings.from_env()``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+def default_root() -> Path:
+    """``$GRAPHRECALL_ROOT``, else ``~/.graphrecall/store``."""
+    env = os.environ.get("GRAPHRECALL_ROOT")
+    return Path(env).expanduser() if env else Path.home() / ".graphrecall" / "store"
+
+
+class RetrievalConfig(BaseModel):
+    """How candidates are generated and fused. Defaults were tuned on the LongMemEval_S dev split (docs/benchmarks.md)."""
+
+    candidates: int = Field(default=60, ge=1, description="candidates per generator")
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rrf_k: int = Field(default=60, ge=1)
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {"vector": 1.0, "bm25": 1.0, "fact": 1.0, "event": 0.5, "entity": 0.5}
+    )
+    use_reply_vectors: bool = True
+    reply_penalty: float = Field(
+        default=0.05, description="subtracted from reply-vector similarity before the max"
+    )
+    time_boost: float = Field(
+        default=0.5, ge=0.0, description="added, in RRF rank-1 units, to in-range candidates"
+    )
+    rerank_top: int = Field(
+        default=30, ge=1, description="how many fused candidates the cross-encoder re-scores"
+    )
+    rerank_weight: float = Field(default=1.0, ge=0.0)
+    exclude_after_question_date: bool = True
+
+
+class Settings(BaseModel):
+    root: Path = Field(default_factory=default_root)
+    reranker: str | None = None
+    embed_cache: Path | None = None
+    pool_size: int = 16
+    buffer_pool_bytes: int = 64 << 20
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        env = os.environ
+        values: dict[str, object] = {"root": default_root()}
+        if env.get("GRAPHRECALL_RERANKER"):
+            values["reranker"] = env["GRAPHRECALL_RERANKER"]
+        if env.get("GRAPHRECALL_EMBED_CACHE"):
+            values["embed_cache"] = Path(env["GRAPHRECALL_EMBED_CACHE"]).expanduser()
+        if env.get("GRAPHRECALL_POOL_SIZE"):
+            values["pool_size"] = int(env["GRAPHRECALL_POOL_SIZE"])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(values)

@@ -1,0 +1,48 @@
+"""Exceptions. Each names what was wrong, so a caller (or an HTTP client) can act on it."""
+
+from __future__ import annotations
+
+
+class GraphRecallError(Exception):
+    """Base class: every error this library raises on purpose."""
+
+    code = "error"
+
+
+class InvalidInput(GraphRecallError, ValueError):
+    """Input was rejected before anything was written. ``where`` locates it (file, item, field)."""
+
+    code = "invalid_input"
+
+    def __init__(self, message: str, *, where: str = "") -> None:
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class EmbedderMismatch(GraphRecallError):
+    """The database was built with another embedder; its vectors are not comparable with ours."""
+
+    code = "embedder_mismatch"
+
+
+class SchemaMismatch(GraphRecallError):
+    code = "schema_mismatch"
+
+
+class NotFound(GraphRecallError, KeyError):
+    code = "not_found"
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "not found"
+
+
+class StoreBusy(GraphRecallError):
+    """Another process holds the scope's database (Kuzu allows one read-write process per file)."""
+
+    code = "store_busy"
+
+
+class NotAvailable(GraphRecallError):
+    """A feature needs a component that is not configured (an LLM, a reranker model)."""
+
+    code = "not_available"

@@ -1,0 +1,143 @@
+"""Turning chat input into storage rows: validation, ids, and rounds. Pure functions, no I/O.
+
+A *round* is a user turn with the replies that followed it, up to the next user turn: the default retrieval unit
+for raw history (a question is usually about something the user said, and the reply holds what was recommended).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from graphrecall.errors import InvalidInput
+from graphrecall.models import Message, Role, ensure_utc, validate_identifier
+from graphrecall.store.text import index_terms
+
+ROLE_NAMES = ", ".join(r.value for r in Role)
+
+
+def parse_date(value: Any, *, where: str) -> datetime:
+    """Accept a datetime, an ISO-8601 string, or LongMemEval's ``2023/05/20 (Sat) 07:47``."""
+    if isinstance(value, datetime):
+        return ensure_utc(value)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"date must be an ISO-8601 string, got {value!r}", where=where)
+    text = value.strip()
+    try:
+        return ensure_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except ValueError:
+        pass
+    for fmt in ("%Y/%m/%d (%a) %H:%M", "%Y/%m/%d %H:%M", "%Y/%m/%d"):
+        try:
+            return datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+    raise InvalidInput(f"date {value!r} is not ISO-8601 (e.g. 2024-05-20T14:30:00)", where=where)
+
+
+def _describe(err: ValidationError, where: str) -> InvalidInput:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    msg = first["msg"]
+    if first["loc"] and first["loc"][0] == "role":
+        msg = f"role {first.get('input')!r} is not one of {ROLE_NAMES}"
+    return InvalidInput(msg, where=f"{where}.{loc}" if loc else where)
+
+
+def validate_messages(items: Iterable[Any], *, where: str = "messages") -> list[Message]:
+    """Validate raw message dicts (or Messages); the first bad one raises ``InvalidInput`` naming it."""
+    out: list[Message] = []
+    for i, item in enumerate(items):
+        w = f"{where}[{i}]"
+        if isinstance(item, Message):
+            out.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            raise InvalidInput(
+                f"expected an object with role and content, got {type(item).__name__}", where=w
+            )
+        for key in ("role", "content"):
+            if key not in item:
+                raise InvalidInput(f"missing field {key!r}", where=w)
+        data = dict(item)
+        if isinstance(data.get("at"), str):
+            data["at"] = parse_date(data["at"], where=f"{w}.at")
+        try:
+            out.append(Message.model_validate(data))
+        except ValidationError as e:
+            raise _describe(e, w) from None
+    return out
+
+
+@dataclass
+class MessageRow:
+    id: str
+    session_id: str
+    idx: int
+    role: str
+    text: str
+    at: datetime
+
+
+@dataclass
+class RoundRow:
+    id: str
+    session_id: str
+    idx: int
+    text: str
+    user_text: str
+    reply_text: str
+    terms: str
+    at: datetime
+    message_ids: list[str] = field(default_factory=list)
+
+
+def message_rows(
+    session_id: str, messages: Sequence[Message], *, start_idx: int, date: datetime
+) -> list[MessageRow]:
+    validate_identifier(session_id, "session_id")
+    rows = []
+    seen: set[str] = set()
+    for offset, m in enumerate(messages):
+        idx = start_idx + offset
+        mid = m.id or f"{session_id}#{idx}"
+        if mid in seen:
+            raise InvalidInput(f"duplicate message id {mid!r}", where=f"messages[{offset}].id")
+        seen.add(mid)
+        rows.append(MessageRow(mid, session_id, idx, m.role.value, m.content, m.at or date))
+    return rows
+
+
+def build_rounds(session_id: str, messages: Sequence[MessageRow]) -> list[RoundRow]:
+    """Group a session's messages (in order) into rounds. System messages are kept as messages only."""
+    groups: list[list[MessageRow]] = []
+    for m in messages:
+        if m.role == Role.system.value:
+            continue
+        if m.role == Role.user.value or not groups:
+            groups.append([m])
+        else:
+            groups[-1].append(m)
+    rounds = []
+    for i, g in enumerate(groups):
+        user = "\n".join(m.text for m in g if m.role == Role.user.value)
+        reply = "\n".join(m.text for m in g if m.role != Role.user.value)
+        text = "\n".join(f"{m.role}: {m.text}" for m in g)
+        rounds.append(
+            RoundRow(
+                id=f"{session_id}@{i}",
+                session_id=session_id,
+                idx=i,
+                text=text,
+                user_text=user,
+                reply_text=reply,
+                terms=index_terms(text),
+                at=g[0].at,
+                message_ids=[m.id for m in g],
+            )
+        )
+    return rounds

@@ -1,0 +1,268 @@
+"""Domain models: the one schema for API bodies, LLM structured output and storage rows.
+
+Every object that crosses a boundary (HTTP, CLI files, LLM output, Kuzu rows) is one of these pydantic models, so
+validation happens once, at the edge, with messages that name the offending field.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAX_ID_LENGTH = 128
+_ID_FORBIDDEN = re.compile(r"[/\\:*?\"<>|]")
+
+
+def validate_identifier(value: str, what: str) -> str:
+    """Check that ``value`` is safe as a single path component and as a Kuzu string key.
+
+    Scope ids become directory and file names (``<root>/<org>/<user>.kuzu``), so anything that could escape the
+    store root or confuse a filesystem is rejected here, with a message that says what was wrong.
+    """
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a string, got {type(value).__name__}")
+    if value == "":
+        raise ValueError(f"{what} must not be empty")
+    if len(value) > MAX_ID_LENGTH:
+        raise ValueError(f"{what} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}")
+    if value in {".", ".."} or value.startswith("."):
+        raise ValueError(f"{what} {value!r} must not start with '.' (no hidden files or '..')")
+    if value != value.strip():
+        raise ValueError(f"{what} {value!r} must not start or end with whitespace")
+    bad = _ID_FORBIDDEN.search(value)
+    if bad:
+        raise ValueError(f"{what} {value!r} contains the forbidden character {bad.group()!r}")
+    for ch in value:
+        if unicodedata.category(ch).startswith("C"):
+            raise ValueError(f"{what} {value!r} contains a control character (U+{ord(ch):04X})")
+    return value
+
+
+def ensure_utc(value: datetime) -> datetime:
+    """Store every timestamp as naive UTC: Kuzu TIMESTAMP has no zone, and mixing zones silently corrupts order."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+class Scope(BaseModel):
+    """Whose memory: one Kuzu database per (org, user), so no query can ever cross tenants."""
+
+    model_config = ConfigDict(frozen=True)
+
+    org_id: str
+    user_id: str
+
+    @field_validator("org_id", "user_id")
+    @classmethod
+    def _safe(cls, v: str, info: Any) -> str:
+        return validate_identifier(v, info.field_name)
+
+    def __str__(self) -> str:
+        return f"{self.org_id}/{self.user_id}"
+
+
+class Role(StrEnum):
+    user = "user"
+    assistant = "assistant"
+    system = "system"
+    tool = "tool"
+
+
+class Message(BaseModel):
+    """One chat turn as it was said. ``id`` is derived from the session and position when not given."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: Role
+    content: str = Field(min_length=1)
+    id: str | None = None
+    at: datetime | None = None
+    session_id: str | None = None
+    idx: int | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("content must not be blank")
+        return v
+
+    @field_validator("id", "session_id")
+    @classmethod
+    def _ident(cls, v: str | None, info: Any) -> str | None:
+        return None if v is None else validate_identifier(v, info.field_name)
+
+    @field_validator("at")
+    @classmethod
+    def _utc(cls, v: datetime | None) -> datetime | None:
+        return None if v is None else ensure_utc(v)
+
+
+class Session(BaseModel):
+    """A conversation: the unit of ingest, of extraction and of session-level retrieval."""
+
+    id: str
+    started_at: datetime
+    messages: list[Message] = Field(default_factory=list)
+    extract_status: Literal["none", "pending", "done", "failed"] = "none"
+
+    @field_validator("id")
+    @classmethod
+    def _ident(cls, v: str) -> str:
+        return validate_identifier(v, "session_id")
+
+    @field_validator("started_at")
+    @classmethod
+    def _utc(cls, v: datetime) -> datetime:
+        return ensure_utc(v)
+
+
+class Round(BaseModel):
+    """A user turn with the assistant reply that followed: the default retrieval unit for raw history."""
+
+    id: str
+    session_id: str
+    idx: int
+    text: str
+    user_text: str = ""
+    at: datetime
+    message_ids: list[str] = Field(default_factory=list)
+
+
+class FactKind(StrEnum):
+    preference = "preference"
+    attribute = "attribute"
+    plan = "plan"
+    event = "event"
+    relationship = "relationship"
+    opinion = "opinion"
+    other = "other"
+
+
+class Fact(BaseModel):
+    """An atomic statement about the user or the world, versioned: superseded facts keep ``valid_to``/``expired_at``."""
+
+    id: str
+    text: str
+    kind: FactKind = FactKind.other
+    polarity: Literal["positive", "negative"] = "positive"
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    recorded_at: datetime | None = None
+    expired_at: datetime | None = None
+    last_seen: datetime | None = None
+    session_id: str | None = None
+    message_ids: list[str] = Field(default_factory=list)
+    entity_ids: list[str] = Field(default_factory=list)
+    superseded_by: str | None = None
+
+    @property
+    def current(self) -> bool:
+        return self.expired_at is None
+
+
+class Event(BaseModel):
+    """A subject-verb-object event with a resolved time span, for timeline and counting questions."""
+
+    id: str
+    subject: str
+    verb: str
+    object: str = ""
+    text: str
+    time_start: datetime | None = None
+    time_end: datetime | None = None
+    session_id: str | None = None
+    message_ids: list[str] = Field(default_factory=list)
+
+
+class Entity(BaseModel):
+    """A named thing (person, place, organisation, item...) with aliases, the hub that links facts and events."""
+
+    id: str
+    name: str
+    type: str = "thing"
+    aliases: list[str] = Field(default_factory=list)
+
+
+HitKind = Literal["round", "fact", "event"]
+
+
+class Hit(BaseModel):
+    """One retrieved piece of evidence with where it came from and why it ranked where it did.
+
+    ``signals`` holds the per-generator scores (``vector``: cosine similarity, ``bm25``: BM25 score, ``time``:
+    1.0 inside the question's time range, ``rerank``: cross-encoder score) and ``fused`` the fusion score.
+    """
+
+    id: str
+    kind: HitKind = "round"
+    text: str
+    score: float
+    rank: int = 0
+    signals: dict[str, float] = Field(default_factory=dict)
+    session_id: str
+    date: datetime | None = None
+    message_ids: list[str] = Field(default_factory=list)
+
+
+class TimeRange(BaseModel):
+    """A closed interval parsed from a question, relative to the question date."""
+
+    start: datetime
+    end: datetime
+    expression: str = ""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TimeRange:
+        if self.end < self.start:
+            raise ValueError("time range end is before its start")
+        return self
+
+
+class Context(BaseModel):
+    """Evidence rendered for a reader: dated, grouped by session, chronological, inside a token budget."""
+
+    query: str
+    text: str
+    hits: list[Hit]
+    token_count: int
+    token_budget: int
+    truncated: bool = False
+
+
+class ScopeStats(BaseModel):
+    """Counts and sizes of one scope's database."""
+
+    scope: Scope
+    sessions: int
+    messages: int
+    rounds: int
+    facts: int = 0
+    events: int = 0
+    entities: int = 0
+    disk_bytes: int = 0
+    embedder_id: str = ""
+    dim: int = 0
+
+
+class IngestResult(BaseModel):
+    """What an ingest call changed: new ids are counted, known ids are skipped (ingest is idempotent)."""
+
+    sessions_added: int = 0
+    messages_added: int = 0
+    messages_skipped: int = 0
+    rounds_written: int = 0
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+Timestamp = Annotated[datetime, Field(description="ISO-8601; naive values are taken as UTC")]

@@ -1,0 +1,51 @@
+"""Rank fusion: reciprocal rank fusion (default) and weighted min-max score fusion.
+
+RRF needs no score calibration between generators (BM25 scores and cosine similarities live on different scales),
+which is why it is the default; weights let a deployment lean on one signal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+Ranked = Sequence[tuple[str, float]]
+
+
+def rrf(
+    lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None, k: int = 60
+) -> dict[str, float]:
+    """sum_over_lists weight / (k + rank), rank starting at 1. Items missing from a list get nothing from it."""
+    out: dict[str, float] = {}
+    for name, ranked in lists.items():
+        w = 1.0 if weights is None else weights.get(name, 1.0)
+        if w == 0:
+            continue
+        for rank, (item, _) in enumerate(ranked, start=1):
+            out[item] = out.get(item, 0.0) + w / (k + rank)
+    return out
+
+
+def minmax(ranked: Ranked) -> dict[str, float]:
+    """Scores scaled to [0, 1] within one list; a constant list maps to 1.0."""
+    if not ranked:
+        return {}
+    scores = [s for _, s in ranked]
+    lo, hi = min(scores), max(scores)
+    if hi == lo:
+        return {item: 1.0 for item, _ in ranked}
+    return {item: (s - lo) / (hi - lo) for item, s in ranked}
+
+
+def weighted(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None) -> dict[str, float]:
+    """sum_over_lists weight * minmax(score). Items missing from a list get 0 from it."""
+    out: dict[str, float] = {}
+    for name, ranked in lists.items():
+        w = 1.0 if weights is None else weights.get(name, 1.0)
+        for item, s in minmax(ranked).items():
+            out[item] = out.get(item, 0.0) + w * s
+    return out
+
+
+def order(scores: Mapping[str, float]) -> list[tuple[str, float]]:
+    """Descending by score, ties broken by id so results are deterministic."""
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))

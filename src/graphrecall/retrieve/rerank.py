@@ -1,0 +1,73 @@
+"""Cross-encoder reranking through the ``rerankers`` package, configurable by model name or local path.
+
+No trained cross-encoder ships offline here, so reranking is optional: when no model is configured, or it cannot
+be loaded, the retriever says so once (a log warning) and keeps the fused order.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores (query, document) pairs; higher is more relevant. One score per document, in input order."""
+
+    def score(self, query: str, documents: Sequence[str]) -> list[float]: ...
+
+
+class CrossEncoderReranker:
+    """A ``rerankers`` cross-encoder (``model_type='cross-encoder'``) loaded lazily on first use."""
+
+    def __init__(
+        self, model: str, *, model_type: str = "cross-encoder", device: str = "cpu", batch_size: int = 16
+    ):
+        self.model = model
+        self.model_type = model_type
+        self.device = device
+        self.batch_size = batch_size
+        self._ranker: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        if self._ranker is None:
+            with self._lock:
+                if self._ranker is None:
+                    from rerankers import Reranker as _Rerankers
+
+                    self._ranker = _Rerankers(
+                        self.model,
+                        model_type=self.model_type,
+                        device=self.device,
+                        batch_size=self.batch_size,
+                        verbose=0,
+                    )
+        return self._ranker
+
+    def score(self, query: str, documents: Sequence[str]) -> list[float]:
+        if not documents:
+            return []
+        ranked = self._load().rank(query=query, docs=list(documents), doc_ids=list(range(len(documents))))
+        scores = [0.0] * len(documents)
+        for r in ranked.results:
+            scores[int(r.document.doc_id)] = float(r.score)
+        return scores
+
+
+class _Warned:
+    done = False
+
+
+def load_reranker(spec: str | None) -> Reranker | None:
+    """``spec`` is a model name or a local path; None/empty means reranking is off (said once, in the log)."""
+    if not spec:
+        if not _Warned.done:
+            log.info("reranker: off (set GRAPHRECALL_RERANKER to a cross-encoder name or path to enable it)")
+            _Warned.done = True
+        return None
+    return CrossEncoderReranker(spec)

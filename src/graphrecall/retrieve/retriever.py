@@ -1,0 +1,154 @@
+"""The hybrid retriever: candidate generators, fusion, an optional cross-encoder, hits with provenance.
+
+Generators over raw history: HNSW over user-turn vectors and over reply vectors (a round scores the better of the
+two; replies hold what the assistant said, which "what did you recommend" questions ask for), and BM25 over the
+round text. A time range parsed from the question (relative to ``question_date``) boosts rounds inside it.
+Generators over extracted memory (facts, events, entity expansion) plug in through ``extra_generators``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from graphrecall.config import RetrievalConfig
+from graphrecall.embed.base import Embedder, Vectors
+from graphrecall.models import Hit, Round, TimeRange
+from graphrecall.retrieve import fusion
+from graphrecall.retrieve.rerank import Reranker
+from graphrecall.retrieve.timeparse import parse_time_range
+from graphrecall.store import rounds as q
+from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.text import query_terms
+
+log = logging.getLogger(__name__)
+
+Ranked = list[tuple[str, float]]
+
+
+class CandidateGenerator:
+    """Extra generators return ranked *round* ids (e.g. rounds that a matching fact came from) per signal name."""
+
+    def __call__(
+        self, db: ScopeDatabase, query: str, qvec: Vectors, n: int, as_of: datetime | None
+    ) -> dict[str, Ranked]:
+        raise NotImplementedError
+
+
+class HybridRetriever:
+    def __init__(
+        self,
+        embedder: Embedder,
+        config: RetrievalConfig | None = None,
+        reranker: Reranker | None = None,
+        extra_generators: Sequence[Callable[..., dict[str, Ranked]]] = (),
+    ) -> None:
+        self.embedder = embedder
+        self.config = config or RetrievalConfig()
+        self.reranker = reranker
+        self.extra_generators = list(extra_generators)
+
+    def search(
+        self,
+        db: ScopeDatabase,
+        query: str,
+        k: int = 10,
+        *,
+        question_date: datetime | None = None,
+        time_range: TimeRange | None = None,
+        as_of: datetime | None = None,
+        use_index: bool = True,
+    ) -> list[Hit]:
+        cfg = self.config
+        n = max(cfg.candidates, k)
+        qvec = self.embedder.embed([query], kind="query")[0]
+        lists, vec_scores = self._round_lists(db, query, qvec, n, use_index)
+        for gen in self.extra_generators:
+            lists.update(gen(db, query, qvec, n, as_of))
+        fused = (
+            fusion.rrf(lists, cfg.weights, cfg.rrf_k)
+            if cfg.fusion == "rrf"
+            else fusion.weighted(lists, cfg.weights)
+        )
+        tr = time_range or parse_time_range(query, question_date)
+        in_range: set[str] = set()
+        if tr is not None and cfg.time_boost > 0:
+            in_range = set(q.rounds_between(db, tr.start, tr.end, limit=5 * n))
+            unit = 1.0 / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else 1.0
+            for rid in in_range:
+                if rid in fused:
+                    fused[rid] += cfg.time_boost * unit
+        ranked = fusion.order(fused)
+        rounds = q.fetch_rounds(db, [rid for rid, _ in ranked[: max(3 * k, cfg.rerank_top)]])
+        if question_date is not None and cfg.exclude_after_question_date:
+            ranked = [(rid, s) for rid, s in ranked if rid in rounds and rounds[rid].at <= question_date]
+        ranked = [(rid, s) for rid, s in ranked if rid in rounds]
+        rerank_scores: dict[str, float] = {}
+        if self.reranker is not None and ranked:
+            ranked, rerank_scores = self._rerank(query, ranked, rounds)
+        signals: dict[str, dict[str, float]] = {name: dict(lst) for name, lst in lists.items()}
+        signals["vector"] = vec_scores
+        hits = []
+        for rank, (rid, score) in enumerate(ranked[:k], start=1):
+            r = rounds[rid]
+            sig = {name: float(vals[rid]) for name, vals in signals.items() if rid in vals}
+            sig["fused"] = float(fused.get(rid, 0.0))
+            if tr is not None:
+                sig["time"] = 1.0 if rid in in_range else 0.0
+            if rid in rerank_scores:
+                sig["rerank"] = rerank_scores[rid]
+            hits.append(_hit(r, score, rank, sig))
+        return hits
+
+    def _round_lists(
+        self, db: ScopeDatabase, query: str, qvec: Vectors, n: int, use_index: bool
+    ) -> tuple[dict[str, Ranked], dict[str, float]]:
+        cfg = self.config
+        if use_index:
+            user = q.vector_search(db, "Round", "round_user_vec", qvec, n)
+            reply = q.vector_search(db, "Round", "round_reply_vec", qvec, n) if cfg.use_reply_vectors else []
+        else:
+            user = q.exact_vector_search(db, "embedding", qvec, n)
+            reply = q.exact_vector_search(db, "reply_embedding", qvec, n) if cfg.use_reply_vectors else []
+        vec: dict[str, float] = {}
+        for rid, s in user:
+            vec[rid] = max(vec.get(rid, -1.0), s)
+        for rid, s in reply:
+            vec[rid] = max(vec.get(rid, -1.0), s - cfg.reply_penalty)
+        bm25 = q.fts_search(db, "Round", "round_fts", query_terms(query), n)
+        return {"vector": fusion.order(vec)[:n], "bm25": bm25}, vec
+
+    def _rerank(
+        self, query: str, ranked: Ranked, rounds: dict[str, Round]
+    ) -> tuple[Ranked, dict[str, float]]:
+        assert self.reranker is not None
+        cfg = self.config
+        head, tail = ranked[: cfg.rerank_top], ranked[cfg.rerank_top :]
+        scores = self.reranker.score(query, [rounds[rid].text for rid, _ in head])
+        z = np.asarray(scores, dtype=np.float64)
+        # Blend in rank space so that a weak cross-encoder cannot throw away what fusion found.
+        rerank_rank = {head[i][0]: r for r, i in enumerate(np.argsort(-z), start=1)}
+        blended = {
+            rid: 1.0 / (cfg.rrf_k + pos) + cfg.rerank_weight / (cfg.rrf_k + rerank_rank[rid])
+            for pos, (rid, _) in enumerate(head, start=1)
+        }
+        new_head = fusion.order(blended)
+        return new_head + tail, {head[i][0]: float(scores[i]) for i in range(len(head))}
+
+
+def _hit(r: Round, score: float, rank: int, signals: dict[str, Any]) -> Hit:
+    return Hit(
+        id=r.id,
+        kind="round",
+        text=r.text,
+        score=float(score),
+        rank=rank,
+        signals=signals,
+        session_id=r.session_id,
+        date=r.at,
+        message_ids=list(r.message_ids),
+    )

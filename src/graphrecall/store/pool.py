@@ -1,0 +1,142 @@
+"""An LRU pool of open scope databases.
+
+Each open ``kuzu.Database`` reserves address space (``max_db_size``) and a buffer pool, so a process cannot keep
+every tenant open: the pool keeps at most ``capacity`` idle databases open and closes the least recently used.
+A database in use by a request is never closed under it; the pool may briefly exceed its capacity instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+
+from graphrecall.errors import NotFound
+from graphrecall.models import Scope
+from graphrecall.store.database import DEFAULT_BUFFER_POOL, DEFAULT_MAX_DB_SIZE, ScopeDatabase
+
+
+class DatabasePool:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        embedder_id: str,
+        dim: int,
+        capacity: int = 16,
+        buffer_pool_size: int = DEFAULT_BUFFER_POOL,
+        max_db_size: int = DEFAULT_MAX_DB_SIZE,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError("pool capacity must be at least 1")
+        self.root = root
+        self.embedder_id = embedder_id
+        self.dim = dim
+        self.capacity = capacity
+        self._bp = buffer_pool_size
+        self._max = max_db_size
+        self._open: OrderedDict[Scope, ScopeDatabase] = OrderedDict()
+        self._lock = threading.Lock()
+        self._scope_locks: dict[Scope, threading.Lock] = {}
+        self.opens = 0
+
+    def path_for(self, scope: Scope) -> Path:
+        return self.root / scope.org_id / f"{scope.user_id}.kuzu"
+
+    def exists(self, scope: Scope) -> bool:
+        return self.path_for(scope).exists()
+
+    def scopes(self) -> list[Scope]:
+        """Every scope with a database under the root."""
+        out = []
+        if self.root.exists():
+            for org in sorted(p for p in self.root.iterdir() if p.is_dir()):
+                for f in sorted(org.glob("*.kuzu")):
+                    with contextlib.suppress(ValueError):
+                        out.append(Scope(org_id=org.name, user_id=f.name[: -len(".kuzu")]))
+        return out
+
+    @contextlib.contextmanager
+    def acquire(self, scope: Scope, *, create: bool = True) -> Iterator[ScopeDatabase]:
+        db = self._get(scope, create)
+        try:
+            yield db
+        finally:
+            with self._lock:
+                db.in_use -= 1
+                self._evict()
+
+    def _get(self, scope: Scope, create: bool) -> ScopeDatabase:
+        with self._lock:
+            db = self._open.get(scope)
+            if db is not None:
+                self._open.move_to_end(scope)
+                db.in_use += 1
+                return db
+            scope_lock = self._scope_locks.setdefault(scope, threading.Lock())
+        with scope_lock:
+            with self._lock:
+                db = self._open.get(scope)
+                if db is not None:
+                    db.in_use += 1
+                    return db
+            path = self.path_for(scope)
+            if not create and not path.exists():
+                raise NotFound(f"no memory stored for scope {scope}")
+            db = ScopeDatabase(
+                path,
+                embedder_id=self.embedder_id,
+                dim=self.dim,
+                buffer_pool_size=self._bp,
+                max_db_size=self._max,
+            )
+            self.opens += 1
+            with self._lock:
+                db.in_use += 1
+                self._open[scope] = db
+                self._evict()
+            return db
+
+    def _evict(self) -> None:
+        """Close least-recently-used idle databases beyond capacity (caller holds ``_lock``)."""
+        if len(self._open) <= self.capacity:
+            return
+        for scope in list(self._open):
+            if len(self._open) <= self.capacity:
+                break
+            db = self._open[scope]
+            if db.in_use == 0:
+                del self._open[scope]
+                db.close()
+
+    def open_count(self) -> int:
+        with self._lock:
+            return len(self._open)
+
+    def drop(self, scope: Scope) -> bool:
+        """Close and delete a scope's database files. Returns whether anything existed."""
+        with self._lock:
+            db = self._open.pop(scope, None)
+            scope_lock = self._scope_locks.setdefault(scope, threading.Lock())
+        with scope_lock:
+            if db is not None:
+                db.close()
+            path = self.path_for(scope)
+            existed = False
+            for p in (path, Path(str(path) + ".wal"), Path(str(path) + ".lock"), Path(str(path) + ".shadow")):
+                if p.is_dir():
+                    shutil.rmtree(p)
+                    existed = True
+                elif p.exists():
+                    p.unlink()
+                    existed = True
+            return existed
+
+    def close(self) -> None:
+        with self._lock:
+            for db in self._open.values():
+                db.close()
+            self._open.clear()

@@ -1,0 +1,211 @@
+"""Queries over raw history: sessions, messages and rounds (writes in bulk, reads by id, vector and BM25 search)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from graphrecall.embed.base import Vectors
+from graphrecall.ingest import MessageRow, RoundRow
+from graphrecall.models import Message, Role, Round, Session, utcnow
+from graphrecall.store.database import ScopeDatabase, WriteTxn
+
+TS = pa.timestamp("us")
+
+
+def _vectors(v: Vectors, dim: int) -> pa.FixedSizeListArray:
+    flat = pa.array(np.ascontiguousarray(v, dtype=np.float32).ravel(), type=pa.float32())
+    return pa.FixedSizeListArray.from_arrays(flat, dim)
+
+
+def existing_sessions(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, int]:
+    """Session id -> number of stored messages, for the ids that exist."""
+    rows = db.query(
+        "UNWIND $ids AS i MATCH (s:Session {id: i}) OPTIONAL MATCH (m:Message)-[:MSG_IN]->(s) "
+        "RETURN s.id, count(m)",
+        {"ids": list(ids)},
+    )
+    return {r[0]: int(r[1]) for r in rows}
+
+
+def existing_message_ids(db: ScopeDatabase, ids: Sequence[str]) -> set[str]:
+    if not ids:
+        return set()
+    rows = db.query("UNWIND $ids AS i MATCH (m:Message {id: i}) RETURN m.id", {"ids": list(ids)})
+    return {r[0] for r in rows}
+
+
+def session_messages(db: ScopeDatabase, session_id: str) -> list[MessageRow]:
+    rows = db.query(
+        "MATCH (m:Message) WHERE m.session_id = $s RETURN m.id, m.session_id, m.idx, m.role, m.text, m.at "
+        "ORDER BY m.idx",
+        {"s": session_id},
+    )
+    return [MessageRow(*r) for r in rows]
+
+
+def write_history(
+    txn: WriteTxn,
+    *,
+    new_sessions: Sequence[tuple[str, datetime]],
+    messages: Sequence[MessageRow],
+    rounds: Sequence[RoundRow],
+    user_vecs: Vectors,
+    reply_vecs: Vectors,
+    replaced_round_ids: Sequence[str],
+    dim: int,
+) -> None:
+    """Write one ingest batch inside the caller's transaction: bulk COPY for nodes and edges."""
+    now = utcnow()
+    if replaced_round_ids:
+        txn.execute(
+            "UNWIND $ids AS i MATCH (r:Round {id: i}) DETACH DELETE r", {"ids": list(replaced_round_ids)}
+        )
+    if new_sessions:
+        txn.copy(
+            "Session",
+            pa.table(
+                {
+                    "id": [s for s, _ in new_sessions],
+                    "started_at": pa.array([d for _, d in new_sessions], TS),
+                    "extract_status": ["none"] * len(new_sessions),
+                    "extract_error": pa.array([None] * len(new_sessions), pa.string()),
+                    "updated_at": pa.array([now] * len(new_sessions), TS),
+                }
+            ),
+        )
+    if messages:
+        txn.copy(
+            "Message",
+            pa.table(
+                {
+                    "id": [m.id for m in messages],
+                    "session_id": [m.session_id for m in messages],
+                    "idx": pa.array([m.idx for m in messages], pa.int64()),
+                    "role": [m.role for m in messages],
+                    "text": [m.text for m in messages],
+                    "at": pa.array([m.at for m in messages], TS),
+                }
+            ),
+        )
+        txn.copy(
+            "MSG_IN", pa.table({"from": [m.id for m in messages], "to": [m.session_id for m in messages]})
+        )
+    if rounds:
+        txn.copy(
+            "Round",
+            pa.table(
+                {
+                    "id": [r.id for r in rounds],
+                    "session_id": [r.session_id for r in rounds],
+                    "idx": pa.array([r.idx for r in rounds], pa.int64()),
+                    "text": [r.text for r in rounds],
+                    "user_text": [r.user_text for r in rounds],
+                    "terms": [r.terms for r in rounds],
+                    "at": pa.array([r.at for r in rounds], TS),
+                    "message_ids": pa.array([r.message_ids for r in rounds], pa.list_(pa.string())),
+                    "embedding": _vectors(user_vecs, dim),
+                    "reply_embedding": _vectors(reply_vecs, dim),
+                }
+            ),
+        )
+        txn.copy("ROUND_IN", pa.table({"from": [r.id for r in rounds], "to": [r.session_id for r in rounds]}))
+        pairs = [(r.id, m) for r in rounds for m in r.message_ids]
+        txn.copy("HAS_MESSAGE", pa.table({"from": [p[0] for p in pairs], "to": [p[1] for p in pairs]}))
+    touched = sorted({m.session_id for m in messages})
+    if touched:
+        txn.execute(
+            "UNWIND $ids AS i MATCH (s:Session {id: i}) SET s.updated_at = $now", {"ids": touched, "now": now}
+        )
+
+
+def vector_search(db: ScopeDatabase, table: str, index: str, vec: Vectors, k: int) -> list[tuple[str, float]]:
+    """Top-k by cosine similarity through the HNSW index (Kuzu returns distances unsorted)."""
+    rows = db.query(
+        f"CALL QUERY_VECTOR_INDEX('{table}', '{index}', $v, $k) RETURN node.id, distance ORDER BY distance",
+        {"v": np.asarray(vec, dtype=np.float32).tolist(), "k": k},
+    )
+    return [(r[0], 1.0 - float(r[1])) for r in rows]
+
+
+def exact_vector_search(db: ScopeDatabase, column: str, vec: Vectors, k: int) -> list[tuple[str, float]]:
+    """The same ranking by a full scan, without the index: the baseline the HNSW index is measured against."""
+    rows = db.query(
+        f"MATCH (r:Round) WITH r, array_cosine_similarity(r.{column}, $v) AS s RETURN r.id, s ORDER BY s DESC "
+        "LIMIT $k",
+        {"v": np.asarray(vec, dtype=np.float32).tolist(), "k": k},
+    )
+    return [(r[0], float(r[1])) for r in rows]
+
+
+def fts_search(db: ScopeDatabase, table: str, index: str, terms: str, k: int) -> list[tuple[str, float]]:
+    """BM25 top-k with OR semantics over normalized terms (see ``store.text``)."""
+    if not terms:
+        return []
+    rows = db.query(
+        f"CALL QUERY_FTS_INDEX('{table}', '{index}', $q, conjunctive := false, top := $k) "
+        "RETURN node.id, score ORDER BY score DESC",
+        {"q": terms, "k": k},
+    )
+    return [(r[0], float(r[1])) for r in rows]
+
+
+def rounds_between(db: ScopeDatabase, start: datetime, end: datetime, limit: int) -> list[str]:
+    rows = db.query(
+        "MATCH (r:Round) WHERE r.at >= $a AND r.at <= $b RETURN r.id ORDER BY r.at LIMIT $n",
+        {"a": start, "b": end, "n": limit},
+    )
+    return [r[0] for r in rows]
+
+
+def fetch_rounds(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
+    if not ids:
+        return {}
+    rows = db.query(
+        "UNWIND $ids AS i MATCH (r:Round {id: i}) "
+        "RETURN r.id, r.session_id, r.idx, r.text, r.user_text, r.at, r.message_ids",
+        {"ids": list(ids)},
+    )
+    return {
+        r[0]: Round(
+            id=r[0], session_id=r[1], idx=r[2], text=r[3], user_text=r[4] or "", at=r[5], message_ids=r[6]
+        )
+        for r in rows
+    }
+
+
+def list_sessions(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> list[Session]:
+    rows = db.query(
+        "MATCH (s:Session) RETURN s.id, s.started_at, s.extract_status ORDER BY s.started_at, s.id SKIP $o LIMIT $n",
+        {"o": offset, "n": limit},
+    )
+    return [Session(id=r[0], started_at=r[1], extract_status=r[2] or "none") for r in rows]
+
+
+def get_session(db: ScopeDatabase, session_id: str) -> Session | None:
+    rows = db.query(
+        "MATCH (s:Session {id: $s}) RETURN s.id, s.started_at, s.extract_status", {"s": session_id}
+    )
+    if not rows:
+        return None
+    msgs = [
+        Message(id=m.id, role=Role(m.role), content=m.text, at=m.at, session_id=m.session_id, idx=m.idx)
+        for m in session_messages(db, session_id)
+    ]
+    r = rows[0]
+    return Session(id=r[0], started_at=r[1], extract_status=r[2] or "none", messages=msgs)
+
+
+def counts(db: ScopeDatabase) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for label in ("Session", "Message", "Round", "Fact", "Event", "Entity"):
+        out[label] = int(db.query(f"MATCH (n:{label}) RETURN count(n)")[0][0])
+    return out
+
+
+def scalar(rows: list[list[Any]]) -> Any:
+    return rows[0][0] if rows else None

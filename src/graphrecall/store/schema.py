@@ -1,0 +1,80 @@
+"""The graph schema of one scope's database, and its creation.
+
+One Kuzu database holds one scope (an org's user). ``SCHEMA_VERSION`` is stored in the ``Meta`` node together with
+the embedder id and dimension; opening a database with another embedder is refused (vectors of different models are
+not comparable, and mixing them would return silent garbage).
+
+Indexes: HNSW (cosine) on every embedding column that retrieval searches, FTS (BM25) on the derived ``terms``
+columns (see ``store.text`` for why the terms are ours and not Kuzu's tokenizer's). Vector indexes are never
+dropped: ``DROP_VECTOR_INDEX`` followed by an insert crashes Kuzu 0.11.3 after a reopen.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+# (table, index name, column) for every HNSW index.
+VECTOR_INDEXES: tuple[tuple[str, str, str], ...] = (
+    ("Round", "round_user_vec", "embedding"),
+    ("Round", "round_reply_vec", "reply_embedding"),
+    ("Fact", "fact_vec", "embedding"),
+    ("Event", "event_vec", "embedding"),
+    ("Entity", "entity_vec", "embedding"),
+)
+
+# (table, index name, column) for every FTS index.
+FTS_INDEXES: tuple[tuple[str, str, str], ...] = (
+    ("Round", "round_fts", "terms"),
+    ("Fact", "fact_fts", "terms"),
+    ("Event", "event_fts", "terms"),
+)
+
+
+def node_tables(dim: int) -> list[str]:
+    vec = f"FLOAT[{dim}]"
+    return [
+        "CREATE NODE TABLE Meta(key STRING PRIMARY KEY, schema_version INT64, embedder_id STRING, dim INT64,"
+        " created_at TIMESTAMP)",
+        "CREATE NODE TABLE Stopword(sw STRING PRIMARY KEY)",
+        "CREATE NODE TABLE Session(id STRING PRIMARY KEY, started_at TIMESTAMP, extract_status STRING,"
+        " extract_error STRING, updated_at TIMESTAMP)",
+        "CREATE NODE TABLE Message(id STRING PRIMARY KEY, session_id STRING, idx INT64, role STRING, text STRING,"
+        " at TIMESTAMP)",
+        "CREATE NODE TABLE Round(id STRING PRIMARY KEY, session_id STRING, idx INT64, text STRING,"
+        f" user_text STRING, terms STRING, at TIMESTAMP, message_ids STRING[], embedding {vec},"
+        f" reply_embedding {vec})",
+        "CREATE NODE TABLE Fact(id STRING PRIMARY KEY, text STRING, terms STRING, kind STRING, polarity STRING,"
+        " confidence DOUBLE, valid_from TIMESTAMP, valid_to TIMESTAMP, recorded_at TIMESTAMP,"
+        f" expired_at TIMESTAMP, last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec})",
+        "CREATE NODE TABLE Event(id STRING PRIMARY KEY, subject STRING, verb STRING, object STRING, text STRING,"
+        " terms STRING, time_start TIMESTAMP, time_end TIMESTAMP, session_id STRING, message_ids STRING[],"
+        f" embedding {vec})",
+        "CREATE NODE TABLE Entity(id STRING PRIMARY KEY, name STRING, norm STRING, type STRING,"
+        f" aliases STRING[], embedding {vec})",
+    ]
+
+
+REL_TABLES: list[str] = [
+    "CREATE REL TABLE MSG_IN(FROM Message TO Session)",
+    "CREATE REL TABLE ROUND_IN(FROM Round TO Session)",
+    "CREATE REL TABLE HAS_MESSAGE(FROM Round TO Message)",
+    "CREATE REL TABLE FACT_FROM(FROM Fact TO Message)",
+    "CREATE REL TABLE ABOUT(FROM Fact TO Entity)",
+    "CREATE REL TABLE SUPERSEDES(FROM Fact TO Fact, at TIMESTAMP, reason STRING)",
+    "CREATE REL TABLE EVENT_FROM(FROM Event TO Message)",
+    "CREATE REL TABLE SUBJECT(FROM Event TO Entity)",
+    "CREATE REL TABLE OBJECT(FROM Event TO Entity)",
+    "CREATE REL TABLE RELATED(FROM Entity TO Entity, predicate STRING, fact_id STRING)",
+]
+
+
+def index_statements() -> list[str]:
+    stmts = [
+        f"CALL CREATE_VECTOR_INDEX('{t}', '{name}', '{col}', metric := 'cosine')"
+        for t, name, col in VECTOR_INDEXES
+    ]
+    stmts += [
+        f"CALL CREATE_FTS_INDEX('{t}', '{name}', ['{col}'], stemmer := 'none')"
+        for t, name, col in FTS_INDEXES
+    ]
+    return stmts

@@ -1,0 +1,63 @@
+"""Term normalization for full-text search.
+
+Why this exists: Kuzu 0.11.3's FTS with a custom stopword table crashes the process on the first insert after the
+index is built (measured, see docs/architecture.md), and its built-in stopword list is huge (it drops words such as
+"hello"). So we do tokenization, stopwords and stemming ourselves and index a derived ``terms`` column with Kuzu's
+``stemmer := 'none'``. Every term carries a one-letter prefix so no term can collide with Kuzu's built-in stopword
+list. Queries go through the same function, which also makes them punctuation-safe: nothing but prefixed
+alphanumeric terms ever reaches the FTS parser.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import snowballstemmer
+
+TERM_PREFIX = "w"
+
+# A deliberately small list: function words only. Content words (even common ones such as "new", "work", "home")
+# carry signal in personal-memory questions.
+STOPWORDS: frozenset[str] = frozenset(
+    (
+        "a an and are as at be been being but by can could did do does doing for from had has have having he her hers "
+        "him his how i if in into is it its itself just me my myself of on or our ours so than that the their theirs them "
+        "then there these they this those to too us was we were what when where which while who whom why will with would "
+        "you your yours yourself am also about any some very s t d ll m re ve don didn doesn isn wasn"
+    ).split()
+)
+
+_TOKEN = re.compile(r"[0-9]+(?:[.,][0-9]+)*|[^\W\d_]+", re.UNICODE)
+_stemmer = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    return str(_stemmer.stemWord(word))
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word and number tokens, stopwords removed, stemmed (no prefix)."""
+    out: list[str] = []
+    for tok in _TOKEN.findall(text.lower()):
+        if tok in STOPWORDS:
+            continue
+        if tok[0].isdigit():
+            out.append(tok.replace(",", ""))
+        else:
+            out.append(_stem(tok))
+    return out
+
+
+def index_terms(text: str) -> str:
+    """The string stored in a ``terms`` column: prefixed normalized tokens separated by spaces."""
+    return " ".join(TERM_PREFIX + t.replace(".", "_") for t in tokenize(text))
+
+
+def query_terms(text: str) -> str:
+    """A question as an OR query for Kuzu FTS: unique terms, original order, empty if nothing is left."""
+    seen: dict[str, None] = {}
+    for t in tokenize(text):
+        seen.setdefault(TERM_PREFIX + t.replace(".", "_"), None)
+    return " ".join(seen)
