@@ -1,0 +1,1 @@
+"""Reading from memory: question analysis, the mode-aware Reader and its tools."""

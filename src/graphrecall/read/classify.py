@@ -1,0 +1,129 @@
+"""Rule-based question analysis: which kind of memory question is this, and so which Reader mode and budget.
+
+The categories are LongMemEval's, because they map to distinct reading strategies: preference questions want
+synthesis (recommendations grounded in what the user likes), assistant questions want the assistant's own words,
+temporal ones need dates and arithmetic, multi-session ones need aggregation over many sessions (a bigger context
+budget), knowledge-update ones need the latest value. Rules are ordered from the most to the least specific cue;
+an optional LLM fallback handles questions no rule claims (``classify(..., llm=...)``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+
+class QuestionType(StrEnum):
+    single_session_user = "single-session-user"
+    single_session_assistant = "single-session-assistant"
+    single_session_preference = "single-session-preference"
+    multi_session = "multi-session"
+    knowledge_update = "knowledge-update"
+    temporal_reasoning = "temporal-reasoning"
+
+
+ReaderMode = Literal["recall", "synthesis"]
+
+
+@dataclass(frozen=True)
+class QuestionPlan:
+    """What the Reader should do with a question."""
+
+    type: QuestionType
+    mode: ReaderMode
+    token_budget: int
+    k: int
+    rule: str
+
+
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+_RULES: list[tuple[QuestionType, str, re.Pattern[str]]] = [
+    (
+        QuestionType.single_session_assistant,
+        "asks what the assistant said",
+        _rx(
+            r"\b(our|the) (previous|earlier|last) (conversation|chat|discussion|game)|\byou made\b|\bremind me\b|\byou (told|suggested|recommended|"
+            r"mentioned|provided|gave|said|listed|shared|came up with)\b|\bremind me (of |what |about )?(the |that )?"
+            r".*\byou\b|\bwe discussed\b"
+        ),
+    ),
+    (
+        QuestionType.single_session_preference,
+        "asks for a recommendation",
+        _rx(
+            r"\bany (suggestions?|recommendations?|tips|ideas|advice)\b|\bcan you (suggest|recommend)\b|"
+            r"\bcould you (suggest|recommend)\b|\bwhat should i\b|\bcould there be a reason\b|\brecommend some\b|"
+            r"\bsuggest (a|an|some)\b|\bideas for\b"
+        ),
+    ),
+    (
+        QuestionType.temporal_reasoning,
+        "asks about order or elapsed time",
+        _rx(
+            r"\b\w+ ago\b|\bdays? (before|after|passed|had passed)\b|\b(weeks|months|days|years) (passed|had passed)\b|"
+            r"\bpassed between\b|\bwhich \w+(?: \w+)? did i \w+ first\b|\bfirst,? (the )?.+ or\b|\border of\b|"
+            r"\bmost recently, an? \b|\bhow old was i when\b|\blast week\b|\bpast weekend\b|\blast weekend\b.*\bwhich\b|"
+            r"\bhow long had i been\b|\bhave i been accepted\b|\bhow many days did it take for me to find\b|"
+            r"\bwhat was the first\b|\bwhen i (realized|attended|signed|started attending)\b"
+        ),
+    ),
+    (
+        QuestionType.multi_session,
+        "asks to aggregate across sessions",
+        _rx(
+            r"\bin total\b|\btotal\b|\bcombined\b|\baltogether\b|\bhow many different\b|\bhow much more\b|"
+            r"\bpercentage\b|\bboth\b|\bsave by\b|\bcompared to\b|\bthe most\b|\bhow many \w+ (did|have) i "
+            r"(attend|visit|acquire|replace)|\bin the past (few|three|two|\d+) months\b|\bthis year\b|"
+            r"\bhow old will\b|\bhow much did i save\b|\bhow many days did (i|it take)\b|\bwhat time did i\b|"
+            r"\bwhich \w+ did i\b.*\bat\b|\bhow many \w+ services\b|\bmovie festivals\b"
+        ),
+    ),
+    (
+        QuestionType.knowledge_update,
+        "asks for the current or latest value",
+        _rx(
+            r"\bcurrently\b|\bnow\b|\bmost recent(ly)?\b|\bstill\b|\binitially\b|\bsince (i )?start(ed|ing)\b|"
+            r"\bhow long have i (been|had)\b|\bhow often do i\b|\bhow many \w+(?: \w+)? have i\b|"
+            r"\bhave i (tried|seen|completed|added)\b|\bdid i (finish|attend)\b|\bdo i dedicate\b|"
+            r"\bwhere did i get\b|\bwhen i just started\b|\bfirst three months\b|\bam i planning\b|"
+            r"\bi was pre-approved\b|\bdo i have other\b|\bdid i mostly\b|\bdid i earn\b"
+        ),
+    ),
+]
+
+_BUDGETS: dict[QuestionType, tuple[int, int]] = {
+    QuestionType.single_session_user: (2000, 10),
+    QuestionType.single_session_assistant: (3000, 10),
+    QuestionType.single_session_preference: (3000, 15),
+    QuestionType.multi_session: (6000, 30),
+    QuestionType.knowledge_update: (3000, 15),
+    QuestionType.temporal_reasoning: (4000, 20),
+}
+
+
+def classify_rules(question: str) -> tuple[QuestionType, str] | None:
+    """The first rule that matches, or None when no rule claims the question."""
+    q = " ".join(question.split())
+    for qtype, why, pattern in _RULES:
+        if pattern.search(q):
+            return qtype, why
+    return None
+
+
+def plan_for(qtype: QuestionType, rule: str = "") -> QuestionPlan:
+    budget, k = _BUDGETS[qtype]
+    mode: ReaderMode = "synthesis" if qtype is QuestionType.single_session_preference else "recall"
+    return QuestionPlan(type=qtype, mode=mode, token_budget=budget, k=k, rule=rule)
+
+
+def classify(question: str) -> QuestionPlan:
+    """Rule-based plan; questions no rule claims are single-session-user (a fact the user stated once)."""
+    found = classify_rules(question)
+    if found is None:
+        return plan_for(QuestionType.single_session_user, "default: a fact stated once")
+    return plan_for(*found)
