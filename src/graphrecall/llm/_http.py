@@ -1,0 +1,145 @@
+"""Retries, timeouts and concurrency limits shared by the HTTP providers.
+
+The SDKs' own retry loops are switched off (``max_retries=0``) so that every provider behaves the same way:
+bounded attempts, exponential backoff with jitter on 429/5xx/connection errors, a per-attempt timeout, and an
+``asyncio.Semaphore`` that caps in-flight requests per provider instance (extraction fans out one call per
+session; without a cap a large import would hammer the API and trip its rate limits).
+
+SDK clients and semaphores are bound to the event loop they were first used on, and this library is called
+both from async servers and from sync code (via a background loop), so both are kept per loop (``LoopLocal``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import weakref
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Generic, TypeVar
+
+from .errors import LLMError, LLMRateLimited, LLMTimeout
+
+log = logging.getLogger("graphrecall.llm")
+
+R = TypeVar("R")
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard to try: ``max_retries`` extra attempts after the first, each capped at ``timeout`` s."""
+
+    max_retries: int = 3
+    timeout: float = 60.0
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Backoff before retry number ``attempt`` (0-based): exponential, "equal jitter", at least the
+        server's Retry-After hint (capped so a silly hint cannot stall a run)."""
+        backoff = min(self.max_delay, self.base_delay * float(2**attempt))
+        wait: float = backoff / 2 + random.uniform(0, backoff / 2)
+        if retry_after is not None and retry_after > 0:
+            wait = max(wait, min(retry_after, max(self.max_delay, 60.0)))
+        return wait
+
+
+class LoopLocal(Generic[V]):
+    """One value per running event loop, created on demand and dropped with its loop."""
+
+    def __init__(self, factory: Callable[[], V]) -> None:
+        self._factory = factory
+        self._values: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, V] = weakref.WeakKeyDictionary()
+
+    def get(self) -> V:
+        loop = asyncio.get_running_loop()
+        value = self._values.get(loop)
+        if value is None:
+            value = self._factory()
+            self._values[loop] = value
+        return value
+
+
+class Limiter:
+    """``async with limiter:`` allows at most ``concurrency`` bodies at once (per event loop)."""
+
+    def __init__(self, concurrency: int) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        self.concurrency = concurrency
+        self._sems: LoopLocal[asyncio.Semaphore] = LoopLocal(lambda: asyncio.Semaphore(concurrency))
+
+    async def __aenter__(self) -> None:
+        await self._sems.get().acquire()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._sems.get().release()
+
+
+async def call_with_retries(
+    op: Callable[[], Awaitable[R]],
+    *,
+    policy: RetryPolicy,
+    limiter: Limiter,
+    translate: Callable[[Exception], LLMError | None],
+    what: str,
+    retry_if: Callable[[LLMError], bool] | None = None,
+) -> R:
+    """Run ``op`` until it succeeds, a non-retryable error occurs, or ``policy.max_retries`` is used up.
+
+    ``translate`` maps SDK exceptions to ``LLMError`` (``None`` lets an unknown exception through untouched,
+    since it is a bug, not a transient failure). ``retry_if`` overrides the error's own ``retryable`` flag,
+    e.g. to stop retrying a 500 that is really "this server does not support json_schema". The semaphore is
+    held only while a request is in flight, not during backoff sleeps.
+    """
+    attempt = 0
+    while True:
+        try:
+            async with limiter, asyncio.timeout(policy.timeout):
+                return await op()
+        except TimeoutError as exc:
+            err: LLMError = LLMTimeout(f"{what}: no answer within {policy.timeout:g}s")
+            cause: Exception = exc
+        except LLMError as exc:
+            err, cause = exc, exc
+        except Exception as exc:
+            translated = translate(exc)
+            if translated is None:
+                raise
+            err, cause = translated, exc
+        retry = err.retryable if retry_if is None else retry_if(err)
+        if not retry or attempt >= policy.max_retries:
+            if err is cause:
+                raise err
+            raise err from cause
+        wait = policy.delay(attempt, err.retry_after)
+        log.warning(
+            "%s failed (%s); retry %d/%d in %.2fs", what, err.message, attempt + 1, policy.max_retries, wait
+        )
+        await asyncio.sleep(wait)
+        attempt += 1
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (only the delta-seconds form; HTTP dates are rare from LLM APIs)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def status_error(provider: str, status: int, message: str, retry_after: float | None = None) -> LLMError:
+    """Map an HTTP status to an ``LLMError``: 429 rate limit, 408/409/5xx retryable, other 4xx final."""
+    text = f"{provider} HTTP {status}: {message[:1000]}"
+    if status == 429:
+        return LLMRateLimited(text, retry_after=retry_after)
+    return LLMError(
+        text, status=status, retryable=status >= 500 or status in (408, 409), retry_after=retry_after
+    )

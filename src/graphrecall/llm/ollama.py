@@ -1,0 +1,138 @@
+"""Local models served by Ollama, through the official ``ollama`` SDK.
+
+Structured output uses Ollama's ``format=<JSON schema>`` (grammar-constrained); the schema is also put in the
+system prompt because small local models fill fields better when they can read the descriptions. Ollama has
+no tool-call ids, so ids are synthesised (``call_0``...) and tool results are matched back by tool name.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from ._http import Limiter, LoopLocal, RetryPolicy, call_with_retries, status_error
+from .base import BaseLLM, ChatMessage, LLMResponse, ToolCall, ToolSpec, with_schema_instructions
+from .errors import LLMError, LLMTimeout
+from .usage import Usage, UsageTracker
+
+
+class OllamaLLM(BaseLLM):
+    """An Ollama model; ``host`` defaults to ``$OLLAMA_HOST`` or ``http://127.0.0.1:11434``."""
+
+    provider: ClassVar[str] = "ollama"
+
+    def __init__(
+        self,
+        model: str,
+        host: str | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        concurrency: int = 2,
+        *,
+        retry_base_delay: float = 0.5,
+        usage: UsageTracker | None = None,
+    ) -> None:
+        try:
+            import ollama
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "OllamaLLM needs the ollama package: pip install 'graphrecall[ollama]'"
+            ) from exc
+        super().__init__(model, usage=usage)
+        self._sdk = ollama
+        self.host = host or os.environ.get("OLLAMA_HOST") or None
+        resolved = self.host
+        self._clients: LoopLocal[Any] = LoopLocal(lambda: ollama.AsyncClient(host=resolved, timeout=timeout))
+        self.policy = RetryPolicy(max_retries=max_retries, timeout=timeout, base_delay=retry_base_delay)
+        self.limiter = Limiter(concurrency)
+
+    def __repr__(self) -> str:
+        return f"OllamaLLM(model={self.model!r}, host={self.host!r})"
+
+    def _translate(self, exc: Exception) -> LLMError | None:
+        import httpx
+
+        if isinstance(exc, httpx.TimeoutException):
+            return LLMTimeout(f"ollama {self.model}: request timed out")
+        if isinstance(exc, (ConnectionError, httpx.TransportError)):
+            return LLMError(f"ollama {self.model}: connection failed: {exc}", retryable=True)
+        if isinstance(exc, self._sdk.ResponseError):
+            return status_error(f"ollama {self.model}", exc.status_code, str(exc.error))
+        return None
+
+    async def _request(self, kwargs: dict[str, Any]) -> Any:
+        async def op() -> Any:
+            return await self._clients.get().chat(**kwargs)
+
+        return await call_with_retries(
+            op,
+            policy=self.policy,
+            limiter=self.limiter,
+            translate=self._translate,
+            what=f"ollama {self.model}",
+        )
+
+    def _kwargs(
+        self, messages: list[ChatMessage], temperature: float, max_tokens: int | None
+    ) -> dict[str, Any]:
+        options: dict[str, Any] = {"temperature": temperature}
+        if max_tokens is not None:
+            options["num_predict"] = max_tokens
+        return {"model": self.model, "messages": [_to_ollama(m) for m in messages], "options": options}
+
+    async def _complete(
+        self,
+        messages: list[ChatMessage],
+        *,
+        tools: list[ToolSpec],
+        temperature: float,
+        max_tokens: int | None,
+    ) -> LLMResponse:
+        kwargs = self._kwargs(messages, temperature, max_tokens)
+        if tools:
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
+                for t in tools
+            ]
+        return _from_ollama(await self._request(kwargs))
+
+    async def _structured(
+        self,
+        messages: list[ChatMessage],
+        schema: type[BaseModel],
+        *,
+        temperature: float,
+        max_tokens: int | None,
+    ) -> LLMResponse:
+        kwargs = self._kwargs(with_schema_instructions(messages, schema), temperature, max_tokens)
+        kwargs["format"] = schema.model_json_schema()
+        return _from_ollama(await self._request(kwargs))
+
+
+def _to_ollama(m: ChatMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.role == "tool" and m.name:
+        out["tool_name"] = m.name
+    if m.role == "assistant" and m.tool_calls:
+        out["tool_calls"] = [{"function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls]
+    return out
+
+
+def _from_ollama(resp: Any) -> LLMResponse:
+    msg = resp.message
+    calls = [
+        ToolCall(id=f"call_{i}", name=tc.function.name, arguments=dict(tc.function.arguments or {}))
+        for i, tc in enumerate(msg.tool_calls or [])
+    ]
+    return LLMResponse(
+        text=msg.content or "",
+        tool_calls=calls,
+        usage=Usage(input_tokens=resp.prompt_eval_count or 0, output_tokens=resp.eval_count or 0),
+        model=resp.model or "",
+        finish_reason=resp.done_reason,
+    )

@@ -1,0 +1,285 @@
+"""OpenAI and OpenAI-compatible servers (llama.cpp, vLLM, LM Studio...) through the official ``openai`` SDK.
+
+Structured output is where compatible servers differ most, so three mechanisms are tried in order and the
+first that works is remembered on the instance:
+
+1. ``json_schema`` (strict when the schema allows it): OpenAI's native, guaranteed-valid structured output.
+2. ``json_object`` + ``schema``: llama.cpp's grammar-constrained JSON (it answers HTTP 500 to mechanism 1).
+3. plain ``json_object`` with the schema in the system prompt: anything else that speaks JSON mode.
+
+Whatever the mechanism, the result is validated by pydantic in ``BaseLLM.parse`` (with one repair retry).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel
+
+from ._http import Limiter, LoopLocal, RetryPolicy, call_with_retries, parse_retry_after, status_error
+from ._schema import NotStrictable, strict_json_schema
+from .base import BaseLLM, ChatMessage, LLMResponse, ToolCall, ToolSpec, tool_name, with_schema_instructions
+from .errors import LLMError, LLMNotConfigured, LLMTimeout
+from .usage import Usage, UsageTracker
+
+log = logging.getLogger("graphrecall.llm")
+
+Mechanism = Literal["json_schema", "json_object_schema", "json_object"]
+MECHANISMS: tuple[Mechanism, ...] = ("json_schema", "json_object_schema", "json_object")
+
+_FORMAT_WORDS = re.compile(
+    r"response_format|json_schema|json_object|grammar|structured output", re.IGNORECASE
+)
+_NO_FALLBACK_STATUS = {401, 403, 404, 429}
+PLACEHOLDER_KEY = "sk-no-key-needed"
+
+
+def _mentions_format(err: LLMError) -> bool:
+    return bool(_FORMAT_WORDS.search(err.message))
+
+
+def _retry_unless_format_error(err: LLMError) -> bool:
+    """A 500 that complains about ``response_format`` will not go away by waiting: fall back at once."""
+    return err.retryable and not _mentions_format(err)
+
+
+class OpenAILLM(BaseLLM):
+    """Chat Completions API client. ``base_url`` points it at any OpenAI-compatible server.
+
+    ``structured`` forces a structured-output mechanism (skipping the probe); ``structured_mechanism`` tells
+    which one is in use once a structured call has succeeded.
+    """
+
+    provider: ClassVar[str] = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        concurrency: int = 8,
+        *,
+        structured: Mechanism | None = None,
+        retry_base_delay: float = 0.5,
+        usage: UsageTracker | None = None,
+    ) -> None:
+        try:
+            import openai
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "OpenAILLM needs the openai package: pip install 'graphrecall[openai]'"
+            ) from exc
+        super().__init__(model, usage=usage)
+        self._sdk = openai
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        if not key:
+            if not self.base_url:
+                raise LLMNotConfigured(
+                    "OpenAILLM: no API key; set OPENAI_API_KEY, pass api_key=, "
+                    "or pass base_url= for a local server"
+                )
+            key = PLACEHOLDER_KEY  # local servers ignore the key but the SDK insists on one
+        base = self.base_url
+        self._clients: LoopLocal[Any] = LoopLocal(
+            lambda: openai.AsyncOpenAI(api_key=key, base_url=base, timeout=timeout, max_retries=0)
+        )
+        self.policy = RetryPolicy(max_retries=max_retries, timeout=timeout, base_delay=retry_base_delay)
+        self.limiter = Limiter(concurrency)
+        self._mech_index = MECHANISMS.index(structured) if structured else 0
+        self._mech_confirmed = structured is not None
+
+    def __repr__(self) -> str:
+        return f"OpenAILLM(model={self.model!r}, base_url={self.base_url!r})"
+
+    @property
+    def structured_mechanism(self) -> Mechanism | None:
+        return MECHANISMS[self._mech_index] if self._mech_confirmed else None
+
+    # -- requests -------------------------------------------------------------------------------------
+
+    def _translate(self, exc: Exception) -> LLMError | None:
+        sdk = self._sdk
+        if isinstance(exc, sdk.APITimeoutError):
+            return LLMTimeout(f"openai {self.model}: request timed out")
+        if isinstance(exc, sdk.APIConnectionError):
+            return LLMError(f"openai {self.model}: connection failed: {exc}", retryable=True)
+        if isinstance(exc, sdk.APIStatusError):
+            retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
+            return status_error(f"openai {self.model}", exc.status_code, _error_text(exc), retry_after)
+        return None
+
+    async def _request(self, kwargs: dict[str, Any]) -> Any:
+        async def op() -> Any:
+            return await self._clients.get().chat.completions.create(**kwargs)
+
+        return await call_with_retries(
+            op,
+            policy=self.policy,
+            limiter=self.limiter,
+            translate=self._translate,
+            what=f"openai {self.model}",
+            retry_if=_retry_unless_format_error,
+        )
+
+    def _base_kwargs(
+        self, messages: list[ChatMessage], temperature: float, max_tokens: int | None
+    ) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": [_to_openai(m) for m in messages],
+            "temperature": temperature,
+        }
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        return kwargs
+
+    async def _complete(
+        self,
+        messages: list[ChatMessage],
+        *,
+        tools: list[ToolSpec],
+        temperature: float,
+        max_tokens: int | None,
+    ) -> LLMResponse:
+        kwargs = self._base_kwargs(messages, temperature, max_tokens)
+        if tools:
+            kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
+                for t in tools
+            ]
+        return _from_openai(await self._request(kwargs))
+
+    async def _structured(
+        self,
+        messages: list[ChatMessage],
+        schema: type[BaseModel],
+        *,
+        temperature: float,
+        max_tokens: int | None,
+    ) -> LLMResponse:
+        for index in range(self._mech_index, len(MECHANISMS)):
+            mech = MECHANISMS[index]
+            kwargs = self._structured_kwargs(mech, messages, schema, temperature, max_tokens)
+            try:
+                completion = await self._request(kwargs)
+            except LLMError as err:
+                if index + 1 < len(MECHANISMS) and self._is_rejection(err):
+                    log.info(
+                        "openai %s: %s rejected (%s); trying %s",
+                        self.model,
+                        mech,
+                        err.status,
+                        MECHANISMS[index + 1],
+                    )
+                    self._mech_index, self._mech_confirmed = index + 1, False
+                    continue
+                raise
+            self._mech_index, self._mech_confirmed = index, True
+            return _from_openai(completion)
+        raise AssertionError("unreachable: the last mechanism either returns or raises")
+
+    def _is_rejection(self, err: LLMError) -> bool:
+        """Whether an error means "this server does not support this response_format" (so fall back)."""
+        if err.status is None:
+            return False
+        if err.status in (400, 422, 500) and _mentions_format(err):
+            return True
+        return not self._mech_confirmed and 400 <= err.status < 600 and err.status not in _NO_FALLBACK_STATUS
+
+    def _structured_kwargs(
+        self,
+        mech: Mechanism,
+        messages: list[ChatMessage],
+        schema: type[BaseModel],
+        temperature: float,
+        max_tokens: int | None,
+    ) -> dict[str, Any]:
+        json_schema = schema.model_json_schema()
+        if mech == "json_schema":
+            kwargs = self._base_kwargs(messages, temperature, max_tokens)
+            try:
+                spec: dict[str, Any] = {"schema": strict_json_schema(json_schema), "strict": True}
+            except NotStrictable:
+                spec = {"schema": json_schema, "strict": False}
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": tool_name(schema.__name__), **spec},
+            }
+            return kwargs
+        # Small local models fill fields far better when they can read the schema's descriptions, so the
+        # schema goes into the prompt even when a grammar enforces it.
+        kwargs = self._base_kwargs(with_schema_instructions(messages, schema), temperature, max_tokens)
+        if mech == "json_object_schema":
+            kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
+        else:
+            kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
+
+
+def _error_text(exc: Any) -> str:
+    """The server's error message; compatible servers put it in different places, so keep the raw body too."""
+    body = getattr(exc, "body", None)
+    text = getattr(exc, "message", "") or str(exc)
+    if body is not None and not isinstance(body, str):
+        body = json.dumps(body, default=str)
+    return f"{text} {body}" if body and body not in text else text
+
+
+def _to_openai(m: ChatMessage) -> dict[str, Any]:
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content}
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.role == "assistant" and m.tool_calls:
+        out["content"] = m.content or None
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+            }
+            for c in m.tool_calls
+        ]
+    if m.name and m.role in ("user", "system"):
+        out["name"] = m.name
+    return out
+
+
+def _parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {}, raw
+    return (value, None) if isinstance(value, dict) else ({}, raw)
+
+
+def _from_openai(completion: Any) -> LLMResponse:
+    choice = completion.choices[0]
+    msg = choice.message
+    calls: list[ToolCall] = []
+    for i, tc in enumerate(msg.tool_calls or []):
+        fn = getattr(tc, "function", None)
+        if fn is None:
+            continue
+        args, raw = _parse_arguments(fn.arguments)
+        calls.append(ToolCall(id=tc.id or f"call_{i}", name=fn.name, arguments=args, raw_arguments=raw))
+    usage = completion.usage
+    return LLMResponse(
+        text=msg.content or "",
+        tool_calls=calls,
+        usage=Usage(
+            input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        ),
+        model=completion.model or "",
+        finish_reason=choice.finish_reason,
+    )
