@@ -41,6 +41,8 @@ def weighted(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = 
     out: dict[str, float] = {}
     for name, ranked in lists.items():
         w = 1.0 if weights is None else weights.get(name, 1.0)
+        if w == 0:  # as in rrf: a muted list contributes no candidates, not zero-score ones
+            continue
         for item, s in minmax(ranked).items():
             out[item] = out.get(item, 0.0) + w * s
     return out

@@ -11,6 +11,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from graphrecall.errors import NotAvailable
+
 log = logging.getLogger(__name__)
 
 
@@ -38,15 +40,24 @@ class CrossEncoderReranker:
         if self._ranker is None:
             with self._lock:
                 if self._ranker is None:
-                    from rerankers import Reranker as _Rerankers
+                    try:
+                        from rerankers import Reranker as _Rerankers
 
-                    self._ranker = _Rerankers(
-                        self.model,
-                        model_type=self.model_type,
-                        device=self.device,
-                        batch_size=self.batch_size,
-                        verbose=0,
-                    )
+                        ranker = _Rerankers(
+                            self.model,
+                            model_type=self.model_type,
+                            device=self.device,
+                            batch_size=self.batch_size,
+                            verbose=0,
+                        )
+                    except Exception as e:  # ImportError, OSError (no such model), torch errors...
+                        raise NotAvailable(f"cannot load reranker {self.model!r}: {e}") from e
+                    if ranker is None:  # ``rerankers`` returns None (and prints) when a dependency is missing
+                        raise NotAvailable(
+                            f"cannot load reranker {self.model!r}: rerankers lacks the dependencies for "
+                            f"{self.model_type!r} (pip install 'graphrecall[rerank]')"
+                        )
+                    self._ranker = ranker
         return self._ranker
 
     def score(self, query: str, documents: Sequence[str]) -> list[float]:

@@ -60,7 +60,13 @@ def parse_time_range(question: str, question_date: datetime | None) -> TimeRange
         return None
     q = question.lower()
     ref = question_date
-    found = _parse(q, ref)
+    try:
+        found = _parse(q, ref)
+    except (
+        OverflowError,
+        ValueError,
+    ):  # "900000 days ago": a span beyond datetime's range is no usable range
+        return None
     if found is None:
         return None
     (start, end), expr = found
@@ -76,12 +82,12 @@ def _parse(q: str, ref: datetime) -> tuple[tuple[datetime, datetime], str] | Non
             return _day(datetime(int(m[1]), int(m[2]), int(m[3]))), m[0]
         except ValueError:
             pass
+    if m := re.search(r"\bday before yesterday\b", q):
+        return _day(ref - timedelta(days=2)), m[0]
     if m := re.search(r"\byesterday\b", q):
         return _day(ref - timedelta(days=1)), m[0]
     if m := re.search(r"\btoday\b|\bthis morning\b|\btonight\b", q):
         return _day(ref), m[0]
-    if m := re.search(r"\bday before yesterday\b", q):
-        return _day(ref - timedelta(days=2)), m[0]
     if m := re.search(rf"\b{_NUM} {_UNIT} ago\b", q):
         n, unit = _num(m[1]), m[2]
         center = ref - _span(unit, n, ref)

@@ -50,6 +50,7 @@ class ScopeDatabase:
                 raise StoreBusy(f"database {path} is held by another process: {e}") from e
             raise
         self.write_lock = threading.RLock()
+        self._gate = _ReadGate()
         self._writer = kuzu.Connection(self._db)
         self._local = threading.local()
         self._conns: list[kuzu.Connection] = [self._writer]
@@ -71,11 +72,12 @@ class ScopeDatabase:
 
     def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Run a read query and return all rows."""
-        result = self.reader().execute(cypher, params or {})
-        assert isinstance(result, kuzu.QueryResult)
-        rows: list[list[Any]] = []
-        while result.has_next():
-            rows.append(list(result.get_next()))
+        with self._gate.shared():
+            result = self.reader().execute(cypher, params or {})
+            assert isinstance(result, kuzu.QueryResult)
+            rows: list[list[Any]] = []
+            while result.has_next():
+                rows.append(list(result.get_next()))
         return rows
 
     @contextlib.contextmanager
@@ -94,7 +96,8 @@ class ScopeDatabase:
                 self._rollback()
                 raise
             else:
-                self._writer.execute("COMMIT")
+                with self._gate.exclusive():  # COMMIT may checkpoint, which needs every read to have left
+                    self._writer.execute("COMMIT")
             finally:
                 self._active = False
 
@@ -149,6 +152,51 @@ class ScopeDatabase:
                         c.close()
                 self._conns.clear()
             self._db.close()
+
+
+class _ReadGate:
+    """Keeps read queries out of the database while a COMMIT runs.
+
+    Why: a COMMIT may trigger Kuzu's checkpoint, which waits (about 5 s) for every active transaction to leave and
+    then fails with "Timeout waiting for active transactions to leave the system before checkpointing", although the
+    data *was* committed. With readers querying back to back (searches during ingest), that happened on every write.
+    Reads share the gate; a commit takes it exclusively, and a waiting commit holds back new reads so it cannot
+    starve.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._committing = False
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._committing:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if self._readers == 0:
+                    self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            while self._committing:  # defensive: the write lock already serializes commits
+                self._cond.wait()
+            self._committing = True
+            while self._readers:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._committing = False
+                self._cond.notify_all()
 
 
 class WriteTxn:

@@ -50,14 +50,26 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+NUMBER_PREFIX = "n"
+# Kuzu 0.11.3's FTS tokenizer drops digits ("w88213" is indexed as "w"), so numbers are spelled with letters:
+# "3.5" -> "ndkf". The distinct prefix keeps them apart from words.
+_DIGITS_AS_LETTERS = str.maketrans("0123456789.", "abcdefghijk")
+
+
+def _term(token: str) -> str:
+    if token[0] in "0123456789":  # not str.isdigit(): "¹" is a digit to Python but a letter token here
+        return NUMBER_PREFIX + token.translate(_DIGITS_AS_LETTERS)
+    return TERM_PREFIX + token
+
+
 def index_terms(text: str) -> str:
     """The string stored in a ``terms`` column: prefixed normalized tokens separated by spaces."""
-    return " ".join(TERM_PREFIX + t.replace(".", "_") for t in tokenize(text))
+    return " ".join(_term(t) for t in tokenize(text))
 
 
 def query_terms(text: str) -> str:
     """A question as an OR query for Kuzu FTS: unique terms, original order, empty if nothing is left."""
     seen: dict[str, None] = {}
     for t in tokenize(text):
-        seen.setdefault(TERM_PREFIX + t.replace(".", "_"), None)
+        seen.setdefault(_term(t), None)
     return " ".join(seen)

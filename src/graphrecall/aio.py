@@ -1,0 +1,157 @@
+"""``AsyncMemory``: the ``Memory`` facade for asyncio code.
+
+Why a wrapper and not a second implementation: Kuzu and the embedder are blocking C/C++/torch calls, and ``Memory``
+is already thread-safe (one writer lock per database, per-thread read connections). Running each call in a worker
+thread keeps the event loop responsive and keeps exactly one code path for ingest and retrieval.
+
+Example::
+
+    import asyncio
+    from graphrecall.aio import AsyncMemory
+    from graphrecall.embed import HashingEmbedder
+
+    async def main(root: str) -> None:
+        async with AsyncMemory.open(root, embedder=HashingEmbedder(64)) as mem:
+            await mem.add_session(
+                ("acme", "alice"),
+                [{"role": "user", "content": "I adopted a puppy called Biscuit"}],
+                session_id="s1",
+                date="2024-05-20T10:00:00",
+            )
+            hits = await mem.search(("acme", "alice"), "puppy Biscuit", k=3)
+            print(hits[0].session_id)  # s1
+
+    asyncio.run(main("/tmp/graphrecall-demo"))
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from graphrecall.memory import Memory, Progress, ScopeLike, SessionInput
+from graphrecall.models import Context, Hit, IngestResult, Message, Scope, ScopeStats, Session, TimeRange
+
+
+class AsyncMemory:
+    """Every method awaits the matching blocking ``Memory`` method in a worker thread (``asyncio.to_thread``).
+
+    Construct it around an existing ``Memory`` (``AsyncMemory(memory)``) or with ``AsyncMemory.open(root, ...)``,
+    which takes the same keyword arguments as ``Memory.open``. ``progress`` callbacks of ``add_sessions`` run in the
+    worker thread, not on the event loop.
+    """
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+
+    @classmethod
+    def open(cls, root: str | Path | None = None, **kwargs: Any) -> AsyncMemory:
+        """Open (creating if needed) a store root. Opening is cheap: databases open lazily per scope."""
+        return cls(Memory.open(root, **kwargs))
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.memory.close)
+
+    # -- ingest ------------------------------------------------------------------------------------------------
+    async def add_session(
+        self,
+        scope: ScopeLike,
+        messages: Sequence[Message | Mapping[str, Any]],
+        *,
+        session_id: str,
+        date: datetime | str | None = None,
+    ) -> IngestResult:
+        return await asyncio.to_thread(
+            self.memory.add_session, scope, messages, session_id=session_id, date=date
+        )
+
+    async def add_sessions(
+        self,
+        scope: ScopeLike,
+        sessions: Iterable[SessionInput | Mapping[str, Any]],
+        *,
+        batch_sessions: int = 64,
+        progress: Progress | None = None,
+    ) -> IngestResult:
+        # Materialize here: a lazy iterable consumed in another thread would run the caller's generator there.
+        items = list(sessions)
+        return await asyncio.to_thread(
+            self.memory.add_sessions, scope, items, batch_sessions=batch_sessions, progress=progress
+        )
+
+    async def add_messages(
+        self,
+        scope: ScopeLike,
+        messages: Sequence[Message | Mapping[str, Any]],
+        *,
+        session_id: str = "default",
+        date: datetime | str | None = None,
+    ) -> IngestResult:
+        return await asyncio.to_thread(
+            self.memory.add_messages, scope, messages, session_id=session_id, date=date
+        )
+
+    # -- recall ------------------------------------------------------------------------------------------------
+    async def search(
+        self,
+        scope: ScopeLike,
+        query: str,
+        k: int = 10,
+        *,
+        question_date: datetime | str | None = None,
+        time_range: TimeRange | None = None,
+        as_of: datetime | None = None,
+    ) -> list[Hit]:
+        return await asyncio.to_thread(
+            self.memory.search,
+            scope,
+            query,
+            k,
+            question_date=question_date,
+            time_range=time_range,
+            as_of=as_of,
+        )
+
+    async def context(
+        self,
+        scope: ScopeLike,
+        query: str,
+        token_budget: int = 2000,
+        *,
+        k: int = 30,
+        question_date: datetime | str | None = None,
+    ) -> Context:
+        return await asyncio.to_thread(
+            self.memory.context, scope, query, token_budget, k=k, question_date=question_date
+        )
+
+    # -- administration ----------------------------------------------------------------------------------------
+    async def stats(self, scope: ScopeLike) -> ScopeStats:
+        return await asyncio.to_thread(self.memory.stats, scope)
+
+    async def sessions(self, scope: ScopeLike, *, limit: int = 1000, offset: int = 0) -> list[Session]:
+        return await asyncio.to_thread(self.memory.sessions, scope, limit=limit, offset=offset)
+
+    async def get_session(self, scope: ScopeLike, session_id: str) -> Session:
+        return await asyncio.to_thread(self.memory.get_session, scope, session_id)
+
+    async def export_sessions(self, scope: ScopeLike) -> list[Session]:
+        return await asyncio.to_thread(self.memory.export_sessions, scope)
+
+    async def forget(self, scope: ScopeLike) -> bool:
+        return await asyncio.to_thread(self.memory.forget, scope)
+
+    async def scopes(self) -> list[Scope]:
+        return await asyncio.to_thread(self.memory.scopes)

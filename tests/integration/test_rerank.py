@@ -1,0 +1,150 @@
+"""Reranking plumbing: a tiny cross-encoder built here (no download) loads through ``rerankers`` and is applied.
+
+The model is random and tiny, so these tests check wiring (scores per document, in input order, used by the
+retriever), not ranking quality.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+from graphrecall import Memory, NotAvailable, RetrievalConfig, Scope, Settings
+from graphrecall.embed import HashingEmbedder
+from graphrecall.retrieve import rerank
+from graphrecall.retrieve.rerank import CrossEncoderReranker, Reranker, load_reranker
+
+WORDS = "i my a the puppy dog name called biscuit what is cat adopted pasta recipe garden tomatoes".split()
+DOCS = ["I adopted a puppy called Biscuit", "a pasta recipe", "my cat", "tomatoes in the garden"]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tiny-cross-encoder")
+    (path / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=str(path / "vocab.txt"), do_lower_case=True)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(WORDS) + 5,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        num_labels=1,
+    )
+    model = BertForSequenceClassification(config)
+    with torch.no_grad():  # spread the scores so that their order is unambiguous
+        model.classifier.weight.mul_(200.0)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def direct_scores(path: Path, query: str, docs: Sequence[str]) -> list[float]:
+    """The model's logits computed straight with transformers, one pair at a time."""
+    tokenizer = BertTokenizerFast.from_pretrained(path)
+    model = BertForSequenceClassification.from_pretrained(path).eval()
+    out = []
+    with torch.no_grad():
+        for doc in docs:
+            out.append(float(model(**tokenizer(query, doc, return_tensors="pt")).logits[0, 0]))
+    return out
+
+
+def test_scores_come_back_per_document_in_input_order(tiny_model: Path) -> None:
+    reranker = CrossEncoderReranker(str(tiny_model))
+    assert isinstance(reranker, Reranker)
+    query = "what is my dog called"
+    scores = reranker.score(query, DOCS)
+    assert scores == pytest.approx(direct_scores(tiny_model, query, DOCS), abs=1e-4)
+    assert len(set(scores)) == len(DOCS)
+    assert reranker.score(query, DOCS[::-1]) == pytest.approx(scores[::-1], abs=1e-4)
+    assert reranker.score(query, DOCS[:1]) == pytest.approx(scores[:1], abs=1e-4)
+    assert reranker.score(query, []) == []
+
+
+def test_the_retriever_applies_the_reranker(tiny_model: Path, tmp_path: Path) -> None:
+    scope = Scope(org_id="acme", user_id="alice")
+    reranker = CrossEncoderReranker(str(tiny_model))
+    with Memory.open(
+        tmp_path, embedder=HashingEmbedder(64), settings=Settings(root=tmp_path), reranker=reranker
+    ) as mem:
+        mem.add_sessions(
+            scope,
+            [
+                {"session_id": f"s{i}", "messages": [{"role": "user", "content": d}]}
+                for i, d in enumerate(DOCS)
+            ],
+        )
+        hits = mem.search(scope, "what is my puppy called", 4)
+    assert hits
+    expected = reranker.score("what is my puppy called", [h.text for h in hits])
+    assert [h.signals["rerank"] for h in hits] == pytest.approx(expected, abs=1e-4)
+
+
+class KeywordReranker:
+    """A deterministic stand-in: documents containing the keyword score 1, others 0."""
+
+    def __init__(self, keyword: str) -> None:
+        self.keyword = keyword
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def score(self, query: str, documents: Sequence[str]) -> list[float]:
+        self.calls.append((query, list(documents)))
+        return [1.0 if self.keyword in d else 0.0 for d in documents]
+
+
+def test_reranking_can_reorder_what_fusion_found(tmp_path: Path) -> None:
+    scope = Scope(org_id="acme", user_id="alice")
+    sessions = [
+        {"session_id": "a", "messages": [{"role": "user", "content": "garden garden garden tomatoes"}]},
+        {"session_id": "b", "messages": [{"role": "user", "content": "garden notes, see Biscuit"}]},
+    ]
+
+    # With rerank_weight 1 (the default) fusion rank and rerank rank weigh the same, so swapping two neighbours
+    # is a tie; a deployment that trusts its cross-encoder raises the weight.
+    retrieval = RetrievalConfig(rerank_weight=2.0)
+
+    def order(reranker: Reranker | None, root: Path) -> list[str]:
+        settings = Settings(root=root)
+        with Memory.open(
+            root, embedder=HashingEmbedder(64), settings=settings, reranker=reranker, retrieval=retrieval
+        ) as m:
+            m.add_sessions(scope, sessions)
+            return [h.session_id for h in m.search(scope, "garden tomatoes", 2)]
+
+    assert order(None, tmp_path / "plain") == ["a", "b"]
+    keyword = KeywordReranker("Biscuit")
+    assert order(keyword, tmp_path / "reranked") == ["b", "a"]
+    assert keyword.calls and keyword.calls[0][0] == "garden tomatoes"
+
+
+def test_no_reranker_configured_is_said_once(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rerank._Warned, "done", False)
+    with caplog.at_level(logging.INFO, logger=rerank.__name__):
+        assert load_reranker(None) is None
+        assert load_reranker("") is None
+        assert load_reranker(None) is None
+    notes = [r for r in caplog.records if r.name == rerank.__name__]
+    assert len(notes) == 1
+    assert "GRAPHRECALL_RERANKER" in notes[0].getMessage()
+
+
+def test_a_configured_name_gives_a_lazy_cross_encoder(tiny_model: Path) -> None:
+    loaded = load_reranker(str(tiny_model))
+    assert isinstance(loaded, CrossEncoderReranker)
+    assert loaded.model == str(tiny_model)
+
+
+def test_a_model_that_cannot_be_loaded_is_not_available(tmp_path: Path) -> None:
+    reranker = CrossEncoderReranker(str(tmp_path / "no-such-model"))
+    with pytest.raises(NotAvailable, match="no-such-model"):
+        reranker.score("q", ["d"])

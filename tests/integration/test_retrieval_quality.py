@@ -1,0 +1,173 @@
+"""Retrieval quality with the real bundled model (all-MiniLM-L6-v2): paraphrases, rare keywords, replies, fusion.
+
+One module-scoped Memory holds ~two dozen small sessions (one haystack, loaded once); every question is labelled
+with the session that answers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from graphrecall import Memory, RetrievalConfig, Scope, Settings
+from graphrecall.retrieve.retriever import HybridRetriever
+
+SCOPE = Scope(org_id="acme", user_id="alice")
+
+SESSIONS: dict[str, list[str]] = {
+    "pet": ["I adopted a puppy called Biscuit last weekend!", "Congratulations, enjoy the puppy cuddles."],
+    "router": ["My new router model XQ-4471 keeps dropping the wifi.", "Try updating its firmware first."],
+    "back": [
+        "My lower back hurts after sitting at my desk all day.",
+        "I'd recommend McKenzie extension exercises and a standing break every hour.",
+    ],
+    "sister": ["My sister Maria just moved to Lisbon for a new job.", "Lisbon is lovely, she'll enjoy it."],
+    "allergy": ["I found out I'm allergic to shellfish.", "Good to know, avoid shrimp and crab then."],
+    "car": ["We finally sold the old Volvo and bought an electric Kia.", "Nice, EVs are cheap to run."],
+    "book": ["I'm reading The Left Hand of Darkness by Le Guin.", "A classic of science fiction."],
+    "gym": ["I signed up for a climbing gym membership downtown.", "Bouldering is a great workout."],
+    "vacation": ["We spent two weeks hiking in the Dolomites in July.", "Sounds breathtaking."],
+    "cooking": ["I baked sourdough bread for the first time.", "How did the crust turn out?"],
+    "work": ["I got promoted to senior data engineer at my company.", "Well deserved, congratulations!"],
+    "plant": ["My monstera has yellow leaves lately.", "That's often overwatering; let the soil dry out."],
+    "coffee": ["I switched from espresso to pour-over coffee.", "A V60 brings out fruity notes."],
+    "invoice": ["Invoice number INV-88213 from the plumber is still unpaid.", "I'll remind you next week."],
+    "music": ["I started learning to play the cello.", "Practice scales every day."],
+    "garden": ["I planted tomatoes and basil in raised beds.", "Companion planting, great choice."],
+    "budget": [
+        "I want to save more money each month.",
+        "I suggest the 50/30/20 rule: needs, wants and savings.",
+    ],
+    "sleep": [
+        "I keep waking up at 3am and can't fall back asleep.",
+        "You could try cutting caffeine after noon and keeping the bedroom cool.",
+    ],
+    "movie": ["We watched Dune Part Two at the IMAX.", "The sound design is incredible."],
+    "lang": ["I'm practising Japanese with Duolingo every morning.", "Ganbatte! Consistency matters most."],
+    "wedding": ["My best friend Tom is getting married in Porto in October.", "How exciting!"],
+    "laptop": ["My laptop's serial number is ZK9-330-PLM for the warranty claim.", "Keep the receipt too."],
+    "run": ["I ran my first half marathon in 1:58.", "That's a great debut time."],
+    "tea": ["Can you recommend a tea for the evening?", "Chamomile or rooibos: both are caffeine-free."],
+    # Near-duplicates: the user side is alike, only a code or the reply tells them apart.
+    "invoice2": [
+        "Invoice number INV-55102 from the electrician is still unpaid.",
+        "I'll remind you next week.",
+    ],
+    "invoice3": ["Invoice number INV-73390 from the roofer is still unpaid.", "I'll remind you next week."],
+    "router2": ["My old router model RT-1190 keeps dropping the wifi.", "Try updating its firmware first."],
+    "laptop2": ["My tablet's serial number is QW4-812-XNE for the warranty claim.", "Keep the receipt too."],
+    "back2": [
+        "My back is sore again after sitting all day.",
+        "If it persists, please see a physiotherapist.",
+    ],
+    "budget2": ["I want to put more money aside every month.", "Cancel the subscriptions you never use."],
+    "tea2": ["Can you recommend a drink for the morning?", "A strong black tea or an espresso."],
+}
+
+# (question, session that answers it)
+PARAPHRASES = [
+    ("What's the name of my dog?", "pet"),
+    ("Which city did my sibling relocate to?", "sister"),
+    ("What food am I not able to eat?", "allergy"),
+    ("What kind of vehicle do we drive now?", "car"),
+    ("Which novel am I currently reading?", "book"),
+    ("What musical instrument am I learning?", "music"),
+    ("Where did we go on our summer holiday?", "vacation"),
+]
+KEYWORDS = [
+    ("XQ-4471", "router"),
+    ("INV-88213", "invoice"),
+    ("INV-55102", "invoice2"),
+    ("ZK9-330-PLM", "laptop"),
+    ("QW4-812-XNE", "laptop2"),
+]
+REPLIES = [
+    ("What exercises did you suggest for my back?", "back"),
+    ("What rule did you recommend for saving money?", "budget"),
+    ("Which caffeine-free drinks did you suggest?", "tea"),
+]
+LABELLED = PARAPHRASES + KEYWORDS + REPLIES
+
+
+@pytest.fixture(scope="module")
+def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    root: Path = tmp_path_factory.mktemp("quality")
+    with Memory.open(root, settings=Settings(root=root)) as m:  # the default, real embedder
+        m.add_sessions(
+            SCOPE,
+            [
+                {
+                    "session_id": sid,
+                    "date": datetime(2024, 4, 1, 10) + timedelta(days=i),
+                    "messages": [
+                        {"role": "user" if j % 2 == 0 else "assistant", "content": text}
+                        for j, text in enumerate(turns)
+                    ],
+                }
+                for i, (sid, turns) in enumerate(SESSIONS.items())
+            ],
+        )
+        yield m
+
+
+def top_sessions(mem: Memory, question: str, k: int = 3, config: RetrievalConfig | None = None) -> list[str]:
+    if config is None:
+        hits = mem.search(SCOPE, question, k)
+    else:
+        with mem.pool.acquire(SCOPE, create=False) as db:
+            hits = HybridRetriever(mem.embedder, config).search(db, question, k)
+    return [h.session_id for h in hits]
+
+
+def mean_reciprocal_rank(mem: Memory, config: RetrievalConfig, labelled: list[tuple[str, str]]) -> float:
+    total = 0.0
+    for question, expected in labelled:
+        ranked = top_sessions(mem, question, 10, config)
+        total += 1.0 / (ranked.index(expected) + 1) if expected in ranked else 0.0
+    return total / len(labelled)
+
+
+def test_the_real_model_is_in_use(mem: Memory) -> None:
+    assert mem.stats(SCOPE).embedder_id == "sentence-transformers/all-MiniLM-L6-v2"
+    assert mem.stats(SCOPE).dim == 384
+
+
+@pytest.mark.parametrize(("question", "expected"), PARAPHRASES)
+def test_paraphrased_questions_find_the_round_in_the_top_3(mem: Memory, question: str, expected: str) -> None:
+    assert expected in top_sessions(mem, question)
+
+
+@pytest.mark.parametrize(("question", "expected"), KEYWORDS)
+def test_rare_codes_are_found_by_keyword(mem: Memory, question: str, expected: str) -> None:
+    [hit, *_] = mem.search(SCOPE, f"Has {question} been dealt with?", 3)
+    assert hit.session_id == expected
+    assert hit.signals.get("bm25", 0.0) > 0
+    bm25_only = RetrievalConfig(weights={"vector": 0.0, "bm25": 1.0})
+    assert top_sessions(mem, question, 1, bm25_only) == [expected]
+
+
+@pytest.mark.parametrize(("question", "expected"), REPLIES)
+def test_questions_about_what_the_assistant_said_use_reply_vectors(
+    mem: Memory, question: str, expected: str
+) -> None:
+    assert expected in top_sessions(mem, question)
+
+
+def test_reply_vectors_tell_apart_rounds_whose_user_turns_are_alike(mem: Memory) -> None:
+    vector_only = {"vector": 1.0, "bm25": 0.0}
+    with_replies = mean_reciprocal_rank(mem, RetrievalConfig(weights=vector_only), REPLIES)
+    without = mean_reciprocal_rank(
+        mem, RetrievalConfig(weights=vector_only, use_reply_vectors=False), REPLIES
+    )
+    assert with_replies > without, (with_replies, without)
+
+
+def test_fusion_beats_each_single_signal(mem: Memory) -> None:
+    fused = mean_reciprocal_rank(mem, RetrievalConfig(), LABELLED)
+    vector_only = mean_reciprocal_rank(mem, RetrievalConfig(weights={"vector": 1.0, "bm25": 0.0}), LABELLED)
+    bm25_only = mean_reciprocal_rank(mem, RetrievalConfig(weights={"vector": 0.0, "bm25": 1.0}), LABELLED)
+    assert fused > vector_only, (fused, vector_only, bm25_only)
+    assert fused > bm25_only, (fused, vector_only, bm25_only)

@@ -1,0 +1,94 @@
+"""Full-text term normalization: what reaches Kuzu's FTS index and its query parser."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from graphrecall.store.text import NUMBER_PREFIX, STOPWORDS, TERM_PREFIX, index_terms, query_terms, tokenize
+
+# One prefixed term: a word prefix then letters, or the number prefix then digits spelled as ASCII letters (Kuzu's
+# FTS tokenizer drops digits, so none may reach it).
+TERM = re.compile(rf"^(?:{TERM_PREFIX}[^\W\d_]+|{NUMBER_PREFIX}[a-k]+)$")
+
+FTS_SYNTAX = "\"'()[]{}*?:+-!^~\\/|&;,.<>=@#$%`"
+
+
+def test_stemming_merges_inflections() -> None:
+    assert tokenize("running") == tokenize("runs") == tokenize("run")
+    assert tokenize("Puppies") == tokenize("puppy")
+
+
+def test_stopwords_are_dropped_but_content_words_kept() -> None:
+    assert tokenize("What is the name of my dog?") == tokenize("name dog")
+    assert tokenize("hello new work home") != []
+    assert len(tokenize("hello new work home")) == 4
+    assert all(t not in STOPWORDS for t in tokenize("I would have been there if you were"))
+
+
+def test_tokens_are_lower_cased_and_numbers_keep_their_value() -> None:
+    assert tokenize("BISCUIT") == tokenize("biscuit")
+    assert tokenize("it cost 1,200 dollars") == [*tokenize("it cost"), "1200", *tokenize("dollars")]
+    assert "3.5" in tokenize("version 3.5")
+
+
+def test_index_terms_prefix_every_token_and_spell_numbers_without_digits() -> None:
+    terms = index_terms("The XR-7734 router costs 3.5 pounds").split()
+    assert all(TERM.match(t) for t in terms), terms
+    assert not any(ch.isdigit() for t in terms for ch in t)
+    assert len(terms) == len(tokenize("XR 7734 router costs 3.5 pounds"))
+
+
+def test_distinct_numbers_stay_distinct_terms() -> None:
+    codes = ["7734", "7743", "3.5", "35", "0", "1,000", "1000"]
+    terms = [index_terms(c) for c in codes]
+    assert terms[-2] == terms[-1]  # "1,000" is the number 1000
+    assert len(set(terms[:-1])) == len(codes) - 1
+    assert index_terms("7734") != index_terms("seven")
+
+
+def test_query_terms_are_unique_and_keep_first_occurrence_order() -> None:
+    q = query_terms("dog cat dog dogs bird")
+    assert q.split() == list(dict.fromkeys(q.split()))
+    assert q.split()[0] == index_terms("dog")
+    assert q.split()[-1] == index_terms("bird")
+
+
+def test_a_question_of_only_stopwords_or_punctuation_has_no_terms() -> None:
+    assert query_terms("what is it?") == ""
+    assert query_terms(FTS_SYNTAX) == ""
+    assert query_terms("") == ""
+
+
+def test_fts_syntax_never_survives_into_a_query() -> None:
+    q = query_terms('"biscuit" AND (dog* OR -cat) name:rex ~fuzzy^2 \\ ; DROP TABLE')
+    assert q
+    for term in q.split():
+        assert TERM.match(term), term
+        assert not set(term) & set(FTS_SYNTAX.replace("_", ""))
+
+
+@given(st.text())
+@example("¹ ² ½ ٣")  # digits to str.isdigit() that are not ASCII digits
+def test_any_unicode_question_yields_only_prefixed_word_terms(text: str) -> None:
+    q = query_terms(text)
+    assert q == q.strip()
+    assert "  " not in q
+    for term in q.split(" ") if q else []:
+        assert TERM.match(term), (text, term)
+
+
+@given(st.text())
+def test_queries_and_documents_are_normalized_identically(text: str) -> None:
+    """A question matches a stored round exactly when they share a normalized term, whatever the wording."""
+    assert set(query_terms(text).split()) == set(index_terms(text).split())
+
+
+@given(st.text(alphabet=st.characters(codec="ascii"), max_size=80))
+def test_tokenize_is_deterministic_and_drops_every_stopword(text: str) -> None:
+    tokens = tokenize(text)
+    assert tokens == tokenize(text)
+    assert all(tokens)
+    assert tokenize(" ".join(STOPWORDS) + " " + text) == tokens
