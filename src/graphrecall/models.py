@@ -259,6 +259,35 @@ class IngestResult(BaseModel):
     messages_added: int = 0
     messages_skipped: int = 0
     rounds_written: int = 0
+    extraction: ExtractionResult | None = None
+
+
+class ExtractionResult(BaseModel):
+    """What an extraction run did, and what it cost (LLM calls and tokens, summed over every session)."""
+
+    sessions: int = 0
+    sessions_done: int = 0
+    sessions_failed: int = 0
+    facts_added: int = 0
+    facts_reinforced: int = 0
+    facts_superseded: int = 0
+    events_added: int = 0
+    entities_added: int = 0
+    entities_merged: int = 0
+    relations_added: int = 0
+    items_dropped: int = 0
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    errors: dict[str, str] = Field(default_factory=dict)
+
+    def __add__(self, other: ExtractionResult) -> ExtractionResult:
+        data: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            a, b = getattr(self, name), getattr(other, name)
+            data[name] = {**a, **b} if isinstance(a, dict) else a + b
+        return ExtractionResult(**data)
 
 
 def utcnow() -> datetime:

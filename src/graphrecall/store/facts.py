@@ -1,0 +1,525 @@
+"""Queries over extracted memory: facts (versioned), events, entities, and the edges that tie them to messages.
+
+Writes happen inside the caller's ``db.write()`` transaction, so one session's extraction lands all at once or
+not at all. Nodes go in through ``COPY`` (bulk, and the only write that never ``SET``s an indexed embedding);
+superseding a fact only ``SET``s unindexed columns (``valid_to``, ``expired_at``) and adds a ``SUPERSEDES`` edge:
+nothing extracted is ever deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from graphrecall.embed.base import Vectors
+from graphrecall.extract.entities import EntityRecord
+from graphrecall.models import Entity, Event, Fact, FactKind
+from graphrecall.store.database import ScopeDatabase, WriteTxn
+
+TS = pa.timestamp("us")
+
+FACT_COLS = (
+    "f.id, f.text, f.kind, f.polarity, f.confidence, f.valid_from, f.valid_to, f.recorded_at, f.expired_at, "
+    "f.last_seen, f.session_id, f.message_ids"
+)
+
+
+@dataclass
+class FactRow:
+    id: str
+    text: str
+    terms: str
+    kind: str
+    polarity: str
+    confidence: float
+    valid_from: datetime | None
+    recorded_at: datetime | None
+    last_seen: datetime | None
+    session_id: str
+    message_ids: list[str]
+    entity_ids: list[str]
+    vec: Vectors
+
+
+@dataclass
+class EventRow:
+    id: str
+    subject: str
+    verb: str
+    object: str
+    text: str
+    terms: str
+    time_start: datetime | None
+    time_end: datetime | None
+    session_id: str
+    message_ids: list[str]
+    subject_ids: list[str]
+    object_ids: list[str]
+    vec: Vectors
+
+
+@dataclass
+class Reinforcement:
+    """A DUPLICATE: the stored fact gains confidence, a later ``last_seen`` and the new source messages."""
+
+    fact_id: str
+    confidence: float
+    last_seen: datetime
+    message_ids: list[str]
+
+
+@dataclass
+class Supersession:
+    old_id: str
+    new_id: str
+    valid_to: datetime | None
+    expired_at: datetime
+    reason: str
+
+
+@dataclass
+class ExtractionWrite:
+    """Everything one session's extraction writes."""
+
+    session_id: str
+    facts: list[FactRow] = field(default_factory=list)
+    events: list[EventRow] = field(default_factory=list)
+    new_entities: list[EntityRecord] = field(default_factory=list)
+    alias_updates: list[EntityRecord] = field(default_factory=list)
+    related: list[tuple[str, str, str, str]] = field(default_factory=list)  # (src, dst, predicate, fact_id)
+    reinforcements: list[Reinforcement] = field(default_factory=list)
+    supersessions: list[Supersession] = field(default_factory=list)
+
+
+def _vectors(rows: Sequence[Vectors], dim: int) -> pa.FixedSizeListArray:
+    arr = np.ascontiguousarray(np.stack([np.asarray(v, dtype=np.float32) for v in rows]), dtype=np.float32)
+    return pa.FixedSizeListArray.from_arrays(pa.array(arr.ravel(), type=pa.float32()), dim)
+
+
+def _ts(values: Iterable[datetime | None]) -> pa.Array:
+    return pa.array(list(values), TS)
+
+
+def _edges(txn: WriteTxn, table: str, pairs: Sequence[tuple[str, str]]) -> None:
+    if pairs:
+        txn.copy(table, pa.table({"from": [a for a, _ in pairs], "to": [b for _, b in pairs]}))
+
+
+# -- writes ----------------------------------------------------------------------------------------------------
+def write_extraction(txn: WriteTxn, w: ExtractionWrite, *, dim: int) -> None:
+    """Write one session's extraction (nodes, edges, reinforcements, supersessions) in the caller's txn."""
+    if w.new_entities:
+        txn.copy(
+            "Entity",
+            pa.table(
+                {
+                    "id": [e.id for e in w.new_entities],
+                    "name": [e.name for e in w.new_entities],
+                    "norm": [_norm(e.name) for e in w.new_entities],
+                    "type": [e.type for e in w.new_entities],
+                    "aliases": pa.array([e.aliases for e in w.new_entities], pa.list_(pa.string())),
+                    "embedding": _vectors([_require_vec(e) for e in w.new_entities], dim),
+                }
+            ),
+        )
+    for e in w.alias_updates:
+        txn.execute("MATCH (e:Entity {id: $id}) SET e.aliases = $a", {"id": e.id, "a": list(e.aliases)})
+    if w.facts:
+        n = len(w.facts)
+        txn.copy(
+            "Fact",
+            pa.table(
+                {
+                    "id": [f.id for f in w.facts],
+                    "text": [f.text for f in w.facts],
+                    "terms": [f.terms for f in w.facts],
+                    "kind": [f.kind for f in w.facts],
+                    "polarity": [f.polarity for f in w.facts],
+                    "confidence": pa.array([f.confidence for f in w.facts], pa.float64()),
+                    "valid_from": _ts(f.valid_from for f in w.facts),
+                    "valid_to": _ts([None] * n),
+                    "recorded_at": _ts(f.recorded_at for f in w.facts),
+                    "expired_at": _ts([None] * n),
+                    "last_seen": _ts(f.last_seen for f in w.facts),
+                    "session_id": [f.session_id for f in w.facts],
+                    "message_ids": pa.array([f.message_ids for f in w.facts], pa.list_(pa.string())),
+                    "embedding": _vectors([f.vec for f in w.facts], dim),
+                }
+            ),
+        )
+        _edges(txn, "FACT_FROM", [(f.id, m) for f in w.facts for m in f.message_ids])
+        _edges(txn, "ABOUT", [(f.id, e) for f in w.facts for e in dict.fromkeys(f.entity_ids)])
+    if w.events:
+        txn.copy(
+            "Event",
+            pa.table(
+                {
+                    "id": [e.id for e in w.events],
+                    "subject": [e.subject for e in w.events],
+                    "verb": [e.verb for e in w.events],
+                    "object": [e.object for e in w.events],
+                    "text": [e.text for e in w.events],
+                    "terms": [e.terms for e in w.events],
+                    "time_start": _ts(e.time_start for e in w.events),
+                    "time_end": _ts(e.time_end for e in w.events),
+                    "session_id": [e.session_id for e in w.events],
+                    "message_ids": pa.array([e.message_ids for e in w.events], pa.list_(pa.string())),
+                    "embedding": _vectors([e.vec for e in w.events], dim),
+                }
+            ),
+        )
+        _edges(txn, "EVENT_FROM", [(e.id, m) for e in w.events for m in e.message_ids])
+        _edges(txn, "SUBJECT", [(e.id, x) for e in w.events for x in dict.fromkeys(e.subject_ids)])
+        _edges(txn, "OBJECT", [(e.id, x) for e in w.events for x in dict.fromkeys(e.object_ids)])
+    if w.related:
+        txn.execute(
+            "UNWIND $rows AS r MATCH (a:Entity {id: r.src}), (b:Entity {id: r.dst}) "
+            "CREATE (a)-[:RELATED {predicate: r.p, fact_id: r.f}]->(b)",
+            {"rows": [{"src": s, "dst": d, "p": p, "f": f} for s, d, p, f in w.related]},
+        )
+    for r in w.reinforcements:
+        reinforce(txn, r)
+    for s in w.supersessions:
+        supersede(txn, s)
+
+
+def _require_vec(e: EntityRecord) -> Vectors:
+    if e.vec is None:
+        raise ValueError(f"entity {e.id} has no embedding")
+    return e.vec
+
+
+def _norm(name: str) -> str:
+    from graphrecall.extract.entities import normalize_name
+
+    return normalize_name(name)
+
+
+def reinforce(txn: WriteTxn, r: Reinforcement) -> None:
+    rows = txn.execute("MATCH (f:Fact {id: $id}) RETURN f.message_ids, f.last_seen", {"id": r.fact_id})
+    if not rows:
+        return
+    old_ids: list[str] = list(rows[0][0] or [])
+    added = [m for m in dict.fromkeys(r.message_ids) if m not in old_ids]
+    last_seen = max(d for d in (rows[0][1], r.last_seen) if d is not None)
+    txn.execute(
+        "MATCH (f:Fact {id: $id}) SET f.confidence = $c, f.last_seen = $t, f.message_ids = $m",
+        {"id": r.fact_id, "c": r.confidence, "t": last_seen, "m": old_ids + added},
+    )
+    if added:
+        txn.execute(
+            "UNWIND $ms AS mid MATCH (f:Fact {id: $id}), (m:Message {id: mid}) CREATE (f)-[:FACT_FROM]->(m)",
+            {"id": r.fact_id, "ms": added},
+        )
+
+
+def supersede(txn: WriteTxn, s: Supersession) -> None:
+    txn.execute(
+        "MATCH (o:Fact {id: $old}), (n:Fact {id: $new}) SET o.valid_to = $vt, o.expired_at = $x "
+        "CREATE (n)-[:SUPERSEDES {at: $x, reason: $r}]->(o)",
+        {"old": s.old_id, "new": s.new_id, "vt": s.valid_to, "x": s.expired_at, "r": s.reason},
+    )
+
+
+def set_extract_status(txn: WriteTxn, session_id: str, status: str, error: str | None) -> None:
+    txn.execute(
+        "MATCH (s:Session {id: $id}) SET s.extract_status = $st, s.extract_error = $err",
+        {"id": session_id, "st": status, "err": error},
+    )
+
+
+# -- reads -----------------------------------------------------------------------------------------------------
+def sessions_to_extract(db: ScopeDatabase, statuses: Sequence[str]) -> list[tuple[str, datetime]]:
+    """Sessions whose extract_status is one of ``statuses`` (null counts as none), oldest first."""
+    rows = db.query(
+        "MATCH (s:Session) WHERE coalesce(s.extract_status, 'none') IN $st "
+        "RETURN s.id, s.started_at ORDER BY s.started_at, s.id",
+        {"st": list(statuses)},
+    )
+    return [(r[0], r[1]) for r in rows]
+
+
+def session_info(db: ScopeDatabase, session_id: str) -> tuple[datetime, str, str | None] | None:
+    rows = db.query(
+        "MATCH (s:Session {id: $id}) RETURN s.started_at, coalesce(s.extract_status, 'none'), s.extract_error",
+        {"id": session_id},
+    )
+    return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+
+def load_entities(db: ScopeDatabase) -> list[EntityRecord]:
+    rows = db.query("MATCH (e:Entity) RETURN e.id, e.name, e.type, e.aliases, e.embedding ORDER BY e.id")
+    return [
+        EntityRecord(
+            id=r[0],
+            name=r[1],
+            type=r[2] or "thing",
+            aliases=list(r[3] or []),
+            vec=np.asarray(r[4], np.float32),
+        )
+        for r in rows
+    ]
+
+
+def list_entities(db: ScopeDatabase) -> list[Entity]:
+    rows = db.query("MATCH (e:Entity) RETURN e.id, e.name, e.type, e.aliases ORDER BY e.name, e.id")
+    return [Entity(id=r[0], name=r[1], type=r[2] or "thing", aliases=list(r[3] or [])) for r in rows]
+
+
+@dataclass
+class Candidate:
+    """A current fact similar to a new one, as the versioning prompt shows it."""
+
+    id: str
+    text: str
+    confidence: float
+    recorded_at: datetime | None
+    valid_from: datetime | None
+    last_seen: datetime | None
+    similarity: float
+
+
+def similar_current_facts(
+    db: ScopeDatabase,
+    vec: Vectors,
+    *,
+    k: int,
+    min_similarity: float,
+    entity_ids: Sequence[str] = (),
+    min_similarity_shared: float = 0.0,
+) -> list[Candidate]:
+    """Current facts similar to ``vec``: the overall top-k above ``min_similarity``, plus the top-k among facts
+    about any of ``entity_ids`` above the (lower) ``min_similarity_shared``. Exact scan: per-user fact counts are
+    small, and an HNSW post-filter on ``expired_at`` would lose recall."""
+    v = np.asarray(vec, dtype=np.float32).tolist()
+    ret = "RETURN f.id, f.text, f.confidence, f.recorded_at, f.valid_from, f.last_seen, s ORDER BY s DESC LIMIT $k"
+    rows = db.query(
+        "MATCH (f:Fact) WHERE f.expired_at IS NULL WITH f, array_cosine_similarity(f.embedding, $v) AS s "
+        f"WHERE s >= $t {ret}",
+        {"v": v, "t": min_similarity, "k": k},
+    )
+    if entity_ids:
+        rows += db.query(
+            "MATCH (f:Fact)-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND f.expired_at IS NULL "
+            "WITH DISTINCT f WITH f, array_cosine_similarity(f.embedding, $v) AS s "
+            f"WHERE s >= $t {ret}",
+            {"v": v, "t": min_similarity_shared, "k": k, "ents": list(entity_ids)},
+        )
+    out: dict[str, Candidate] = {}
+    for r in rows:
+        out.setdefault(r[0], Candidate(r[0], r[1], float(r[2]), r[3], r[4], r[5], float(r[6])))
+    return sorted(out.values(), key=lambda c: -c.similarity)[:k]
+
+
+def _fact(r: Sequence[Any], superseded_by: str | None, entity_ids: Sequence[str]) -> Fact:
+    kind = r[2] if r[2] in FactKind._value2member_map_ else FactKind.other.value
+    return Fact(
+        id=r[0],
+        text=r[1],
+        kind=FactKind(kind),
+        polarity=r[3] if r[3] in ("positive", "negative") else "positive",
+        confidence=min(1.0, max(0.0, float(r[4] if r[4] is not None else 1.0))),
+        valid_from=r[5],
+        valid_to=r[6],
+        recorded_at=r[7],
+        expired_at=r[8],
+        last_seen=r[9],
+        session_id=r[10],
+        message_ids=list(r[11] or []),
+        entity_ids=sorted(x for x in entity_ids if x),
+        superseded_by=superseded_by,
+    )
+
+
+def _facts_query(db: ScopeDatabase, where: str, params: dict[str, Any], tail: str = "") -> list[Fact]:
+    rows = db.query(
+        f"MATCH (f:Fact) {where} "
+        "OPTIONAL MATCH (n:Fact)-[:SUPERSEDES]->(f) "
+        "OPTIONAL MATCH (f)-[:ABOUT]->(e:Entity) "
+        f"RETURN {FACT_COLS}, min(n.id), collect(DISTINCT e.id) {tail}",
+        params,
+    )
+    return [_fact(r, r[12], r[13] or []) for r in rows]
+
+
+def get_facts(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Fact]:
+    if not ids:
+        return {}
+    return {f.id: f for f in _facts_query(db, "WHERE f.id IN $ids", {"ids": list(ids)})}
+
+
+def list_facts(
+    db: ScopeDatabase,
+    *,
+    as_of: datetime | None,
+    include_superseded: bool,
+    limit: int,
+    offset: int,
+) -> list[Fact]:
+    """Facts, oldest valid_from first. ``as_of`` filters by valid time; otherwise only current ones unless
+    ``include_superseded``."""
+    params: dict[str, Any] = {"o": offset, "n": limit}
+    if as_of is not None:
+        where = "WHERE (f.valid_from IS NULL OR f.valid_from <= $asof) AND (f.valid_to IS NULL OR f.valid_to > $asof)"
+        params["asof"] = as_of
+    elif include_superseded:
+        where = ""
+    else:
+        where = "WHERE f.expired_at IS NULL"
+    return _facts_query(db, where, params, "ORDER BY f.valid_from, f.recorded_at, f.id SKIP $o LIMIT $n")
+
+
+def supersession_chain(db: ScopeDatabase, fact_id: str) -> list[Fact]:
+    """Every fact connected to ``fact_id`` through SUPERSEDES edges (either direction), oldest first."""
+    seen = {fact_id}
+    frontier = [fact_id]
+    while frontier:
+        rows = db.query(
+            "MATCH (a:Fact)-[:SUPERSEDES]-(b:Fact) WHERE a.id IN $ids RETURN DISTINCT b.id", {"ids": frontier}
+        )
+        frontier = [r[0] for r in rows if r[0] not in seen]
+        seen.update(frontier)
+    facts = list(get_facts(db, sorted(seen)).values())
+    return sorted(facts, key=lambda f: (f.valid_from or datetime.min, f.recorded_at or datetime.min, f.id))
+
+
+# -- retrieval -------------------------------------------------------------------------------------------------
+def _time_filter(alias: str, as_of: datetime | None) -> tuple[str, dict[str, Any]]:
+    if as_of is None:
+        return f"{alias}.expired_at IS NULL", {}
+    return (
+        f"({alias}.valid_from IS NULL OR {alias}.valid_from <= $asof) AND "
+        f"({alias}.valid_to IS NULL OR {alias}.valid_to > $asof)",
+        {"asof": as_of},
+    )
+
+
+def current_fact_ids(db: ScopeDatabase, ids: Sequence[str], as_of: datetime | None) -> set[str]:
+    """The subset of ``ids`` that is current (or, with ``as_of``, was valid then)."""
+    if not ids:
+        return set()
+    cond, params = _time_filter("f", as_of)
+    rows = db.query(f"MATCH (f:Fact) WHERE f.id IN $ids AND {cond} RETURN f.id", {"ids": list(ids), **params})
+    return {r[0] for r in rows}
+
+
+def event_ids_before(db: ScopeDatabase, ids: Sequence[str], as_of: datetime | None) -> set[str]:
+    """Events known at ``as_of`` (their session started by then); all of ``ids`` without ``as_of``."""
+    if not ids or as_of is None:
+        return set(ids)
+    rows = db.query(
+        "MATCH (e:Event), (s:Session) WHERE e.id IN $ids AND s.id = e.session_id AND s.started_at <= $asof "
+        "RETURN e.id",
+        {"ids": list(ids), "asof": as_of},
+    )
+    return {r[0] for r in rows}
+
+
+def entity_neighbourhood(
+    db: ScopeDatabase, entity_ids: Sequence[str], vec: Vectors, as_of: datetime | None, k: int
+) -> list[tuple[str, str, float]]:
+    """(kind, id, similarity) of the current facts about, and events involving, the given entities."""
+    if not entity_ids:
+        return []
+    cond, params = _time_filter("f", as_of)
+    v = np.asarray(vec, dtype=np.float32).tolist()
+    facts = db.query(
+        f"MATCH (f:Fact)-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND {cond} WITH DISTINCT f "
+        "RETURN f.id, array_cosine_similarity(f.embedding, $v) AS s ORDER BY s DESC LIMIT $k",
+        {"ents": list(entity_ids), "v": v, "k": k, **params},
+    )
+    events = db.query(
+        "MATCH (x:Event)-[]->(e:Entity) WHERE e.id IN $ents WITH DISTINCT x "
+        "RETURN x.id, array_cosine_similarity(x.embedding, $v) AS s ORDER BY s DESC LIMIT $k",
+        {"ents": list(entity_ids), "v": v, "k": k},
+    )
+    return [("fact", r[0], float(r[1])) for r in facts] + [("event", r[0], float(r[1])) for r in events]
+
+
+def source_rounds(db: ScopeDatabase, table: str, ids: Sequence[str]) -> dict[str, list[str]]:
+    """Fact or event id -> ids of the rounds holding its source messages."""
+    if not ids:
+        return {}
+    rel = "FACT_FROM" if table == "Fact" else "EVENT_FROM"
+    rows = db.query(
+        f"MATCH (x:{table})-[:{rel}]->(m:Message)<-[:HAS_MESSAGE]-(r:Round) WHERE x.id IN $ids "
+        "RETURN x.id, collect(DISTINCT r.id)",
+        {"ids": list(ids)},
+    )
+    return {r[0]: sorted(r[1]) for r in rows}
+
+
+def fetch_nodes(
+    db: ScopeDatabase, table: str, ids: Sequence[str]
+) -> dict[str, tuple[str, str, datetime | None, list[str]]]:
+    """id -> (text, session_id, date, message_ids) for facts (date: valid_from) or events (date: time_start,
+    else the session date)."""
+    if not ids:
+        return {}
+    if table == "Fact":
+        rows = db.query(
+            "MATCH (f:Fact) WHERE f.id IN $ids RETURN f.id, f.text, f.session_id, f.valid_from, f.message_ids",
+            {"ids": list(ids)},
+        )
+    else:
+        rows = db.query(
+            "MATCH (e:Event), (s:Session) WHERE e.id IN $ids AND s.id = e.session_id "
+            "RETURN e.id, e.text, e.session_id, coalesce(e.time_start, s.started_at), e.message_ids",
+            {"ids": list(ids)},
+        )
+    return {r[0]: (r[1], r[2], r[3], list(r[4] or [])) for r in rows}
+
+
+def recorded_before(db: ScopeDatabase, table: str, ids: Sequence[str], when: datetime) -> set[str]:
+    """The ids whose source session started on or before ``when`` (nothing said later leaks into an answer)."""
+    if not ids:
+        return set()
+    rows = db.query(
+        f"MATCH (x:{table}), (s:Session) WHERE x.id IN $ids AND s.id = x.session_id AND s.started_at <= $w "
+        "RETURN x.id",
+        {"ids": list(ids), "w": when},
+    )
+    return {r[0] for r in rows}
+
+
+def has_extracted(db: ScopeDatabase) -> bool:
+    rows = db.query("MATCH (f:Fact) RETURN count(f) LIMIT 1")
+    if rows and int(rows[0][0]) > 0:
+        return True
+    rows = db.query("MATCH (e:Event) RETURN count(e) LIMIT 1")
+    return bool(rows and int(rows[0][0]) > 0)
+
+
+def events_of_session(db: ScopeDatabase, session_id: str) -> list[Event]:
+    rows = db.query(
+        "MATCH (e:Event) WHERE e.session_id = $s RETURN e.id, e.subject, e.verb, e.object, e.text, e.time_start, "
+        "e.time_end, e.session_id, e.message_ids ORDER BY e.time_start, e.id",
+        {"s": session_id},
+    )
+    return [
+        Event(
+            id=r[0], subject=r[1], verb=r[2], object=r[3] or "", text=r[4], time_start=r[5], time_end=r[6],
+            session_id=r[7], message_ids=list(r[8] or []),
+        )
+        for r in rows
+    ]  # fmt: skip
+
+
+def list_events(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> list[Event]:
+    rows = db.query(
+        "MATCH (e:Event) RETURN e.id, e.subject, e.verb, e.object, e.text, e.time_start, e.time_end, e.session_id, "
+        "e.message_ids ORDER BY e.time_start, e.id SKIP $o LIMIT $n",
+        {"o": offset, "n": limit},
+    )
+    return [
+        Event(
+            id=r[0], subject=r[1], verb=r[2], object=r[3] or "", text=r[4], time_start=r[5], time_end=r[6],
+            session_id=r[7], message_ids=list(r[8] or []),
+        )
+        for r in rows
+    ]  # fmt: skip

@@ -1,0 +1,70 @@
+"""End to end over real HTTP with a real (small, local) model: a fact changes between two sessions.
+
+Slow (minutes on 2 cores: the first structured request warms the grammar up) and opt-in: ``pytest -m e2e``.
+It proves the path works - requests, structured output, storage, versioning - not that a 1.5B model is good.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import pytest
+
+from graphrecall import Memory
+from graphrecall.extract import ExtractionConfig
+from graphrecall.llm import llm_from_settings
+
+pytestmark = pytest.mark.e2e
+
+SCOPE = ("e2e", "user")
+
+
+def test_a_moved_user_ends_with_the_old_city_superseded_and_the_new_one_current(
+    local_llm_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="graphrecall")
+    llm = llm_from_settings("openai:local", base_url=local_llm_url, timeout=900.0, max_retries=1)
+    cfg = ExtractionConfig(llm_timeout_s=1200.0, max_tokens=1024)
+    started = time.monotonic()
+    with Memory.open(tmp_path / "store", llm=llm, extraction=cfg) as m:
+        first = m.add_session(
+            SCOPE,
+            [
+                {"role": "user", "content": "Hi! I live in Munich and I work as a nurse."},
+                {"role": "assistant", "content": "Nice to meet you! Munich is a lovely city."},
+            ],
+            session_id="s1",
+            date="2024-03-01T10:00:00",
+            extract=True,
+        )
+        second = m.add_session(
+            SCOPE,
+            [
+                {
+                    "role": "user",
+                    "content": "Big news: I moved to Berlin last month. I don't live in Munich anymore.",
+                },
+                {"role": "assistant", "content": "Congratulations on the move to Berlin!"},
+            ],
+            session_id="s2",
+            date="2024-06-15T10:00:00",
+            extract=True,
+        )
+        elapsed = time.monotonic() - started
+        every = m.facts(SCOPE, include_superseded=True)
+        current = m.facts(SCOPE)
+        report = "\n".join(
+            f"  {'current   ' if f.current else 'superseded'} {f.text!r} (by {f.superseded_by})"
+            for f in every
+        )
+        print(f"\nextraction took {elapsed:.0f} s\n{first.extraction}\n{second.extraction}\nfacts:\n{report}")
+    assert first.extraction is not None and first.extraction.sessions_done == 1, first.extraction
+    assert second.extraction is not None and second.extraction.sessions_done == 1, second.extraction
+    assert any("berlin" in f.text.lower() for f in current), report
+    assert not any("munich" in f.text.lower() and "live" in f.text.lower() and f.polarity == "positive"
+                   for f in current), report  # fmt: skip
+    superseded = [f for f in every if not f.current]
+    assert any("munich" in f.text.lower() for f in superseded), report
+    assert all(f.superseded_by for f in superseded)

@@ -1,0 +1,90 @@
+"""``graphrecall ingest --extract``, ``extract`` and ``facts`` against an OpenAI-compatible fake server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphrecall.cli import main
+from graphrecall.llm.fakeserver import FakeHTTPServer, Recorded
+
+
+def completion(content: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    return 200, {
+        "id": "c1", "object": "chat.completion", "created": 0, "model": "fake",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": json.dumps(content)},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+    }  # fmt: skip
+
+
+def handler(req: Recorded) -> tuple[int, dict[str, Any]]:
+    prompt = json.dumps(req.body)
+    if "New facts, each followed" in prompt:
+        return completion(
+            {"decisions": [{"fact": "n1", "decision": "UPDATE", "target": "c1", "reason": "moved"}]}
+        )
+    city = "Berlin" if "Berlin" in prompt else "Munich"
+    return completion(
+        {"facts": [{"text": f"The user lives in {city}", "kind": "attribute", "message_ids": ["m1"]}]}
+    )
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    one = [
+        {
+            "session_id": "s1",
+            "date": "2024-01-10T10:00:00",
+            "messages": [{"role": "user", "content": "I live in Munich"}],
+        }
+    ]
+    two = [
+        {
+            "session_id": "s2",
+            "date": "2024-05-10T10:00:00",
+            "messages": [{"role": "user", "content": "I live in Berlin now"}],
+        }
+    ]
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(one))
+    b.write_text(json.dumps(two))
+    return a, b
+
+
+def test_ingest_extract_then_facts(
+    tmp_path: Path, files: tuple[Path, Path], capsys: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.delenv("GRAPHRECALL_LLM", raising=False)
+    base = ["--root", str(tmp_path / "store"), "--embedder", "hashing", "--org", "o", "--user", "u"]
+    with FakeHTTPServer(handler) as srv:
+        llm = ["--llm", "openai:fake", "--llm-base-url", srv.url + "/v1"]
+        assert main(["ingest", str(files[0]), *base, "--extract", *llm]) == 0
+        out = capsys.readouterr().out
+        assert "extract: 1/1 sessions done" in out and "LLM: 1 calls, 100 input + 20 output tokens" in out
+        # the second file is ingested raw, then extracted by the extract command
+        assert main(["ingest", str(files[1]), *base]) == 0
+        capsys.readouterr()
+        assert main(["extract", *base, *llm, "--json"]) == 0
+        r = json.loads(capsys.readouterr().out)
+        # "lives in Berlin" vs "lives in Munich" with 64-dim hashing vectors: a candidate only if similar enough
+        assert r["sessions_done"] == 1 and r["facts_added"] == 1 and r["llm_calls"] in (1, 2)
+    assert main(["facts", *base]) == 0
+    current = capsys.readouterr().out
+    assert "The user lives in Berlin" in current
+    assert main(["facts", *base, "--all", "--json"]) == 0
+    every = json.loads(capsys.readouterr().out)
+    assert {f["text"] for f in every} == {"The user lives in Munich", "The user lives in Berlin"}
+
+
+def test_extract_without_an_llm_is_a_usage_error(tmp_path: Path, files: tuple[Path, Path], capsys: Any,
+                                                 monkeypatch: Any) -> None:  # fmt: skip
+    monkeypatch.delenv("GRAPHRECALL_LLM", raising=False)
+    base = ["--root", str(tmp_path / "store"), "--embedder", "hashing", "--org", "o", "--user", "u"]
+    assert main(["ingest", str(files[0]), *base, "--extract"]) == 2
+    assert "GRAPHRECALL_LLM" in capsys.readouterr().err
+    assert main(["sessions", *base]) == 0  # nothing was ingested: the check runs first
+    assert "s1" not in capsys.readouterr().out
