@@ -1,0 +1,340 @@
+"""The ``graphrecall`` command line, driven through ``main([...])`` in-process with the hashing embedder, plus a few
+real subprocesses for exit codes and the one-line error contract."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphrecall import cli
+from graphrecall.memory import Memory
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chat_history.json"
+SCOPE = ["--org", "acme", "--user", "ann"]
+
+
+class Run:
+    """``graphrecall ARGS`` in this process against a private store; returns (exit code, stdout, stderr)."""
+
+    def __init__(self, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        self.root = root
+        self.capsys = capsys
+
+    def __call__(self, *args: str | Path) -> tuple[int, str, str]:
+        argv = [str(a) for a in args]
+        code = cli.main([*argv, "--root", str(self.root), "--embedder", "hashing"])
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+    def json(self, *args: str | Path) -> Any:
+        code, out, err = self(*args, "--json")
+        assert code == 0, err
+        return json.loads(out)
+
+
+@pytest.fixture
+def run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Run:
+    return Run(tmp_path / "store", capsys)
+
+
+def example_sessions() -> list[dict[str, Any]]:
+    data: list[dict[str, Any]] = json.loads(EXAMPLE.read_text())
+    return data
+
+
+def counts(run: Run, *scope: str) -> tuple[int, int]:
+    stats = run.json("stats", *(scope or SCOPE))
+    return stats["sessions"], stats["messages"]
+
+
+# -- ingest ------------------------------------------------------------------------------------------------------------
+def test_ingest_reports_what_it_added_and_stats_agree(run: Run) -> None:
+    sessions = example_sessions()
+    n_messages = sum(len(s["messages"]) for s in sessions)
+    code, out, err = run("ingest", EXAMPLE, *SCOPE)
+    assert code == 0, err
+    assert err == ""  # no progress bar when stderr is not a terminal
+    assert f"{len(sessions)} sessions, {n_messages} messages added" in out
+    assert counts(run) == (len(sessions), n_messages)
+
+
+def test_re_ingesting_the_same_file_changes_nothing(run: Run) -> None:
+    first = run.json("ingest", EXAMPLE, *SCOPE)
+    again = run.json("ingest", EXAMPLE, *SCOPE)
+    assert again["sessions_added"] == again["messages_added"] == again["rounds_written"] == 0
+    assert again["messages_skipped"] == first["messages_added"] == again["messages_in_file"]
+    assert counts(run) == (first["sessions_added"], first["messages_added"])
+
+
+def test_small_batches_store_the_same_as_one(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE, "--batch", "3")
+    run.json("ingest", EXAMPLE, "--org", "acme", "--user", "bob")
+    assert counts(run) == counts(run, "--org", "acme", "--user", "bob")
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "jsonl.gz", "longmemeval", "messages"])
+def test_every_input_format_ingests(run: Run, tmp_path: Path, fmt: str) -> None:
+    sessions = example_sessions()[:3]
+    extra: list[str] = []
+    if fmt.startswith("jsonl"):
+        data = "\n".join(json.dumps(s) for s in sessions).encode()
+        want = (3, sum(len(s["messages"]) for s in sessions))
+    elif fmt == "longmemeval":
+        question = {
+            "question_id": "q1",
+            "haystack_session_ids": [s["session_id"] for s in sessions],
+            "haystack_dates": [f"2024/01/0{i + 1} (Mon) 10:00" for i in range(3)],
+            "haystack_sessions": [s["messages"] for s in sessions],
+        }
+        data = json.dumps([question, question]).encode()  # overlapping haystacks are stored once
+        want = (3, sum(len(s["messages"]) for s in sessions))
+    else:
+        data = json.dumps(sessions[0]["messages"]).encode()
+        extra = ["--date", "2024-02-02T10:00:00"]
+        want = (1, len(sessions[0]["messages"]))
+    path = tmp_path / {"longmemeval": "lme.json", "messages": "chat.json"}.get(fmt, f"input.{fmt}")
+    path.write_bytes(gzip.compress(data) if fmt.endswith(".gz") else data)
+    result = run.json("ingest", path, *SCOPE, *extra)
+    assert result["format"] == fmt.removesuffix(".gz")
+    assert counts(run) == want
+    if fmt == "messages":
+        [only] = run.json("sessions", *SCOPE)
+        assert only["id"] == "chat"  # named after the file
+        assert only["started_at"].startswith("2024-02-02T10:00")
+
+
+def test_export_is_re_ingestable_into_an_identical_scope(run: Run, tmp_path: Path) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    out = tmp_path / "export.json.gz"
+    code, _, err = run("export", *SCOPE, "-o", out)
+    assert code == 0, err
+    other = ["--org", "acme", "--user", "copy"]
+    run.json("ingest", out, *other)
+    code, original, _ = run("export", *SCOPE)
+    code, copied, _ = run("export", *other)
+    assert json.loads(original) == json.loads(copied)
+    assert json.loads(gzip.decompress(out.read_bytes())) == json.loads(original)
+
+
+# -- bad input: exit 2, one line naming file/item/field, nothing stored ------------------------------------------------
+def bad_files() -> dict[str, tuple[str, str]]:
+    """name -> (file content, the location the error must name)."""
+    good = example_sessions()[:3]
+
+    def with_change(change: Any) -> str:
+        doc = json.loads(json.dumps(good))
+        change(doc)
+        return json.dumps(doc)
+
+    return {
+        "missing role": (
+            with_change(lambda d: d[1]["messages"][2].pop("role")),
+            "sessions[1].messages[2].role",
+        ),
+        "unknown role": (
+            with_change(lambda d: d[2]["messages"][0].update(role="bot")),
+            "sessions[2].messages[0].role",
+        ),
+        "bad date": (with_change(lambda d: d[1].update(date="last tuesday")), "sessions[1].date"),
+        "not json": ('[{"session_id": "a", "messages": [', "not valid JSON"),
+        "empty": ("", "empty"),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(bad_files()))
+def test_a_bad_file_exits_2_with_one_line_and_stores_nothing(run: Run, tmp_path: Path, case: str) -> None:
+    run.json("ingest", EXAMPLE, "--org", "acme", "--user", "existing")
+    before = run.json("stats")
+    content, where = bad_files()[case]
+    path = tmp_path / "history.json"
+    path.write_text(content)
+    for scope in (SCOPE, ["--org", "acme", "--user", "existing"]):
+        code, out, err = run("ingest", path, *scope, "--batch", "1")  # the bad item is not in the first batch
+        assert code == 2
+        assert out == ""
+        assert len(err.strip().splitlines()) == 1, err
+        assert "history.json" in err and where in err, err
+        assert "Traceback" not in err
+    assert run.json("stats") == before
+
+
+def test_bad_scope_ids_name_the_flag(run: Run) -> None:
+    code, _, err = run("search", "hello", "--org", "a/b", "--user", "ann")
+    assert code == 2
+    assert "--org" in err and "'/'" in err
+
+
+def test_extract_is_refused_while_extraction_does_not_exist(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delattr(Memory, "extract", raising=False)
+    code, _, err = run("ingest", EXAMPLE, *SCOPE, "--extract")
+    assert code == 2
+    assert "extraction is not available yet" in err
+    assert run.json("stats") == []
+
+
+# -- recall --------------------------------------------------------------------------------------------------------------
+def test_search_finds_the_session_that_mentions_the_words(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    [puppy] = [s["session_id"] for s in example_sessions() if "beagle" in json.dumps(s)]
+    hits = run.json("search", "beagle puppy named Biscuit", *SCOPE, "-k", "3")
+    assert 1 <= len(hits) <= 3
+    assert hits[0]["session_id"] == puppy
+    assert [h["rank"] for h in hits] == sorted(h["rank"] for h in hits)
+    code, out, _ = run("search", "beagle puppy named Biscuit", *SCOPE, "-k", "3")
+    assert code == 0
+    first = out.splitlines()[0]
+    assert puppy in first and "vector=" in first
+
+
+def test_question_date_hides_later_sessions(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    hits = run.json("search", "Denver", *SCOPE, "--question-date", "2024-03-01")
+    dates = [h["date"] for h in hits]
+    assert dates and all(d < "2024-03-01" for d in dates)
+
+
+def test_context_respects_the_budget_and_renders_dates(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    ctx = run.json("context", "vegetarian dinners", *SCOPE, "--budget", "200")
+    assert 0 < ctx["token_count"] <= 200
+    code, out, _ = run("context", "vegetarian dinners", *SCOPE, "--budget", "200")
+    assert code == 0 and out == ctx["text"]
+    assert "### Session" in out
+
+
+def test_searching_an_unknown_scope_finds_nothing(run: Run) -> None:
+    assert run.json("search", "anything", "--org", "x", "--user", "y") == []
+
+
+# -- administration ------------------------------------------------------------------------------------------------------
+def test_stats_without_a_scope_lists_every_scope(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    run.json("ingest", EXAMPLE, "--org", "other", "--user", "bo")
+    listed = run.json("stats")
+    assert sorted((s["scope"]["org_id"], s["scope"]["user_id"]) for s in listed) == [
+        ("acme", "ann"),
+        ("other", "bo"),
+    ]
+    assert [s["scope"]["org_id"] for s in run.json("stats", "--org", "other")] == ["other"]
+    code, out, _ = run("stats")
+    assert code == 0 and "acme/ann" in out and "other/bo" in out
+
+
+def test_sessions_lists_ids_oldest_first(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    listed = run.json("sessions", *SCOPE)
+    by_date = sorted(example_sessions(), key=lambda s: s["date"])
+    assert [s["id"] for s in listed] == [s["session_id"] for s in by_date]
+
+
+def test_forget_needs_yes_and_then_erases(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    code, _, err = run("forget", *SCOPE)
+    assert code == 2 and "--yes" in err
+    assert counts(run)[0] > 0
+    code, out, _ = run("forget", *SCOPE, "--yes")
+    assert code == 0 and "erased acme/ann" in out
+    assert run.json("stats") == []
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "extra"), [("serve", "fastapi", "server"), ("mcp", "mcp", "mcp")]
+)
+def test_servers_without_their_extra_say_what_to_install(
+    run: Run, monkeypatch: pytest.MonkeyPatch, command: str, module: str, extra: str
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a)
+    )
+    code, _, err = run(command)
+    assert code == 2
+    assert f"pip install 'graphrecall[{extra}]'" in err
+
+
+# -- real processes ------------------------------------------------------------------------------------------------------
+def graphrecall(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "graphrecall", *map(str, args), "--embedder", "hashing"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_subprocess_gets_exit_2_and_one_line_for_a_bad_file(tmp_path: Path) -> None:
+    bad = tmp_path / "history.json"
+    bad.write_text(
+        json.dumps([{"session_id": "s", "date": "2024-01-01", "messages": [{"role": "bot", "content": "x"}]}])
+    )
+    proc = graphrecall("ingest", bad, *SCOPE, "--root", tmp_path / "store")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "graphrecall: error: history.json: sessions[0].messages[0].role: 'bot' is not one of user, assistant, "
+        "system, tool"
+    ]
+    debug = graphrecall("ingest", bad, *SCOPE, "--root", tmp_path / "store", "--debug")
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def test_the_console_script_runs(tmp_path: Path) -> None:
+    script = Path(sys.executable).with_name("graphrecall")
+    if not script.exists():
+        pytest.skip("the graphrecall console script is not installed in this environment")
+    proc = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0
+    assert "ingest" in proc.stdout and "search" in proc.stdout
+
+
+def test_a_store_held_by_another_process_is_reported_busy_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "store"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import sys, time
+                from graphrecall import Memory
+                from graphrecall.embed import HashingEmbedder
+                with Memory.open({str(root)!r}, embedder=HashingEmbedder(64)) as m:
+                    m.add_session(("acme", "ann"), [{{"role": "user", "content": "hi"}}], session_id="s",
+                                  date="2024-01-01")
+                    print("ready", flush=True)
+                    sys.stdin.read()
+                """
+            ),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        code, _, err = Run(root, capsys)("stats", *SCOPE)
+        assert code == 3
+        assert len(err.strip().splitlines()) == 1
+        assert "store busy" in err and "acme/ann" in err
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
+def test_a_bad_question_date_names_the_flag(run: Run) -> None:
+    code, out, err = run("search", "hello", *SCOPE, "--question-date", "someday")
+    assert code == 2 and out == ""
+    assert err.startswith("graphrecall: error: --question-date:") and "'someday'" in err
