@@ -54,6 +54,7 @@ class SentenceTransformerEmbedder:
             with self._lock:
                 if self._model is None:
                     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                     from sentence_transformers import SentenceTransformer
 
@@ -61,7 +62,10 @@ class SentenceTransformerEmbedder:
                     model = SentenceTransformer(path, device=self._device)
                     if self._max_seq_length:
                         model.max_seq_length = self._max_seq_length
-                    dim = model.get_sentence_embedding_dimension()
+                    get_dim = getattr(model, "get_embedding_dimension", None) or getattr(
+                        model, "get_sentence_embedding_dimension"
+                    )
+                    dim = get_dim()
                     self._dim = int(dim) if dim is not None else int(model.encode(["x"]).shape[1])
                     self._model = model
         return self._model
