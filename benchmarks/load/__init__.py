@@ -1,0 +1,1 @@
+"""HTTP load test for the graphrecall server (see http_load.py)."""

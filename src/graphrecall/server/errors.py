@@ -1,0 +1,114 @@
+"""The one error shape of the HTTP API, ``{"error": {"code", "message", "field"}}``, and the status for each code.
+
+Clients branch on ``code`` (stable) rather than on messages (for humans) or statuses (several codes share one).
+Library exceptions carry their own ``code``; this module only decides the HTTP status and the field name.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from graphrecall.errors import GraphRecallError, InvalidInput, NotAvailable, NotFound, StoreBusy
+
+log = logging.getLogger("graphrecall.server")
+
+STATUS_CODES = {
+    400: "invalid_input",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    422: "invalid_input",
+    501: "not_implemented",
+    503: "store_busy",
+}
+
+
+class ApiError(Exception):
+    """Raised by route code for an error response with a chosen status and code."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+def error_response(
+    status: int, code: str, message: str, field: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message, "field": field}}, status_code=status, headers=headers
+    )
+
+
+def field_path(loc: Sequence[Any]) -> str | None:
+    """``("body", "messages", 0, "content")`` -> ``messages[0].content``; the request part (body/query) is dropped."""
+    parts = list(loc[1:] if loc and loc[0] in {"body", "query", "path", "header"} else loc)
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or None
+
+
+def _validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
+    if first.get("type") == "json_invalid":
+        return error_response(400, "invalid_input", f"request body is not valid JSON: {first['msg']}", "body")
+    where = field_path(first.get("loc", ()))
+    msg = str(first.get("msg", "invalid value"))
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return error_response(422, "invalid_input", f"{where or 'request'}: {msg}{more}", where)
+
+
+def _http(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = STATUS_CODES.get(exc.status_code, "error")
+    detail = exc.detail if isinstance(exc.detail, str) else "request failed"
+    return error_response(exc.status_code, code, detail, headers=dict(exc.headers or {}))
+
+
+def _api(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.code, exc.message, exc.field)
+
+
+def _library(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, GraphRecallError)
+    if isinstance(exc, InvalidInput):
+        return error_response(422, exc.code, str(exc), exc.where or None)
+    if isinstance(exc, NotFound):
+        return error_response(404, exc.code, str(exc))
+    if isinstance(exc, StoreBusy):
+        # The database is held by another process: retrying later is the right move for the client.
+        return error_response(
+            503, exc.code, "the user's store is busy; retry shortly", headers={"Retry-After": "1"}
+        )
+    if isinstance(exc, NotAvailable):
+        return error_response(501, exc.code, str(exc))
+    log.error("server-side store error: %s", exc)
+    return error_response(500, exc.code, "the server's store is misconfigured; see the server log")
+
+
+def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error", exc_info=exc)
+    return error_response(500, "internal", "internal server error; see the server log")
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(ApiError, _api)
+    app.add_exception_handler(GraphRecallError, _library)
+    app.add_exception_handler(Exception, _unexpected)

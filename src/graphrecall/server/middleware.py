@@ -1,0 +1,179 @@
+"""ASGI middleware that runs before any routing or body parsing: access log + metrics, auth, body size limit.
+
+Pure ASGI (not ``BaseHTTPMiddleware``) so that a rejected request costs nothing: an unauthenticated caller or an
+oversized body is answered before a byte of the body is parsed, and auth is decided on the same decoded path the
+router matches, so the org that is checked is the org that is served.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import MutableMapping
+from typing import Any
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from graphrecall.server.auth import ApiKeyAuth, Principal
+from graphrecall.server.errors import error_response
+from graphrecall.server.metrics import Metrics
+
+access_log = logging.getLogger("graphrecall.server.access")
+
+PRINCIPAL_KEY = "graphrecall.principal"
+LOCAL_PRINCIPAL = Principal("insecure-local", frozenset({"*"}))
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def scope_org(path: str) -> str | None:
+    """The org segment of ``/v1/scopes/{org}/...`` (already percent-decoded, as the router sees it)."""
+    parts = path.split("/")
+    if len(parts) > 3 and parts[1] == "v1" and parts[2] == "scopes":
+        return parts[3]
+    return None
+
+
+class AccessLogMiddleware:
+    """One log line and one metrics observation per request. Logs the path but never headers or the query
+    string: headers carry the API key and the query carries users' search text."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        started = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        self.metrics.request_started()
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "<unmatched>"
+            self.metrics.observe(scope["method"], template, status, elapsed)
+            principal = scope.get(PRINCIPAL_KEY)
+            client = scope.get("client") or ("-", 0)
+            access_log.info(
+                '%s "%s %s" %d %.1fms key=%s',
+                client[0],
+                scope["method"],
+                scope["path"],
+                status,
+                elapsed * 1000,
+                principal.name if isinstance(principal, Principal) else "-",
+            )
+
+
+class AuthMiddleware:
+    """Bearer-key auth for everything but health checks and the API description; org grants for ``/v1/scopes``."""
+
+    def __init__(self, app: ASGIApp, auth: ApiKeyAuth | None, metrics: Metrics) -> None:
+        self.app = app
+        self.auth = auth
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        if self.auth is None:
+            scope[PRINCIPAL_KEY] = LOCAL_PRINCIPAL
+            await self.app(scope, receive, send)
+            return
+        header = Headers(scope=scope).get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        principal = self.auth.verify(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+        if principal is None:
+            self.metrics.auth_failure("unauthorized")
+            why = "invalid API key" if header else "missing API key"
+            response = error_response(
+                401,
+                "unauthorized",
+                f"{why}: send 'Authorization: Bearer <key>'",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            await response(scope, receive, send)
+            return
+        scope[PRINCIPAL_KEY] = principal
+        org = scope_org(scope["path"])
+        if org is not None and not principal.allows(org):
+            self.metrics.auth_failure("forbidden")
+            response = error_response(
+                403, "forbidden", f"API key {principal.name!r} may not access org {org!r}"
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """Reject bodies over ``max_bytes`` with 413 before parsing: by ``Content-Length`` without reading, or while
+    reading a chunked body, never buffering more than the limit."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length")
+        if declared is not None:
+            if not declared.isdigit():
+                await error_response(
+                    400, "invalid_input", "Content-Length is not a number", "Content-Length"
+                )(scope, receive, send)
+                return
+            if int(declared) > self.max_bytes:
+                await self._too_large(scope, receive, send)
+                return
+        if scope["method"] not in _BODY_METHODS and declared is None and "transfer-encoding" not in headers:
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await self._too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = error_response(
+            413, "payload_too_large", f"request body exceeds the limit of {self.max_bytes} bytes", "body"
+        )
+        await response(scope, receive, send)
+
+
+def principal_of(scope: MutableMapping[str, Any]) -> Principal | None:
+    value = scope.get(PRINCIPAL_KEY)
+    return value if isinstance(value, Principal) else None

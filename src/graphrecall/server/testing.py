@@ -1,0 +1,131 @@
+"""Run the HTTP API for tests, examples and load tests: in a thread (same process) or as a child process.
+
+Both bind loopback only. The thread form shares the caller's ``Memory`` (so a test can inspect the store directly);
+the process form is the real thing (``python -m graphrecall.server``), needed where a test kills the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: FastAPI, *, host: str = "127.0.0.1", log_level: str = "warning") -> Iterator[str]:
+    """Serve ``app`` on a fresh loopback port in a daemon thread; yields the base URL; stops on exit."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            sock.close()
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+class ServerProcess:
+    """``python -m graphrecall.server`` as a child process on a free loopback port."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        extra_args: Sequence[str] = (),
+        embedder: str = "hashing:64",
+        log_path: Path | None = None,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.root = root
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.args = [
+            sys.executable,
+            "-m",
+            "graphrecall.server",
+            "--root",
+            str(root),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--embedder",
+            embedder,
+            *extra_args,
+        ]
+        self.log_path = log_path or root.parent / f"server-{self.port}.log"
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60.0) -> ServerProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.log()[-2000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/readyz", timeout=1.0).status_code == 200:
+                    return self
+            time.sleep(0.1)
+        self.kill()
+        raise RuntimeError(f"server not ready after {timeout}s: {self.log()[-2000:]}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks, no flush, what a crash or an OOM kill looks like."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM and wait (graceful: uvicorn drains, the store closes)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
