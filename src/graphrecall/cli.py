@@ -133,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--insecure-local", action="store_true", help="no API keys (only for a local, trusted machine)"
     )
 
+    _add_answer_parser(sub, [common, scope, qdate, as_json])  # see the "answer" block below
+
     s = sub.add_parser("mcp", parents=[common], help="run the MCP server")
     s.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     s.add_argument("--host", default="127.0.0.1")
@@ -507,6 +509,60 @@ COMMANDS = {
     "mcp": cmd_mcp,
     **cli_extract.COMMANDS,  # -- extraction commands (cli_extract.py) --
 }
+
+
+# == answer: the Reader (owned by the reader; keep this block self-contained) ========================================
+def _add_answer_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    s = sub.add_parser(
+        "answer", parents=parents, help="answer a question from a scope's memory (needs an LLM)"
+    )
+    s.add_argument("question")
+    s.add_argument("--mode", choices=("auto", "recall", "synthesis"), default="auto")
+    s.add_argument("--llm", help="provider:model, e.g. openai:gpt-4o-mini (default: $GRAPHRECALL_LLM)")
+    s.add_argument(
+        "--llm-base-url", help="OpenAI-compatible server or Ollama host (default: $GRAPHRECALL_LLM_BASE_URL)"
+    )
+    s.add_argument(
+        "--tools", choices=("auto", "native", "text", "none"), default="auto", help="tool protocol"
+    )
+    s.add_argument("--max-tool-steps", type=int, default=4, help="tool-calling rounds (default 4)")
+
+
+def cmd_answer(args: argparse.Namespace) -> int:
+    from graphrecall.llm import LLMConfigError, llm_from_settings_or_none
+
+    scope = _scope(args)
+    try:
+        llm = llm_from_settings_or_none(args.llm, args.llm_base_url)
+    except LLMConfigError as e:
+        raise CliError(f"--llm: {e}") from None
+    with _memory(args) as mem:
+        ans = mem.answer(
+            scope, args.question, question_date=args.question_date, mode=args.mode, llm=llm,
+            tools=args.tools, max_tool_steps=args.max_tool_steps,
+        )  # fmt: skip
+    if args.json:
+        _print_json({**ans.model_dump(mode="json"), "usage": ans.usage.model_dump()})
+        return EXIT_OK
+    print(ans.text)
+    verdict = f", verifier {ans.verdict}" if ans.verdict else ""
+    print(
+        f"\nmode: {ans.mode} ({ans.question_type}), abstained: {'yes' if ans.abstained else 'no'}{verdict}, "
+        f"{len(ans.tool_trace)} tool calls, {ans.usage.total_tokens} tokens, {ans.latency_s:.1f} s"
+    )
+    if ans.preferences:
+        print("preferences used:")
+        for p in ans.preferences:
+            print(f"  - {p}")
+    if ans.citations:
+        print("evidence:")
+        for c in ans.citations:
+            print(f"  [{c.hit_id}] {_date(c.date)}  session {c.session_id}: {_snippet(c.snippet, 120)}")
+    return EXIT_OK
+
+
+COMMANDS["answer"] = cmd_answer
+# == end of the answer block ===========================================================================================
 
 
 if __name__ == "__main__":

@@ -12,19 +12,27 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from graphrecall import ingest as ing
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
 from graphrecall.embed.base import Vectors
-from graphrecall.errors import InvalidInput, NotFound
+from graphrecall.errors import InvalidInput, NotAvailable, NotFound
+from graphrecall.extract.extractor import ExtractionConfig, Extractor
+from graphrecall.extract.retrieval import GraphCandidates
+from graphrecall.llm import LLM
 from graphrecall.models import (
     Context,
+    Entity,
+    Event,
+    ExtractionResult,
+    Fact,
     Hit,
+    HitKind,
     IngestResult,
     Message,
     Scope,
@@ -34,9 +42,11 @@ from graphrecall.models import (
     utcnow,
     validate_identifier,
 )
+from graphrecall.read.models import Answer
 from graphrecall.retrieve.context import build_context
 from graphrecall.retrieve.rerank import Reranker, load_reranker
 from graphrecall.retrieve.retriever import HybridRetriever
+from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.pool import DatabasePool
@@ -68,6 +78,20 @@ def as_scope(scope: ScopeLike) -> Scope:
         raise InvalidInput(str(e), where="scope") from None
 
 
+def _message_list(messages: Any, where: str) -> list[Any]:
+    """Messages must come as a list: a string or a dict would otherwise be iterated character by character."""
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise InvalidInput(f"expected a list of messages, got {type(messages).__name__}", where=where)
+    return list(messages)
+
+
+def _check_id(value: str, what: str, where: str | None = None) -> None:
+    try:
+        validate_identifier(value, what)
+    except ValueError as e:
+        raise InvalidInput(str(e), where=where or what) from None
+
+
 class _Prepared(BaseModel):
     model_config = {"arbitrary_types_allowed": True}
 
@@ -90,6 +114,8 @@ class Memory:
         settings: Settings | None = None,
         reranker: Reranker | None = None,
         retrieval: RetrievalConfig | None = None,
+        llm: LLM | None = None,
+        extraction: ExtractionConfig | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env(root=Path(root) if root is not None else None)
         if root is not None:
@@ -113,6 +139,12 @@ class Memory:
         self.retriever = HybridRetriever(embedder, retrieval or self.settings.retrieval, reranker)
         self._closed = False
         self._lock = threading.Lock()
+        # Extracted memory (facts, events, entities): see the "extraction" section at the end of the class.
+        self.llm = llm
+        self.extraction = extraction or ExtractionConfig()
+        self.graph = GraphCandidates(rrf_k=self.retriever.config.rrf_k)
+        self.retriever.extra_generators.append(self.graph)
+        self._extract_locks: dict[Scope, threading.Lock] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     @classmethod
@@ -142,12 +174,24 @@ class Memory:
         *,
         session_id: str,
         date: datetime | str | None = None,
+        extract: bool = False,
     ) -> IngestResult:
         """Store one session (its messages, rounds, embeddings and index entries). Re-adding the same ids changes
-        nothing; messages beyond those stored are appended."""
-        return self.add_sessions(
-            scope, [SessionInput(session_id=session_id, date=date, messages=list(messages))]
-        )
+        nothing; messages beyond those stored are appended. ``extract=True`` then extracts facts/events/entities
+        with the configured LLM (raw ingest is committed first; an extraction failure only marks the session
+        ``failed``, see ``result.extraction``)."""
+        if extract:
+            self._require_llm()
+        # Validate here too so that errors name this call's arguments ("messages[0]"), not "sessions[0]...".
+        msgs = _message_list(messages, "messages")
+        _check_id(session_id, "session_id")
+        if isinstance(date, str):
+            ing.parse_date(date, where="date")
+        ing.validate_messages(msgs)
+        result = self.add_sessions(scope, [SessionInput(session_id=session_id, date=date, messages=msgs)])
+        if extract:
+            result.extraction = self.extract(scope, session_id=session_id)
+        return result
 
     def add_messages(
         self,
@@ -160,8 +204,8 @@ class Memory:
         """Append turns to a session (created if new). Messages with explicit ids are idempotent; messages without
         ids are numbered after those already stored, so sending them twice stores them twice."""
         s = as_scope(scope)
-        validate_identifier(session_id, "session_id")
-        msgs = ing.validate_messages(messages)
+        _check_id(session_id, "session_id")
+        msgs = ing.validate_messages(_message_list(messages, "messages"))
         with self.pool.acquire(s) as db, db.write_lock:
             start = q.existing_sessions(db, [session_id]).get(session_id, 0)
             numbered = [m if m.id else m.model_copy(update={"idx": start + i}) for i, m in enumerate(msgs)]
@@ -178,23 +222,34 @@ class Memory:
         """Bulk ingest. Everything is validated before anything is written; each batch of ``batch_sessions`` is
         one transaction (all or nothing)."""
         s = as_scope(scope)
+        if isinstance(sessions, str | bytes | Mapping) or not isinstance(sessions, Iterable):
+            raise InvalidInput(
+                f"expected a list of sessions, got {type(sessions).__name__}", where="sessions"
+            )
         items: list[tuple[str, list[Message], datetime | str | None]] = []
+        message_ids: set[str] = set()
         for i, raw in enumerate(sessions):
             where = f"sessions[{i}]"
             try:
                 si = raw if isinstance(raw, SessionInput) else SessionInput.model_validate(raw)
-            except Exception as e:  # pydantic.ValidationError
-                raise InvalidInput(str(e).splitlines()[0], where=where) from None
-            try:
-                validate_identifier(si.session_id, "session_id")
-            except ValueError as e:
-                raise InvalidInput(str(e), where=f"{where}.session_id") from None
+            except ValidationError as e:
+                err = e.errors()[0]
+                loc = ".".join(str(p) for p in err["loc"])
+                raise InvalidInput(err["msg"], where=f"{where}.{loc}" if loc else where) from None
+            _check_id(si.session_id, "session_id", where=f"{where}.session_id")
             date = si.date
             if isinstance(date, str):
                 date = ing.parse_date(date, where=f"{where}.date")
             msgs = ing.validate_messages(si.messages, where=f"{where}.messages")
             if not msgs:
                 raise InvalidInput("a session needs at least one message", where=f"{where}.messages")
+            for j, m in enumerate(msgs):  # message ids are unique per scope; a clash would fail mid-write
+                if m.id is not None:
+                    if m.id in message_ids:
+                        raise InvalidInput(
+                            f"duplicate message id {m.id!r}", where=f"{where}.messages[{j}].id"
+                        )
+                    message_ids.add(m.id)
             items.append((si.session_id, msgs, date))
         ids = [sid for sid, _, _ in items]
         if len(set(ids)) != len(ids):
@@ -279,8 +334,7 @@ class Memory:
         texts: list[str] = []
         slots: list[tuple[int, int]] = []
         for r in rounds:
-            u = r.user_text or r.reply_text
-            p = r.reply_text or r.user_text
+            u, p = ing.embedding_texts(r)
             texts.append(u)
             ui = len(texts) - 1
             if p == u:
@@ -303,10 +357,19 @@ class Memory:
         question_date: datetime | str | None = None,
         time_range: TimeRange | None = None,
         as_of: datetime | None = None,
+        kinds: Sequence[HitKind] = ("round",),
     ) -> list[Hit]:
         """Hybrid search over the scope's memory. ``question_date`` anchors relative time ("last week") and hides
-        what was said after it; it never defaults to the wall clock."""
+        what was said after it; it never defaults to the wall clock. ``kinds`` chooses what comes back: rounds
+        (default), and/or extracted ``fact`` and ``event`` hits (current facts only, unless ``as_of``)."""
         s = as_scope(scope)
+        bad = [x for x in kinds if x not in ("round", "fact", "event")]
+        if bad or not kinds:
+            raise InvalidInput(
+                f"kinds must be a non-empty subset of round, fact, event; got {list(kinds)}", where="kinds"
+            )
+        if tuple(kinds) != ("round",):
+            return self._search_kinds(s, query, k, question_date, time_range, as_of, kinds)
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query must be a non-empty string", where="query")
         if k < 1:
@@ -390,3 +453,211 @@ class Memory:
 
     def scopes(self) -> list[Scope]:
         return self.pool.scopes()
+
+    # == extraction: facts, events, entities, fact versioning =========================================================
+    # Everything below needs ``llm`` only for ``extract``; reading extracted memory works without one.
+    def _require_llm(self) -> LLM:
+        if self.llm is None:
+            raise NotAvailable(
+                "extraction needs an LLM: pass Memory(llm=...) or build one with graphrecall.llm.llm_from_settings() "
+                "(GRAPHRECALL_LLM, e.g. 'openai:gpt-4o-mini', and GRAPHRECALL_LLM_BASE_URL for a local server)"
+            )
+        return self.llm
+
+    def extract(
+        self,
+        scope: ScopeLike,
+        session_id: str | None = None,
+        *,
+        progress: Progress | None = None,
+    ) -> ExtractionResult:
+        """Extract facts, events and entities from one session (any status: re-extracting is how a session is
+        refreshed) or, with ``session_id=None``, from every session not yet done (status none, pending or
+        failed), oldest first so later sessions update earlier facts. One structured LLM call per session (more
+        only for very long sessions) plus at most one batched versioning call; failures are recorded on the
+        session (``extract_status='failed'``, ``extract_error``) and reported in the result, never raised."""
+        llm = self._require_llm()
+        s = as_scope(scope)
+        if session_id is not None:
+            validate_identifier(session_id, "session_id")
+        try:
+            ctx = self.pool.acquire(s, create=False)
+            db = ctx.__enter__()
+        except NotFound:
+            if session_id is not None:
+                raise NotFound(f"no session {session_id!r} in scope {s}") from None
+            return ExtractionResult()
+        try:
+            with self._lock:
+                lock = self._extract_locks.setdefault(s, threading.Lock())
+            with lock:
+                if session_id is not None:
+                    if fq.session_info(db, session_id) is None:
+                        raise NotFound(f"no session {session_id!r} in scope {s}")
+                    todo = [session_id]
+                else:
+                    todo = [sid for sid, _ in fq.sessions_to_extract(db, ("none", "pending", "failed"))]
+                extractor = Extractor(llm, self.embedder, self.extraction)
+                total = ExtractionResult()
+                for i, sid in enumerate(todo, start=1):
+                    total = total + extractor.extract_session(db, sid)
+                    if progress is not None:
+                        progress(i, len(todo))
+                return total
+        finally:
+            ctx.__exit__(None, None, None)
+
+    def facts(
+        self,
+        scope: ScopeLike,
+        *,
+        as_of: datetime | str | None = None,
+        include_superseded: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Fact]:
+        """Stored facts, oldest first. Default: the current ones. ``as_of``: those true at that moment by *valid
+        time* (valid_from <= as_of < valid_to), i.e. what the user's world looked like then, whenever we learned it.
+        ``include_superseded``: every fact ever stored, superseded ones with ``superseded_by`` set."""
+        s = as_scope(scope)
+        if limit < 1 or offset < 0:
+            raise InvalidInput(f"limit must be >= 1 and offset >= 0, got {limit} and {offset}", where="limit")
+        when = ing.parse_date(as_of, where="as_of") if as_of is not None else None
+        if not self.pool.exists(s):
+            return []
+        with self.pool.acquire(s, create=False) as db:
+            return fq.list_facts(
+                db, as_of=when, include_superseded=include_superseded, limit=limit, offset=offset
+            )
+
+    def history(self, scope: ScopeLike, fact_id: str) -> list[Fact]:
+        """The versions of a fact, oldest to newest (every fact linked to it through SUPERSEDES edges)."""
+        s = as_scope(scope)
+        with self.pool.acquire(s, create=False) as db:
+            chain = fq.supersession_chain(db, fact_id)
+        if not chain:
+            raise NotFound(f"no fact {fact_id!r} in scope {s}")
+        return chain
+
+    def supersede(self, scope: ScopeLike, old_id: str, new_id: str, *, reason: str = "manual") -> Fact:
+        """Mark ``old_id`` as superseded by ``new_id`` by hand (valid_to = the new fact's valid_from, expired_at =
+        now, a SUPERSEDES edge new -> old). Nothing is deleted. Returns the updated old fact."""
+        s = as_scope(scope)
+        if old_id == new_id:
+            raise InvalidInput(f"a fact cannot supersede itself ({old_id!r})", where="new_id")
+        with self.pool.acquire(s, create=False) as db, db.write_lock:
+            found = fq.get_facts(db, [old_id, new_id])
+            for fid, where in ((old_id, "old_id"), (new_id, "new_id")):
+                if fid not in found:
+                    raise NotFound(f"no fact {fid!r} in scope {s} ({where})")
+            old, new = found[old_id], found[new_id]
+            if old.expired_at is not None:
+                raise InvalidInput(
+                    f"fact {old_id!r} is already superseded (by {old.superseded_by!r}); supersede the current "
+                    "version instead (see history())",
+                    where="old_id",
+                )
+            if new.expired_at is not None:
+                raise InvalidInput(
+                    f"fact {new_id!r} is itself superseded (by {new.superseded_by!r}); it cannot replace a current fact",
+                    where="new_id",
+                )
+            now = utcnow()
+            valid_to = (
+                new.valid_from
+                if new.valid_from and (old.valid_from is None or new.valid_from >= old.valid_from)
+                else now
+            )
+            with db.write() as txn:
+                fq.supersede(txn, fq.Supersession(old_id, new_id, valid_to, now, reason))
+            return fq.get_facts(db, [old_id])[old_id]
+
+    def entities(self, scope: ScopeLike) -> list[Entity]:
+        """Every extracted entity with its aliases, by name."""
+        s = as_scope(scope)
+        if not self.pool.exists(s):
+            return []
+        with self.pool.acquire(s, create=False) as db:
+            return fq.list_entities(db)
+
+    def events(self, scope: ScopeLike, *, limit: int = 1000, offset: int = 0) -> list[Event]:
+        """Extracted events in time order (events without a time last)."""
+        s = as_scope(scope)
+        if not self.pool.exists(s):
+            return []
+        with self.pool.acquire(s, create=False) as db:
+            return fq.list_events(db, limit=limit, offset=offset)
+
+    def _search_kinds(
+        self,
+        s: Scope,
+        query: str,
+        k: int,
+        question_date: datetime | str | None,
+        time_range: TimeRange | None,
+        as_of: datetime | None,
+        kinds: Sequence[HitKind],
+    ) -> list[Hit]:
+        """Rounds and/or fact/event hits, merged by score (both on the RRF scale) and re-ranked 1..k."""
+        qd = ing.parse_date(question_date, where="question_date") if question_date is not None else None
+        hits: list[Hit] = []
+        try:
+            with self.pool.acquire(s, create=False) as db:
+                if "round" in kinds:
+                    hits += self.retriever.search(
+                        db, query, k, question_date=qd, time_range=time_range, as_of=as_of
+                    )
+                qvec = self.embedder.embed([query], kind="query")[0]
+                n = max(self.retriever.config.candidates, k)
+                hits += self.graph.node_hits(db, query, qvec, n, kinds=kinds, as_of=as_of, question_date=qd)
+        except NotFound:
+            return []
+        hits.sort(key=lambda h: (-h.score, h.kind, h.id))
+        return [h.model_copy(update={"rank": i}) for i, h in enumerate(hits[:k], start=1)]
+
+    # == answering: the Reader (graphrecall.read) ==================================================================
+    def answer(
+        self,
+        scope: ScopeLike,
+        question: str,
+        question_date: datetime | str | None = None,
+        mode: Literal["auto", "recall", "synthesis"] = "auto",
+        llm: LLM | None = None,
+        *,
+        max_tool_steps: int = 4,
+        tools: Literal["auto", "native", "text", "none"] = "auto",
+        token_budget: int | None = None,
+    ) -> Answer:
+        """Answer ``question`` from the scope's memory; returns a ``graphrecall.Answer`` (text, mode, whether it
+        abstained, the verifier's verdict, cited evidence, tool trace, usage and latency per stage).
+
+        ``mode``: ``auto`` (the question classifier decides), ``recall`` or ``synthesis``. ``question_date`` anchors
+        relative time and hides later turns; it defaults to now, since the question is being asked now. The model is
+        ``llm``, else this Memory's ``llm``, else ``GRAPHRECALL_LLM``; with none, ``NotAvailable``. ``token_budget``
+        caps the context the reader sees (for models with a small context window)."""
+        from graphrecall.llm import LLMNotConfigured, llm_from_settings
+        from graphrecall.read import Reader, ScopeAccess
+
+        s = as_scope(scope)
+        if not isinstance(question, str) or not question.strip():
+            raise InvalidInput("question must be a non-empty string", where="question")
+        if mode not in ("auto", "recall", "synthesis"):
+            raise InvalidInput(f"mode must be auto, recall or synthesis; got {mode!r}", where="mode")
+        if tools not in ("auto", "native", "text", "none"):
+            raise InvalidInput(f"tools must be auto, native, text or none; got {tools!r}", where="tools")
+        if max_tool_steps < 0:
+            raise InvalidInput(f"max_tool_steps must be >= 0, got {max_tool_steps}", where="max_tool_steps")
+        qd = ing.parse_date(question_date, where="question_date") if question_date is not None else utcnow()
+        model = llm or self.llm
+        if model is None:
+            try:
+                model = llm_from_settings()
+            except LLMNotConfigured as e:
+                raise NotAvailable(
+                    "answering needs an LLM: pass llm=..., Memory(llm=...), or set GRAPHRECALL_LLM (e.g. "
+                    f"'openai:gpt-4o-mini'; GRAPHRECALL_LLM_BASE_URL for a local server) ({e})"
+                ) from None
+        if token_budget is not None and token_budget < 200:
+            raise InvalidInput(f"token_budget must be at least 200, got {token_budget}", where="token_budget")
+        reader = Reader(model, mode, max_tool_steps=max_tool_steps, tools=tools, token_budget=token_budget)
+        return reader.answer(ScopeAccess(self, s, qd), question, question_date=qd)

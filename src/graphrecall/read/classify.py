@@ -12,7 +12,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from graphrecall.llm import LLM
 
 
 class QuestionType(StrEnum):
@@ -127,3 +132,31 @@ def classify(question: str) -> QuestionPlan:
     if found is None:
         return plan_for(QuestionType.single_session_user, "default: a fact stated once")
     return plan_for(*found)
+
+
+class _LLMClassification(BaseModel):
+    """Which kind of memory question this is."""
+
+    type: QuestionType = Field(
+        description="single-session-user: a fact the user stated; single-session-assistant: something the "
+        "assistant said; single-session-preference: asks for a recommendation or advice; multi-session: aggregates "
+        "or counts across conversations; knowledge-update: the current/latest value of something that changed; "
+        "temporal-reasoning: dates, order of events or elapsed time"
+    )
+
+
+def classify_with_llm(question: str, llm: LLM) -> QuestionPlan:
+    """Rules first; only a question no rule claims goes to ``llm`` (one structured call). A model failure falls
+    back to the rule default, so classification never blocks answering."""
+    found = classify_rules(question)
+    if found is not None:
+        return plan_for(*found)
+    from graphrecall.llm import LLMError
+    from graphrecall.prompts import load_prompt
+
+    prompt = load_prompt("reader_classify").render(question=question)
+    try:
+        result, _ = llm.parse_sync(prompt, _LLMClassification, purpose="classify")
+    except LLMError:
+        return plan_for(QuestionType.single_session_user, "default: a fact stated once (LLM fallback failed)")
+    return plan_for(result.type, "LLM fallback")
