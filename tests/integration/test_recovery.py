@@ -1,0 +1,84 @@
+"""Opening a database after its owner died: the WAL is replayed, or, when replaying it would crash the process,
+moved aside with a warning, and the database opens either way."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphrecall import Memory, Scope
+from graphrecall.embed import HashingEmbedder
+from graphrecall.store import recovery
+from graphrecall.store.database import ScopeDatabase
+
+SCOPE = Scope(org_id="acme", user_id="ana")
+
+WRITE_THEN_DIE = """
+import os, signal, sys
+from graphrecall import Memory, Scope
+from graphrecall.embed import HashingEmbedder
+m = Memory(sys.argv[1], embedder=HashingEmbedder(64))
+s = Scope(org_id="acme", user_id="ana")
+m.add_session(s, [{"role": "user", "content": "first"}], session_id="s-first", date="2024-01-01")
+with m.pool.acquire(s) as db:  # die before any checkpoint, as a crash between commit and checkpoint would
+    db._writer.execute("CALL auto_checkpoint=false")
+for i in range(3):
+    m.add_session(s, [{"role": "user", "content": f"note {i}"}], session_id=f"s{i}", date="2024-01-01")
+print("acked", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _kill_during_life(root: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", WRITE_THEN_DIE, str(root)], capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert "acked" in proc.stdout
+
+
+def test_a_database_whose_owner_was_killed_reopens_with_every_acknowledged_write(tmp_path: Path) -> None:
+    _kill_during_life(tmp_path)
+    path = tmp_path / "acme" / "ana.kuzu"
+    assert recovery.wal_path(path).exists(), "a killed owner leaves its WAL behind"
+    with Memory(tmp_path, embedder=HashingEmbedder(64)) as m:
+        assert {s.id for s in m.sessions(SCOPE)} == {"s-first", "s0", "s1", "s2"}
+    assert not list(path.parent.glob("*.corrupt-*")), "a replayable WAL is never moved aside"
+
+
+def test_a_wal_whose_replay_crashes_is_moved_aside_and_the_database_opens(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    _kill_during_life(tmp_path)
+    path = tmp_path / "acme" / "ana.kuzu"
+    crashing_probe = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    with caplog.at_level(logging.WARNING):
+        moved = recovery.recover(path, probe=crashing_probe)
+    assert moved is not None and moved.exists() and moved.stat().st_size > 0
+    assert not recovery.wal_path(path).exists()
+    assert "could not be replayed" in caplog.text and str(moved) in caplog.text
+    db = ScopeDatabase(path, embedder_id=HashingEmbedder(64).id, dim=64)
+    try:
+        assert db.query("RETURN 1") == [[1]]
+    finally:
+        db.close()
+
+
+def test_an_ordinary_probe_failure_touches_nothing(tmp_path: Path) -> None:
+    _kill_during_life(tmp_path)
+    path = tmp_path / "acme" / "ana.kuzu"
+    before = sorted(os.listdir(path.parent))
+    assert recovery.recover(path, probe="raise SystemExit(1)") is None
+    assert sorted(os.listdir(path.parent)) == before
+
+
+def test_a_cleanly_closed_database_needs_no_probe(tmp_path: Path) -> None:
+    with Memory(tmp_path, embedder=HashingEmbedder(64)) as m:
+        m.add_session(SCOPE, [{"role": "user", "content": "hello"}], session_id="s", date="2024-01-01")
+    path = tmp_path / "acme" / "ana.kuzu"
+    assert not recovery.wal_path(path).exists()
+    assert recovery.recover(path, probe="raise SystemExit('must not run')") is None
