@@ -4,6 +4,7 @@ An embedded Kuzu graph per user, raw history plus extracted facts/events/entitie
 that answer from memory. The public surface is re-exported here.
 """
 
+from graphrecall.aio import AsyncMemory
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.errors import (
     EmbedderMismatch,
@@ -19,6 +20,7 @@ from graphrecall.models import (
     Context,
     Entity,
     Event,
+    ExtractionResult,
     Fact,
     FactKind,
     Hit,
@@ -31,14 +33,19 @@ from graphrecall.models import (
     Session,
     TimeRange,
 )
+from graphrecall.read.models import Answer, Citation, ToolTrace
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Answer",
+    "AsyncMemory",
+    "Citation",
     "Context",
     "EmbedderMismatch",
     "Entity",
     "Event",
+    "ExtractionResult",
     "Fact",
     "FactKind",
     "GraphRecallError",
@@ -60,5 +67,6 @@ __all__ = [
     "Settings",
     "StoreBusy",
     "TimeRange",
+    "ToolTrace",
     "__version__",
 ]
