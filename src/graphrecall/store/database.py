@@ -234,7 +234,11 @@ class WriteTxn:
         if data.num_rows == 0:
             return
         rows = data.to_pylist()
-        cols = [c for c in data.column_names if c not in ("from", "to")]
+        # A column that is null in every row is left out (it stays NULL): Kuzu would type the parameter STRING and
+        # refuse to cast it to the column's type.
+        cols = [
+            c for c in data.column_names if c not in ("from", "to") and data.column(c).null_count < data.num_rows
+        ]
         props = ", ".join(f"{c}: r.{c}" for c in cols)
         if "from" in data.column_names:
             src, dst = self._endpoints(table)
