@@ -26,7 +26,14 @@ class RetrievalConfig(BaseModel):
     fusion: Literal["rrf", "weighted"] = "rrf"
     rrf_k: int = Field(default=60, ge=1)
     weights: dict[str, float] = Field(
-        default_factory=lambda: {"vector": 1.0, "bm25": 1.0, "fact": 1.0, "event": 0.5, "entity": 0.5}
+        default_factory=lambda: {
+            "vector": 1.0,
+            "bm25": 0.7,
+            "bm25_user": 1.0,
+            "fact": 1.0,
+            "event": 0.5,
+            "entity": 0.5,
+        }
     )
     use_reply_vectors: bool = True
     reply_penalty: float = Field(
@@ -40,6 +47,12 @@ class RetrievalConfig(BaseModel):
     )
     rerank_weight: float = Field(default=1.0, ge=0.0)
     exclude_after_question_date: bool = True
+    question_date_slack_hours: float = Field(
+        default=24.0,
+        ge=0.0,
+        description="rounds up to this long after question_date stay visible: question dates are often only "
+        "day-precise (LongMemEval dates evidence hours after the question, on the same day)",
+    )
 
 
 class Settings(BaseModel):

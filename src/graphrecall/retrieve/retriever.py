@@ -2,7 +2,9 @@
 
 Generators over raw history: HNSW over user-turn vectors and over reply vectors (a round scores the better of the
 two; replies hold what the assistant said, which "what did you recommend" questions ask for), and BM25 over the
-round text. A time range parsed from the question (relative to ``question_date``) boosts rounds inside it.
+round text, then BM25 over the user side of that candidate pool (``retrieve.lexical``: what the user said in their
+own words, where a long reply on the same topic cannot crowd it out). A time range parsed from the question
+(relative to ``question_date``) boosts rounds inside it.
 Generators over extracted memory (facts, events, entity expansion) plug in through ``extra_generators``.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,7 @@ from graphrecall.config import RetrievalConfig
 from graphrecall.embed.base import Embedder, Vectors
 from graphrecall.models import Hit, Round, TimeRange
 from graphrecall.retrieve import fusion
+from graphrecall.retrieve.lexical import pool_bm25
 from graphrecall.retrieve.rerank import Reranker
 from graphrecall.retrieve.timeparse import parse_time_range
 from graphrecall.store import rounds as q
@@ -85,7 +88,8 @@ class HybridRetriever:
         ranked = fusion.order(fused)
         rounds = q.fetch_rounds(db, [rid for rid, _ in ranked[: max(3 * k, cfg.rerank_top)]])
         if question_date is not None and cfg.exclude_after_question_date:
-            ranked = [(rid, s) for rid, s in ranked if rid in rounds and rounds[rid].at <= question_date]
+            cutoff = question_date + timedelta(hours=cfg.question_date_slack_hours)
+            ranked = [(rid, s) for rid, s in ranked if rid in rounds and rounds[rid].at <= cutoff]
         ranked = [(rid, s) for rid, s in ranked if rid in rounds]
         rerank_scores: dict[str, float] = {}
         if self.reranker is not None and ranked:
@@ -119,8 +123,12 @@ class HybridRetriever:
             vec[rid] = max(vec.get(rid, -1.0), s)
         for rid, s in reply:
             vec[rid] = max(vec.get(rid, -1.0), s - cfg.reply_penalty)
-        bm25 = q.fts_search(db, "Round", "round_fts", query_terms(query), n)
-        return {"vector": fusion.order(vec)[:n], "bm25": bm25}, vec
+        terms = query_terms(query)
+        lists = {"vector": fusion.order(vec)[:n], "bm25": q.fts_search(db, "Round", "round_fts", terms, n)}
+        if cfg.weights.get("bm25_user", 0.0):
+            pool = q.fetch_rounds(db, sorted({rid for lst in lists.values() for rid, _ in lst}))
+            lists["bm25_user"] = pool_bm25(query, {rid: r.user_text for rid, r in pool.items()})
+        return lists, vec
 
     def _rerank(
         self, query: str, ranked: Ranked, rounds: dict[str, Round]

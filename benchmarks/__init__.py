@@ -1,0 +1,1 @@
+"""Benchmarks: reproducible measurements of graphrecall on public datasets (run as ``python -m benchmarks...``)."""

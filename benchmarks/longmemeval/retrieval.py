@@ -1,0 +1,312 @@
+"""LongMemEval_S retrieval benchmark: graphrecall's hybrid search against plain BM25, session and turn level.
+
+For each question a fresh scope is filled with the question's haystack through ``Memory.add_sessions`` and
+searched with ``Memory.search`` (library defaults, ``question_date`` given), then erased. Labels (answer session ids,
+``has_answer``) are used for scoring only; neither retriever ever sees them.
+
+Turn level deviates from the official code on purpose: the official corpus holds user turns only, which leaves the
+single-session-assistant questions (evidence only in assistant turns) without any relevant document. Our unit is a
+round (a user turn and the reply that followed), and a round is relevant when it holds an evidence message.
+
+    python -m benchmarks.longmemeval.retrieval --data /path/longmemeval_s_dev.json.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.longmemeval import data, metrics
+from benchmarks.longmemeval.bm25 import BM25
+from graphrecall import Memory
+from graphrecall.config import Settings
+from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
+
+SEARCH_K = 50
+SYSTEMS = ("ours", "bm25")
+LEVELS = ("session", "turn")
+
+
+@dataclass
+class QuestionResult:
+    """Everything measured for one question; one JSONL line."""
+
+    question_id: str
+    question_type: str
+    n_sessions: int
+    n_rounds: int
+    evidence_sessions: list[str]
+    evidence_rounds: list[str]
+    ranked: dict[str, list[str]]  # system -> round ids, best first (top SEARCH_K)
+    scores: dict[str, dict[str, dict[str, float]]]  # system -> level -> metric -> value
+    first_rank: dict[str, dict[str, int | None]]  # system -> level -> rank of first evidence
+    ingest_s: float
+    search_s: float
+    bm25_s: float
+    turn_scoreable: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _parse_ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--k-eval must be comma-separated integers, got {text!r}") from None
+    if not ks or ks[0] < 1 or ks[-1] > SEARCH_K:
+        raise argparse.ArgumentTypeError(f"--k-eval values must lie in 1..{SEARCH_K}, got {text!r}")
+    return ks
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.longmemeval.retrieval", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--data", required=True, type=Path, help="longmemeval_s*.json[.gz]")
+    p.add_argument("--limit", type=int, default=None, help="first N scoreable questions only")
+    p.add_argument("--types", default=None, help="comma-separated question types to keep")
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results/longmemeval"))
+    p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
+    p.add_argument("--k-eval", type=_parse_ks, default=[5, 10], help="cut-offs, e.g. 5,10")
+    p.add_argument("--resume", action="store_true", help="reuse per-question rows already in retrieval.jsonl")
+    return p
+
+
+def score_question(
+    q: data.Question,
+    ranked_ours: Sequence[str],
+    ranked_bm25: Sequence[str],
+    labelled: Sequence[data.LabelledRound],
+    ks: Sequence[int],
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, dict[str, int | None]], bool, list[str]]:
+    session_of = {r.id: r.session_id for r in labelled}
+    ev_sessions = list(q.answer_session_ids)
+    ev_rounds = sorted(data.evidence_rounds(q, labelled))
+    scores: dict[str, dict[str, dict[str, float]]] = {}
+    firsts: dict[str, dict[str, int | None]] = {}
+    for name, ranked in (("ours", ranked_ours), ("bm25", ranked_bm25)):
+        sessions = metrics.sessions_from_rounds(ranked, session_of)
+        scores[name] = {"session": metrics.score(sessions, ev_sessions, ks)}
+        firsts[name] = {"session": metrics.first_rank(sessions, ev_sessions)}
+        if ev_rounds:
+            scores[name]["turn"] = metrics.score(ranked, ev_rounds, ks)
+            firsts[name]["turn"] = metrics.first_rank(ranked, ev_rounds)
+    return scores, firsts, bool(ev_rounds), ev_rounds
+
+
+def run_question(mem: Memory, q: data.Question, ks: Sequence[int]) -> QuestionResult:
+    scope = ("lme", q.question_id)
+    mem.forget(scope)
+    labelled = data.all_rounds(q)
+    t0 = time.perf_counter()
+    mem.add_sessions(scope, data.session_inputs(q))
+    t1 = time.perf_counter()
+    hits = mem.search(scope, q.question, k=SEARCH_K, question_date=q.question_date)
+    t2 = time.perf_counter()
+    mem.forget(scope)
+    bm = BM25([r.text for r in labelled])
+    ranked_bm25 = [labelled[i].id for i in bm.rank(q.question, SEARCH_K)]
+    t3 = time.perf_counter()
+    ranked_ours = [h.id for h in hits]
+    known = {r.id for r in labelled}
+    unknown = [rid for rid in ranked_ours if rid not in known]
+    if unknown:
+        raise RuntimeError(
+            f"{q.question_id}: search returned rounds the benchmark cannot label: {unknown[:3]}"
+        )
+    scores, firsts, scoreable, ev_rounds = score_question(q, ranked_ours, ranked_bm25, labelled, ks)
+    return QuestionResult(
+        question_id=q.question_id,
+        question_type=q.question_type,
+        n_sessions=len(q.sessions),
+        n_rounds=len(labelled),
+        evidence_sessions=list(q.answer_session_ids),
+        evidence_rounds=ev_rounds,
+        ranked={"ours": ranked_ours, "bm25": ranked_bm25},
+        scores=scores,
+        first_rank=firsts,
+        ingest_s=t1 - t0,
+        search_s=t2 - t1,
+        bm25_s=t3 - t2,
+        turn_scoreable=scoreable,
+    )
+
+
+def summarize(rows: Sequence[QuestionResult], ks: Sequence[int]) -> dict[str, Any]:
+    """Means overall and per question type, for each system and level (turn level over scoreable questions)."""
+    out: dict[str, Any] = {"n_questions": len(rows), "n_turn_scoreable": sum(r.turn_scoreable for r in rows)}
+    for sys_name in SYSTEMS:
+        out[sys_name] = {}
+        for level in LEVELS:
+            keep = [r for r in rows if level in r.scores[sys_name]]
+            out[sys_name][level] = {
+                "overall": metrics.mean_scores(r.scores[sys_name][level] for r in keep),
+                "by_type": {
+                    t: {"n": n, **m}
+                    for t, (n, m) in metrics.by_group(
+                        (r.question_type, r.scores[sys_name][level]) for r in keep
+                    ).items()
+                },
+            }
+    ingest = [r.ingest_s for r in rows]
+    search = [r.search_s for r in rows]
+    out["timing"] = {
+        "ingest_total_s": sum(ingest),
+        "search_total_s": sum(search),
+        "bm25_total_s": sum(r.bm25_s for r in rows),
+        "ingest_mean_s": sum(ingest) / len(rows) if rows else 0.0,
+        "search_mean_s": sum(search) / len(rows) if rows else 0.0,
+        "search_p50_s": sorted(search)[len(search) // 2] if rows else 0.0,
+        "search_max_s": max(search, default=0.0),
+        "rounds_total": sum(r.n_rounds for r in rows),
+    }
+    return out
+
+
+def _metric_names(ks: Sequence[int]) -> list[str]:
+    return [f"{m}@{k}" for k in ks for m in ("recall_any", "recall_all", "ndcg_any")]
+
+
+def render_markdown(summary: dict[str, Any], config: dict[str, Any], ks: Sequence[int]) -> str:
+    lines = [
+        "# LongMemEval_S retrieval (dev split)",
+        "",
+        f"Questions: {summary['n_questions']} (abstention questions skipped); turn level scoreable: "
+        f"{summary['n_turn_scoreable']}. Ours = graphrecall `Memory.search` with library defaults; "
+        "BM25 = plain Okapi (k1=1.5, b=0.75) over the same rounds.",
+        "",
+        f"Command: `{config['command']}`",
+        "",
+    ]
+    names = _metric_names(ks)
+    for level in LEVELS:
+        lines += [f"## {level.capitalize()} level", "", "| metric | ours | BM25 |", "|---|---:|---:|"]
+        for m in names:
+            ours = summary["ours"][level]["overall"].get(m, float("nan"))
+            bm = summary["bm25"][level]["overall"].get(m, float("nan"))
+            lines.append(f"| {m} | {ours:.3f} | {bm:.3f} |")
+        lines += ["", f"### {level.capitalize()} level by question type (ours / BM25)", ""]
+        lines.append("| type | n | " + " | ".join(names) + " |")
+        lines.append("|---|---:|" + "---:|" * len(names))
+        for t, ours_t in summary["ours"][level]["by_type"].items():
+            bm_t = summary["bm25"][level]["by_type"].get(t, {})
+            cells = [f"{ours_t.get(m, float('nan')):.3f} / {bm_t.get(m, float('nan')):.3f}" for m in names]
+            lines.append(f"| {t} | {ours_t['n']} | " + " | ".join(cells) + " |")
+        lines.append("")
+    tm = summary["timing"]
+    lines += [
+        "## Time",
+        "",
+        f"- ingest: {tm['ingest_total_s']:.1f} s total, {tm['ingest_mean_s']:.2f} s per question "
+        f"({tm['rounds_total']} rounds)",
+        f"- search (k={SEARCH_K}): {tm['search_total_s']:.1f} s total, mean {tm['search_mean_s'] * 1000:.0f} ms, "
+        f"p50 {tm['search_p50_s'] * 1000:.0f} ms, max {tm['search_max_s'] * 1000:.0f} ms",
+        f"- BM25 baseline (index + rank): {tm['bm25_total_s']:.1f} s total",
+        f"- embedder cache: {config['embed_cache_hits']} hits, {config['embed_cache_misses']} misses",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def print_table(summary: dict[str, Any], ks: Sequence[int]) -> None:
+    names = _metric_names(ks)
+    print(f"\n{'level/type':<34}{'n':>4}  " + "  ".join(f"{m:>17}" for m in names))
+    for level in LEVELS:
+        rows = [("ALL", summary["ours"][level]["overall"], summary["bm25"][level]["overall"], None)]
+        for t, m in summary["ours"][level]["by_type"].items():
+            rows.append((t, m, summary["bm25"][level]["by_type"][t], m["n"]))
+        for t, ours, bm, n in rows:
+            label = f"{level}:{t}"
+            cells = "  ".join(f"{ours.get(m, 0):.3f} / {bm.get(m, 0):.3f}".rjust(17) for m in names)
+            print(f"{label:<34}{'' if n is None else n:>4}  {cells}")
+    print("(each cell: ours / BM25)")
+
+
+def _load_done(path: Path) -> dict[str, QuestionResult]:
+    done: dict[str, QuestionResult] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = QuestionResult(**json.loads(line))
+                done[row.question_id] = row
+    return done
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    types = [t.strip() for t in args.types.split(",")] if args.types else None
+    questions = data.load(args.data, limit=args.limit, types=types)
+    if not questions:
+        print("no questions selected", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    jsonl = args.out / "retrieval.jsonl"
+    done = _load_done(jsonl) if args.resume else {}
+    if not args.resume and jsonl.exists():
+        jsonl.unlink()
+    settings = Settings()
+    embedder = CachedEmbedder(SentenceTransformerEmbedder(), path=args.embed_cache)
+    # A SIGTERM (e.g. ``kill`` on a background run) unwinds like Ctrl-C, so the temporary store is removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    root = Path(tempfile.mkdtemp(prefix="lme-retrieval-"))
+    rows: list[QuestionResult] = []
+    t_start = time.perf_counter()
+    try:
+        settings.root = root
+        with Memory.open(root, embedder=embedder, settings=settings) as mem, jsonl.open("a") as out:
+            for i, q in enumerate(questions, start=1):
+                if q.question_id in done:
+                    rows.append(done[q.question_id])
+                    continue
+                r = run_question(mem, q, args.k_eval)
+                rows.append(r)
+                out.write(json.dumps(r.__dict__) + "\n")
+                out.flush()
+                k10 = max(args.k_eval)
+                o, b = r.scores["ours"]["session"], r.scores["bm25"]["session"]
+                print(
+                    f"[{i}/{len(questions)}] {q.question_id} {q.question_type:<26} "
+                    f"ingest {r.ingest_s:5.1f}s search {r.search_s * 1000:4.0f}ms  "
+                    f"sess recall_all@{k10} {o[f'recall_all@{k10}']:.0f}/{b[f'recall_all@{k10}']:.0f}  "
+                    f"first evidence round {r.first_rank['ours'].get('turn')}/{r.first_rank['bm25'].get('turn')}  "
+                    f"cache {embedder.hits}h/{embedder.misses}m",
+                    flush=True,
+                )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    summary = summarize(rows, args.k_eval)
+    config: dict[str, Any] = {
+        "command": "python -m benchmarks.longmemeval.retrieval "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        "data": str(args.data),
+        "limit": args.limit,
+        "types": types,
+        "k_eval": args.k_eval,
+        "search_k": SEARCH_K,
+        "embedder": embedder.id,
+        "retrieval_config": settings.retrieval.model_dump(),
+        "reranker": settings.reranker,
+        "embed_cache_hits": embedder.hits,
+        "embed_cache_misses": embedder.misses,
+        "wall_s": time.perf_counter() - t_start,
+        "bm25": {"k1": 1.5, "b": 0.75, "tokens": "lower-case \\w+"},
+        "turn_unit": "round (user turn + following assistant reply); relevant = holds a has_answer message",
+    }
+    result = {"config": config, "summary": summary, "questions": [r.__dict__ for r in rows]}
+    (args.out / "retrieval.json").write_text(json.dumps(result, indent=1))
+    (args.out / "retrieval.md").write_text(render_markdown(summary, config, args.k_eval))
+    print_table(summary, args.k_eval)
+    print(f"\nwrote {args.out / 'retrieval.json'} and {args.out / 'retrieval.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,164 @@
+"""The LongMemEval retrieval benchmark: metric definitions, data handling (labels never reach the store), BM25."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# ``benchmarks`` lives at the repository root, outside the installed package (until pytest's ``pythonpath``
+# includes the root, put it on the path here).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.longmemeval import data, metrics
+from benchmarks.longmemeval.bm25 import BM25
+from benchmarks.longmemeval.retrieval import run_question, summarize
+
+from graphrecall import Memory
+from graphrecall.embed import HashingEmbedder
+
+
+# -- metrics ---------------------------------------------------------------------------------------------------
+def test_recall_any_needs_one_relevant_item_in_the_top_k() -> None:
+    assert metrics.recall_any(["a", "b", "c"], {"c", "z"}, 3) == 1.0
+    assert metrics.recall_any(["a", "b", "c"], {"c", "z"}, 2) == 0.0
+
+
+def test_recall_all_needs_every_relevant_item_in_the_top_k() -> None:
+    assert metrics.recall_all(["a", "b", "c"], {"a", "c"}, 3) == 1.0
+    assert metrics.recall_all(["a", "b", "c"], {"a", "c"}, 2) == 0.0
+
+
+def test_ndcg_is_one_when_relevant_items_lead_and_uses_the_official_discount() -> None:
+    assert metrics.ndcg_any(["a", "b", "x"], {"a", "b"}, 10) == pytest.approx(1.0)
+    # The official discount weighs ranks 1 and 2 alike, so a single relevant item at rank 2 still scores 1.
+    assert metrics.ndcg_any(["x", "a"], {"a"}, 10) == pytest.approx(1.0)
+    assert metrics.ndcg_any(["x", "y", "z", "a"], {"a"}, 10) == pytest.approx(1 / math.log2(4))
+    assert metrics.ndcg_any(["x", "y", "z", "a"], {"a"}, 3) == 0.0
+
+
+def test_ndcg_ideal_counts_relevant_items_that_were_not_retrieved() -> None:
+    # Two relevant items, one retrieved at rank 1: DCG 1 over ideal DCG 1 + 1 (ranks 1 and 2).
+    assert metrics.ndcg_any(["a", "x"], {"a", "b"}, 10) == pytest.approx(0.5)
+
+
+def test_sessions_rank_by_their_best_round() -> None:
+    session_of = {"s1@0": "s1", "s2@0": "s2", "s1@1": "s1", "s3@0": "s3"}
+    assert metrics.sessions_from_rounds(["s2@0", "s1@1", "s3@0", "s1@0"], session_of) == ["s2", "s1", "s3"]
+
+
+def test_first_rank_is_one_based_and_none_when_missing() -> None:
+    assert metrics.first_rank(["x", "a"], {"a"}) == 2
+    assert metrics.first_rank(["x"], {"a"}) is None
+
+
+def test_group_means_report_sizes() -> None:
+    out = metrics.by_group([("t1", {"m": 1.0}), ("t1", {"m": 0.0}), ("t2", {"m": 1.0})])
+    assert out == {"t1": (2, {"m": 0.5}), "t2": (1, {"m": 1.0})}
+
+
+# -- BM25 ------------------------------------------------------------------------------------------------------
+def test_bm25_ranks_the_document_with_the_rare_query_term_first() -> None:
+    docs = ["the cat sat", "the dog sat", "a zebra sat on the mat", "the cat ran"]
+    bm = BM25(docs)
+    assert bm.rank("where is the zebra", 4)[0] == 2
+    assert all(s >= 0 for s in bm.scores("the sat"))
+
+
+def test_bm25_prefers_the_shorter_document_at_equal_term_frequency() -> None:
+    bm = BM25(["violin", "violin lessons every week with a teacher in town"])
+    assert bm.rank("violin", 2) == [0, 1]
+
+
+# -- data ------------------------------------------------------------------------------------------------------
+def _raw_question(qid: str = "q1", qtype: str = "single-session-assistant") -> dict[str, Any]:
+    return {
+        "question_id": qid,
+        "question_type": qtype,
+        "question": "Which violin teacher did you recommend to me?",
+        "question_date": "2023/06/01 (Thu) 10:00",
+        "answer": "Ms Alder",
+        "answer_session_ids": ["ev1"],
+        "haystack_session_ids": ["noise", "ev1", "noise"],
+        "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/20 (Sat) 07:47", "2023/05/01 (Mon) 09:00"],
+        "haystack_sessions": [
+            [
+                {"role": "user", "content": "How do I bake sourdough bread?"},
+                {"role": "assistant", "content": "Feed the starter, then knead the dough."},
+            ],
+            [
+                {"role": "user", "content": "I want to learn an instrument.", "has_answer": False},
+                {"role": "assistant", "content": "Try the violin."},
+                {"role": "user", "content": " "},
+                {"role": "user", "content": "Any violin teacher?"},
+                {"role": "assistant", "content": "Ms Alder teaches violin downtown.", "has_answer": True},
+            ],
+            [
+                {"role": "user", "content": "How do I bake sourdough bread?"},
+                {"role": "assistant", "content": "Feed the starter, then knead the dough."},
+            ],
+        ],
+    }
+
+
+def _write(tmp_path: Path, items: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "lme.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(items, f)
+    return path
+
+
+def test_load_skips_abstention_filters_types_and_limits(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        [_raw_question("a"), _raw_question("b_abs"), _raw_question("c", "multi-session"), _raw_question("d")],
+    )
+    assert [q.question_id for q in data.load(path)] == ["a", "c", "d"]
+    assert [q.question_id for q in data.load(path, types=["multi-session"])] == ["c"]
+    assert [q.question_id for q in data.load(path, limit=2)] == ["a", "c"]
+    assert [q.question_id for q in data.load(path, include_abstention=True, limit=2)] == ["a", "b_abs"]
+
+
+def test_a_session_repeated_verbatim_is_kept_once_but_conflicting_repeats_are_refused(tmp_path: Path) -> None:
+    (q,) = data.load(_write(tmp_path, [_raw_question()]))
+    assert [s.session_id for s in q.sessions] == ["noise", "ev1"]
+    bad = _raw_question()
+    bad["haystack_sessions"][2] = [{"role": "user", "content": "something else"}]
+    with pytest.raises(ValueError, match="noise"):
+        data.load(_write(tmp_path, [bad]))
+
+
+def test_session_inputs_carry_no_labels_and_drop_blank_messages(tmp_path: Path) -> None:
+    (q,) = data.load(_write(tmp_path, [_raw_question()]))
+    inputs = data.session_inputs(q)
+    messages = [m for s in inputs for m in s["messages"]]
+    assert all(set(m) == {"role", "content"} for m in messages)
+    assert all(m["content"].strip() for m in messages)
+
+
+def test_evidence_rounds_include_rounds_whose_evidence_is_in_the_reply(tmp_path: Path) -> None:
+    (q,) = data.load(_write(tmp_path, [_raw_question()]))
+    labelled = data.all_rounds(q)
+    evidence = data.evidence_rounds(q, labelled)
+    assert len(evidence) == 1
+    (rid,) = evidence
+    assert "Ms Alder" in next(r.text for r in labelled if r.id == rid)
+
+
+# -- end to end on a tiny haystack -----------------------------------------------------------------------------
+def test_run_question_ranks_and_scores_both_systems_and_leaves_no_scope(tmp_path: Path) -> None:
+    (q,) = data.load(_write(tmp_path, [_raw_question()]))
+    with Memory.open(tmp_path / "store", embedder=HashingEmbedder(64)) as mem:
+        r = run_question(mem, q, [1, 5])
+        assert mem.scopes() == []
+    stored_ids = {x.id for x in data.all_rounds(q)}
+    assert set(r.ranked["ours"]) <= stored_ids and r.ranked["ours"]
+    assert set(r.scores) == {"ours", "bm25"}
+    assert r.scores["bm25"]["turn"]["recall_any@5"] == 1.0  # 3 rounds in all: top 5 holds everything
+    summary = summarize([r], [1, 5])
+    assert summary["ours"]["session"]["by_type"]["single-session-assistant"]["n"] == 1
