@@ -60,7 +60,7 @@ class Settings(BaseModel):
     reranker: str | None = None
     embed_cache: Path | None = None
     pool_size: int = 16
-    buffer_pool_bytes: int = 64 << 20
+    buffer_pool_bytes: int = 256 << 20  # 64 MiB ran out at ~4k-round ingest batches (benchmarks/perf)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
 
     @classmethod
