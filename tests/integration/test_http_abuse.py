@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import requests
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis import GenerationMode
 
@@ -74,7 +74,14 @@ def test_no_generated_request_causes_a_server_error(url: str, operation: Any, mo
     session = requests.Session()
     seen: list[int] = []
 
-    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        database=None,
+        derandomize=True,  # the same requests on every run: CI failures reproduce
+        phases=[Phase.explicit, Phase.generate],  # a failing case is reported as generated, not shrunk for minutes
+    )
     @given(case=_strategy(operation, mode))
     def run(case: Any) -> None:
         response = case.call(
@@ -85,6 +92,11 @@ def test_no_generated_request_causes_a_server_error(url: str, operation: Any, mo
             f"{case.as_curl_command()} -> {response.status_code} {response.text[:500]}"
         )
         if response.status_code >= 400:
+            if not response.headers.get("content-type", "").startswith("application/json"):
+                # Rejected by the HTTP parser (uvicorn/h11) before the application saw it: a 4xx that touches
+                # nothing, with the server's plain-text reason.
+                assert 400 <= response.status_code < 500, response.text[:200]
+                return
             error = response.json()["error"]
             assert isinstance(error["code"], str) and error["code"], response.text
             assert isinstance(error["message"], str) and error["message"], response.text

@@ -157,7 +157,7 @@ def test_questions_about_what_the_assistant_said_use_reply_vectors(
 
 
 def test_reply_vectors_tell_apart_rounds_whose_user_turns_are_alike(mem: Memory) -> None:
-    vector_only = {"vector": 1.0, "bm25": 0.0}
+    vector_only = {"vector": 1.0, "bm25": 0.0, "bm25_user": 0.0}
     with_replies = mean_reciprocal_rank(mem, RetrievalConfig(weights=vector_only), REPLIES)
     without = mean_reciprocal_rank(
         mem, RetrievalConfig(weights=vector_only, use_reply_vectors=False), REPLIES
@@ -167,7 +167,12 @@ def test_reply_vectors_tell_apart_rounds_whose_user_turns_are_alike(mem: Memory)
 
 def test_fusion_beats_each_single_signal(mem: Memory) -> None:
     fused = mean_reciprocal_rank(mem, RetrievalConfig(), LABELLED)
-    vector_only = mean_reciprocal_rank(mem, RetrievalConfig(weights={"vector": 1.0, "bm25": 0.0}), LABELLED)
-    bm25_only = mean_reciprocal_rank(mem, RetrievalConfig(weights={"vector": 0.0, "bm25": 1.0}), LABELLED)
+    # Generators missing from ``weights`` count with weight 1, so each single-signal run names every lexical list.
+    vector_only = mean_reciprocal_rank(
+        mem, RetrievalConfig(weights={"vector": 1.0, "bm25": 0.0, "bm25_user": 0.0}), LABELLED
+    )
+    bm25_only = mean_reciprocal_rank(
+        mem, RetrievalConfig(weights={"vector": 0.0, "bm25": 1.0, "bm25_user": 1.0}), LABELLED
+    )
     assert fused > vector_only, (fused, vector_only, bm25_only)
     assert fused > bm25_only, (fused, vector_only, bm25_only)

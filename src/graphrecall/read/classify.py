@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
+from graphrecall.retrieve.intent import ASSISTANT_CUE
+
 if TYPE_CHECKING:
     from graphrecall.llm import LLM
 
@@ -51,11 +53,7 @@ _RULES: list[tuple[QuestionType, str, re.Pattern[str]]] = [
     (
         QuestionType.single_session_assistant,
         "asks what the assistant said",
-        _rx(
-            r"\b(our|the) (previous|earlier|last) (conversation|chat|discussion|game)|\byou made\b|\bremind me\b|\byou (told|suggested|recommended|"
-            r"mentioned|provided|gave|said|listed|shared|came up with)\b|\bremind me (of |what |about )?(the |that )?"
-            r".*\byou\b|\bwe discussed\b"
-        ),
+        ASSISTANT_CUE,  # shared with the retriever, which then leans on reply-side signals
     ),
     (
         QuestionType.single_session_preference,

@@ -21,6 +21,7 @@ from graphrecall.config import RetrievalConfig
 from graphrecall.embed.base import Embedder, Vectors
 from graphrecall.models import Hit, Round, TimeRange
 from graphrecall.retrieve import fusion
+from graphrecall.retrieve.intent import asks_about_assistant
 from graphrecall.retrieve.lexical import pool_bm25
 from graphrecall.retrieve.rerank import Reranker
 from graphrecall.retrieve.timeparse import parse_time_range
@@ -69,13 +70,16 @@ class HybridRetriever:
         cfg = self.config
         n = max(cfg.candidates, k)
         qvec = self.embedder.embed([query], kind="query")[0]
-        lists, vec_scores = self._round_lists(db, query, qvec, n, use_index)
+        weights, reply_penalty = cfg.weights, cfg.reply_penalty
+        if asks_about_assistant(
+            query
+        ):  # the evidence is in a reply: user-side signals point at the wrong half
+            weights, reply_penalty = {**weights, "bm25_user": 0.0}, 0.0
+        lists, vec_scores = self._round_lists(db, query, qvec, n, use_index, weights, reply_penalty)
         for gen in self.extra_generators:
             lists.update(gen(db, query, qvec, n, as_of))
         fused = (
-            fusion.rrf(lists, cfg.weights, cfg.rrf_k)
-            if cfg.fusion == "rrf"
-            else fusion.weighted(lists, cfg.weights)
+            fusion.rrf(lists, weights, cfg.rrf_k) if cfg.fusion == "rrf" else fusion.weighted(lists, weights)
         )
         tr = time_range or parse_time_range(query, question_date)
         in_range: set[str] = set()
@@ -109,7 +113,14 @@ class HybridRetriever:
         return hits
 
     def _round_lists(
-        self, db: ScopeDatabase, query: str, qvec: Vectors, n: int, use_index: bool
+        self,
+        db: ScopeDatabase,
+        query: str,
+        qvec: Vectors,
+        n: int,
+        use_index: bool,
+        weights: dict[str, float],
+        reply_penalty: float,
     ) -> tuple[dict[str, Ranked], dict[str, float]]:
         cfg = self.config
         if use_index:
@@ -122,10 +133,10 @@ class HybridRetriever:
         for rid, s in user:
             vec[rid] = max(vec.get(rid, -1.0), s)
         for rid, s in reply:
-            vec[rid] = max(vec.get(rid, -1.0), s - cfg.reply_penalty)
+            vec[rid] = max(vec.get(rid, -1.0), s - reply_penalty)
         terms = query_terms(query)
         lists = {"vector": fusion.order(vec)[:n], "bm25": q.fts_search(db, "Round", "round_fts", terms, n)}
-        if cfg.weights.get("bm25_user", 0.0):
+        if weights.get("bm25_user", 0.0):
             pool = q.fetch_rounds(db, sorted({rid for lst in lists.values() for rid, _ in lst}))
             lists["bm25_user"] = pool_bm25(query, {rid: r.user_text for rid, r in pool.items()})
         return lists, vec

@@ -1,0 +1,24 @@
+"""Cues in a question that change where its evidence lives.
+
+A question addressed to the assistant about what *it* said ("what did you recommend", "remind me of the list you
+gave me") is answered by a reply, not by the user's turn: user-side signals then point at the wrong half of the
+round. The Reader's classifier (``read.classify``) uses the same cue for its single-session-assistant category.
+"""
+
+from __future__ import annotations
+
+import re
+
+ASSISTANT_CUE = re.compile(
+    r"\b(our|the) (previous|earlier|last) (conversation|chat|discussion|game)|\byou made\b|\bremind me\b|"
+    # "did you suggest" asks about the past; "can you suggest" asks for something new (the user's preferences matter)
+    r"(?<!can )(?<!could )(?<!would )(?<!will )\byou (told|tell|suggested|suggest|recommended|recommend|mentioned|mention|provided|provide|gave|give|said|"
+    r"say|listed|list|shared|share|came up with|come up with)\b|"
+    r"\bwe discussed\b",
+    re.IGNORECASE,
+)
+
+
+def asks_about_assistant(question: str) -> bool:
+    """True when the question asks what the assistant said, so its evidence is in a reply."""
+    return ASSISTANT_CUE.search(" ".join(question.split())) is not None

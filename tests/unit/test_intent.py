@@ -1,0 +1,34 @@
+"""Which questions ask what the assistant said (their evidence is in a reply)."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphrecall.retrieve.intent import asks_about_assistant
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What exercises did you suggest for my back?",
+        "I remember you told me about the refineries. Which processes were used?",
+        "Can you remind me what was the 7th job in the list you provided?",
+        "In our previous chat, what name did we settle on?",
+        "What did you recommend last time?",
+    ],
+)
+def test_questions_about_what_the_assistant_said(question: str) -> None:
+    assert asks_about_assistant(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Can you suggest a hotel for my upcoming trip to Miami?",
+        "Could you recommend some books I might like?",
+        "What is my dog's name?",
+        "How many days ago did I buy a smoker?",
+    ],
+)
+def test_requests_and_questions_about_the_user_are_not(question: str) -> None:
+    assert not asks_about_assistant(question)
