@@ -299,3 +299,46 @@ def test_committed_openapi_matches_the_app() -> None:
     assert openapi_schema() == committed, (
         "docs/openapi.json is stale: run .venv/bin/python -m graphrecall.server.openapi docs/openapi.json"
     )
+
+
+def test_answer_runs_the_real_reader_over_http(mem: Memory) -> None:
+    from graphrecall.llm import ScriptedLLM, Step
+
+    mem.add_session(
+        ("acme", "alice"),
+        [
+            {"role": "user", "content": "My sister Ana moved to Porto last month."},
+            {"role": "assistant", "content": "Nice!"},
+        ],
+        session_id="s1",
+        date="2024-03-01T10:00:00",
+    )
+    mem.llm = ScriptedLLM(
+        [
+            Step("Retrieved memory", {"verdict": "YES", "evidence_ids": ["s1@0"]}),
+            Step("Memory excerpts", "NOTES:\n[s1@0] Ana moved to Porto\nANSWER: Porto.\nEVIDENCE: [s1@0]"),
+        ]
+    )
+    app = create_app(mem, auth=None, insecure_local=True)
+    with serve_in_thread(app) as url:
+        r = httpx.post(
+            f"{url}{BASE}/answer",
+            json={"question": "Where does my sister live?", "question_date": "2024-04-01T00:00:00"},
+            timeout=60,
+        )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["text"], body["mode"], body["abstained"]) == ("Porto.", "recall", False)
+    assert [c["hit_id"] for c in body["citations"]] == ["s1@0"]
+
+
+def test_answer_without_any_llm_is_501_not_a_fake_answer(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GRAPHRECALL_LLM", raising=False)
+    mem.llm = None
+    app = create_app(mem, auth=None, insecure_local=True)
+    with serve_in_thread(app) as url:
+        r = httpx.post(f"{url}{BASE}/answer", json={"question": "Where does my sister live?"}, timeout=60)
+    assert r.status_code == 501, r.text
+    assert r.json()["error"]["code"] == "not_available"
