@@ -25,11 +25,14 @@ from graphrecall import Memory, Scope
 from graphrecall.embed import HashingEmbedder
 m = Memory(sys.argv[1], embedder=HashingEmbedder(64))
 s = Scope(org_id="acme", user_id="ana")
-m.add_session(s, [{"role": "user", "content": "first"}], session_id="s-first", date="2024-01-01")
-with m.pool.acquire(s) as db:  # die before any checkpoint, as a crash between commit and checkpoint would
-    db._writer.execute("CALL auto_checkpoint=false")
 for i in range(3):
     m.add_session(s, [{"role": "user", "content": f"note {i}"}], session_id=f"s{i}", date="2024-01-01")
+# Die with a committed transaction still only in the WAL, as a crash between commit and checkpoint leaves it
+# (graphrecall's own writes checkpoint at commit; a raw CREATE with auto-checkpoint off does not).
+with m.pool.acquire(s) as db, db.write() as txn:
+    txn.execute("CALL auto_checkpoint=false")
+with m.pool.acquire(s) as db, db.write() as txn:
+    txn.execute("CREATE (:Session {id: 's-wal', started_at: timestamp('2024-01-02'), extract_status: 'none'})")
 print("acked", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -46,7 +49,7 @@ def test_a_database_whose_owner_was_killed_reopens_with_every_acknowledged_write
     path = tmp_path / "acme" / "ana.kuzu"
     assert recovery.wal_path(path).exists(), "a killed owner leaves its WAL behind"
     with Memory(tmp_path, embedder=HashingEmbedder(64)) as m:
-        assert {s.id for s in m.sessions(SCOPE)} == {"s-first", "s0", "s1", "s2"}
+        assert {s.id for s in m.sessions(SCOPE)} == {"s0", "s1", "s2", "s-wal"}
     assert not list(path.parent.glob("*.corrupt-*")), "a replayable WAL is never moved aside"
 
 

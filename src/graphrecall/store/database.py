@@ -53,7 +53,6 @@ class ScopeDatabase:
             raise
         self.write_lock = threading.RLock()
         self._gate = _ReadGate()
-        self._rel_catalog: dict[str, tuple[str, str]] = {}
         self._writer = kuzu.Connection(self._db)
         self._local = threading.local()
         self._conns: list[kuzu.Connection] = [self._writer]
@@ -87,7 +86,7 @@ class ScopeDatabase:
     def write(self) -> Iterator[WriteTxn]:
         """The only way to write: serialized by a lock, atomic by a transaction."""
         with self.write_lock:
-            txn = WriteTxn(self._writer, self._rel_catalog)
+            txn = WriteTxn(self._writer)
             if self._active:  # a nested write() on the same thread joins the open transaction
                 yield txn
                 return
@@ -207,9 +206,8 @@ class _ReadGate:
 class WriteTxn:
     """A handle on the writer connection inside ``ScopeDatabase.write()``."""
 
-    def __init__(self, conn: kuzu.Connection, catalog: dict[str, tuple[str, str]] | None = None) -> None:
+    def __init__(self, conn: kuzu.Connection) -> None:
         self._conn = conn
-        self._rel_ends = catalog if catalog is not None else {}
 
     def execute(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         result = self._conn.execute(cypher, params or {})
@@ -220,47 +218,16 @@ class WriteTxn:
         return rows
 
     def copy(self, table: str, data: Any) -> None:
-        """Insert a pyarrow table: ``COPY`` for bulk, ``UNWIND ... CREATE`` for small batches.
+        """Insert a pyarrow table with ``COPY``, whatever its size.
 
-        Why both: COPY is ~20x faster per row, but a transaction that ran a COPY always checkpoints on commit
-        (measured: ~0.35 s even for one row, with ``auto_checkpoint`` off), so a chat turn written through COPY
-        pays a full checkpoint. Small writes go through the WAL and are checkpointed later, in bulk.
+        Why always COPY: it is ~20x faster per row than ``CREATE``, and the alternatives lose data in Kuzu 0.11.3
+        (measured): a multi-row ``UNWIND ... CREATE`` leaves all but one row out of the full-text index, and
+        ``UNWIND ... CREATE`` into several vector-indexed tables in one transaction lost rows at commit. The price
+        is that a transaction which ran a COPY checkpoints on commit (~0.35 s even for one row), so a small write
+        costs a checkpoint; correctness first.
         """
-        if data.num_rows >= COPY_MIN_ROWS:
-            # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
-            frame = data  # noqa: F841
-            self._conn.execute(f"COPY {table} FROM frame")
-            return
         if data.num_rows == 0:
             return
-        rows = data.to_pylist()
-        # A column that is null in every row is left out (it stays NULL): Kuzu would type the parameter STRING and
-        # refuse to cast it to the column's type.
-        cols = [
-            c for c in data.column_names if c not in ("from", "to") and data.column(c).null_count < data.num_rows
-        ]
-        props = ", ".join(f"{c}: r.{c}" for c in cols)
-        if "from" in data.column_names:
-            src, dst = self._endpoints(table)
-            self.execute(
-                f"UNWIND $rows AS r MATCH (a:{src} {{id: r.from}}), (b:{dst} {{id: r.to}}) "
-                f"CREATE (a)-[:{table} {{{props}}}]->(b)",
-                {"rows": rows},
-            )
-        elif table in FTS_TABLES:
-            # Kuzu 0.11.3 loses full-text index entries for all but one row of a multi-row UNWIND CREATE
-            # (measured: those rows never match a BM25 query), so FTS-indexed rows are created one by one.
-            for row in rows:
-                self.execute(f"UNWIND [$r] AS r CREATE (:{table} {{{props}}})", {"r": row})
-        else:
-            self.execute(f"UNWIND $rows AS r CREATE (:{table} {{{props}}})", {"rows": rows})
-
-    def _endpoints(self, rel: str) -> tuple[str, str]:
-        if rel not in self._rel_ends:
-            found = self.execute(f"CALL show_connection('{rel}') RETURN *")
-            self._rel_ends[rel] = (str(found[0][0]), str(found[0][1]))
-        return self._rel_ends[rel]
-
-
-COPY_MIN_ROWS = 256
-FTS_TABLES = frozenset(t for t, _, _ in schema.FTS_INDEXES)
+        # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
+        frame = data  # noqa: F841
+        self._conn.execute(f"COPY {table} FROM frame")
