@@ -135,7 +135,9 @@ def build_rounds(session_id: str, messages: Sequence[MessageRow]) -> list[RoundR
                 text=text,
                 user_text=user,
                 reply_text=reply,
-                terms=index_terms(f"{user}\n{reply}"),  # not ``text``: role labels would be terms of every round
+                terms=index_terms(
+                    f"{user}\n{reply}"
+                ),  # not ``text``: role labels would be terms of every round
                 at=g[0].at,
                 message_ids=[m.id for m in g],
             )

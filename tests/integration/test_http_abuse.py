@@ -80,7 +80,10 @@ def test_no_generated_request_causes_a_server_error(url: str, operation: Any, mo
         suppress_health_check=list(HealthCheck),
         database=None,
         derandomize=True,  # the same requests on every run: CI failures reproduce
-        phases=[Phase.explicit, Phase.generate],  # a failing case is reported as generated, not shrunk for minutes
+        phases=[
+            Phase.explicit,
+            Phase.generate,
+        ],  # a failing case is reported as generated, not shrunk for minutes
     )
     @given(case=_strategy(operation, mode))
     def run(case: Any) -> None:

@@ -62,8 +62,9 @@ class SentenceTransformerEmbedder:
                     model = SentenceTransformer(path, device=self._device)
                     if self._max_seq_length:
                         model.max_seq_length = self._max_seq_length
-                    get_dim = getattr(model, "get_embedding_dimension", None) or getattr(
-                        model, "get_sentence_embedding_dimension"
+                    get_dim = (
+                        getattr(model, "get_embedding_dimension", None)
+                        or model.get_sentence_embedding_dimension
                     )
                     dim = get_dim()
                     self._dim = int(dim) if dim is not None else int(model.encode(["x"]).shape[1])
