@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
 import urllib.error
@@ -22,21 +23,43 @@ SERVE = Path(os.environ.get("GRAPHRECALL_E2E_SERVE", "/work/shared/llm/serve.sh"
 PORT = int(os.environ.get("LLM_PORT", "8181"))
 BASE_URL = f"http://127.0.0.1:{PORT}/v1"
 START_TIMEOUT_S = 300
+BUSY_TIMEOUT_S = 1800
 
 
-def _model_id() -> str | None:
+def _model_id(timeout: float = 3.0) -> str | None:
     try:
-        with urllib.request.urlopen(f"{BASE_URL}/models", timeout=3) as r:
+        with urllib.request.urlopen(f"{BASE_URL}/models", timeout=timeout) as r:
             data = json.load(r)
         return str(data["data"][0]["id"])
     except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError):
         return None
 
 
+def _port_open() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", PORT), timeout=3):
+            return True
+    except OSError:
+        return False
+
+
+def _wait_for_busy_server() -> None:
+    """A server that is generating for someone else answers nothing until it is done: wait, don't start another
+    one (it could not bind the port)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while _model_id(timeout=30) is None:
+        if time.monotonic() > deadline:
+            pytest.skip(
+                f"something listens on port {PORT} but did not answer /models within {BUSY_TIMEOUT_S} s"
+            )
+        time.sleep(5)
+
+
 @pytest.fixture(scope="session")
 def local_llm_url() -> Iterator[str]:
     """The base URL of a running local model server, starting one if needed."""
-    if _model_id() is not None:
+    if _port_open():
+        _wait_for_busy_server()
         yield BASE_URL
         return
     if not LLM_HOME.is_dir() or not any(LLM_HOME.glob("*.gguf")):

@@ -115,7 +115,7 @@ class Extractor:
         parsed, _ = self._run(
             self.llm.parse(prompt, schema, max_tokens=self.config.max_tokens, purpose=purpose)  # type: ignore[type-var]
         )
-        return parsed  # type: ignore[no-any-return]
+        return parsed
 
     # -- one session -----------------------------------------------------------------------------------------------
     def extract_session(self, db: ScopeDatabase, session_id: str) -> ExtractionResult:

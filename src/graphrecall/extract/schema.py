@@ -4,6 +4,10 @@ The models are deliberately forgiving at the list level: one malformed fact must
 ``SessionExtraction`` validates each item on its own, keeps the valid ones and records why the others were
 dropped (``dropped``). Field-level coercions (``kind`` in any case, unknown kinds as ``other``) absorb the
 harmless sloppiness of small models. The JSON schema the LLM sees is still the strict item schema.
+
+Field order matters: grammar-constrained servers (llama.cpp) generate properties in schema order, so the order
+here matches the worked example in ``prompts/extract_session.md`` (facts first, ``text`` first, rarely used
+fields last). Only the text-bearing fields are required; everything else has a default.
 """
 
 from __future__ import annotations
@@ -38,12 +42,12 @@ class ExtractedFact(BaseModel):
         default=FactKind.other, description="preference|attribute|plan|event|relationship|opinion|other"
     )
     polarity: Literal["positive", "negative"] = "positive"
-    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    about: list[str] = Field(default_factory=list, description="names of the entities the fact is about")
     when: str | None = Field(
         default=None, description="when it became true, as said ('last month') or ISO date"
     )
     message_ids: list[str] = Field(default_factory=list)
+    about: list[str] = Field(default_factory=list, description="names of the entities the fact is about")
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
 
     _text = field_validator("text", mode="before")(_strip_str)
     _mids = field_validator("message_ids", "about", mode="before")(_ids)
