@@ -85,6 +85,13 @@ class ToolSpec(BaseModel):
             parameters=model.model_json_schema(),
         )
 
+    def as_function(self) -> dict[str, Any]:
+        """The ``{"type": "function", ...}`` tool format that OpenAI-compatible servers and Ollama both take."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
 
 class LLMResponse(BaseModel):
     """What one call returned. For ``parse`` the usage and latency cover the repair attempt too."""

@@ -92,13 +92,7 @@ class OllamaLLM(BaseLLM):
     ) -> LLMResponse:
         kwargs = self._kwargs(messages, temperature, max_tokens)
         if tools:
-            kwargs["tools"] = [
-                {
-                    "type": "function",
-                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
-                }
-                for t in tools
-            ]
+            kwargs["tools"] = [t.as_function() for t in tools]
         return _from_ollama(await self._request(kwargs))
 
     async def _structured(

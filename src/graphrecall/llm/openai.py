@@ -150,13 +150,7 @@ class OpenAILLM(BaseLLM):
     ) -> LLMResponse:
         kwargs = self._base_kwargs(messages, temperature, max_tokens)
         if tools:
-            kwargs["tools"] = [
-                {
-                    "type": "function",
-                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
-                }
-                for t in tools
-            ]
+            kwargs["tools"] = [t.as_function() for t in tools]
         return _from_openai(await self._request(kwargs))
 
     async def _structured(
