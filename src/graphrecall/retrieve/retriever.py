@@ -75,7 +75,8 @@ class HybridRetriever:
             query
         ):  # the evidence is in a reply: user-side signals point at the wrong half
             weights, reply_penalty = {**weights, "bm25_user": 0.0}, 0.0
-        lists, vec_scores = self._round_lists(db, query, qvec, n, use_index, weights, reply_penalty)
+        pool: dict[str, Round] = {}  # rounds already read while generating candidates, reused below
+        lists, vec_scores = self._round_lists(db, query, qvec, n, use_index, weights, reply_penalty, pool)
         for gen in self.extra_generators:
             lists.update(gen(db, query, qvec, n, as_of))
         fused = (
@@ -90,7 +91,9 @@ class HybridRetriever:
                 if rid in fused:
                     fused[rid] += cfg.time_boost * unit
         ranked = fusion.order(fused)
-        rounds = q.fetch_rounds(db, [rid for rid, _ in ranked[: max(3 * k, cfg.rerank_top)]])
+        wanted = [rid for rid, _ in ranked[: max(3 * k, cfg.rerank_top)]]
+        rounds = {rid: pool[rid] for rid in wanted if rid in pool}
+        rounds.update(q.fetch_rounds(db, [rid for rid in wanted if rid not in pool]))
         if question_date is not None and cfg.exclude_after_question_date:
             cutoff = question_date + timedelta(hours=cfg.question_date_slack_hours)
             ranked = [(rid, s) for rid, s in ranked if rid in rounds and rounds[rid].at <= cutoff]
@@ -121,6 +124,7 @@ class HybridRetriever:
         use_index: bool,
         weights: dict[str, float],
         reply_penalty: float,
+        pool: dict[str, Round],
     ) -> tuple[dict[str, Ranked], dict[str, float]]:
         cfg = self.config
         if use_index:
@@ -137,7 +141,7 @@ class HybridRetriever:
         terms = query_terms(query)
         lists = {"vector": fusion.order(vec)[:n], "bm25": q.fts_search(db, "Round", "round_fts", terms, n)}
         if weights.get("bm25_user", 0.0):
-            pool = q.fetch_rounds(db, sorted({rid for lst in lists.values() for rid, _ in lst}))
+            pool.update(q.fetch_rounds(db, sorted({rid for lst in lists.values() for rid, _ in lst})))
             lists["bm25_user"] = pool_bm25(query, {rid: r.user_text for rid, r in pool.items()})
         return lists, vec
 

@@ -82,6 +82,25 @@ class ScopeDatabase:
                 rows.append(list(result.get_next()))
         return rows
 
+    def query_each(self, cypher: str, param_sets: list[dict[str, Any]]) -> list[list[Any]]:
+        """Run one read query once per parameter set, prepared once; the rows of all runs, in order.
+
+        For point lookups by primary key: Kuzu plans ``UNWIND $ids MATCH (n {id: i})`` as a scan of the whole
+        table, so many lookups are cheaper one by one, and preparing the statement once halves their cost.
+        """
+        rows: list[list[Any]] = []
+        if not param_sets:
+            return rows
+        conn = self.reader()
+        with self._gate.shared():
+            stmt = conn.prepare(cypher)
+            for params in param_sets:
+                result = conn.execute(stmt, params)
+                assert isinstance(result, kuzu.QueryResult)
+                while result.has_next():
+                    rows.append(list(result.get_next()))
+        return rows
+
     @contextlib.contextmanager
     def write(self) -> Iterator[WriteTxn]:
         """The only way to write: serialized by a lock, atomic by a transaction."""

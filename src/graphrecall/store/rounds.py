@@ -168,14 +168,10 @@ def fetch_rounds(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
     # One primary-key lookup per id, on purpose: Kuzu 0.11.3 plans ``UNWIND $ids MATCH (r:Round {id: i})`` as a hash
     # join over a scan of the whole table, which at 100k rounds exhausts a 64 MiB buffer pool (and an ``IN`` filter
     # scans too: ~420 ms); 30 point lookups take ~25 ms at 100k rounds (benchmarks/perf).
-    rows = [
-        row
-        for rid in dict.fromkeys(ids)
-        for row in db.query(
-            "MATCH (r:Round {id: $i}) RETURN r.id, r.session_id, r.idx, r.text, r.user_text, r.at, r.message_ids",
-            {"i": rid},
-        )
-    ]
+    rows = db.query_each(
+        "MATCH (r:Round {id: $i}) RETURN r.id, r.session_id, r.idx, r.text, r.user_text, r.at, r.message_ids",
+        [{"i": rid} for rid in dict.fromkeys(ids)],
+    )
     return {
         r[0]: Round(
             id=r[0], session_id=r[1], idx=r[2], text=r[3], user_text=r[4] or "", at=r[5], message_ids=r[6]
