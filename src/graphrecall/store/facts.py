@@ -19,9 +19,8 @@ import pyarrow as pa
 from graphrecall.embed.base import Vectors
 from graphrecall.extract.entities import EntityRecord
 from graphrecall.models import Entity, Event, Fact, FactKind
+from graphrecall.store.arrow import TS, edge_table, vector_column
 from graphrecall.store.database import ScopeDatabase, WriteTxn
-
-TS = pa.timestamp("us")
 
 FACT_COLS = (
     "f.id, f.text, f.kind, f.polarity, f.confidence, f.valid_from, f.valid_to, f.recorded_at, f.expired_at, "
@@ -96,18 +95,13 @@ class ExtractionWrite:
     supersessions: list[Supersession] = field(default_factory=list)
 
 
-def _vectors(rows: Sequence[Vectors], dim: int) -> pa.FixedSizeListArray:
-    arr = np.ascontiguousarray(np.stack([np.asarray(v, dtype=np.float32) for v in rows]), dtype=np.float32)
-    return pa.FixedSizeListArray.from_arrays(pa.array(arr.ravel(), type=pa.float32()), dim)
-
-
 def _ts(values: Iterable[datetime | None]) -> pa.Array:
     return pa.array(list(values), TS)
 
 
 def _edges(txn: WriteTxn, table: str, pairs: Sequence[tuple[str, str]]) -> None:
     if pairs:
-        txn.copy(table, pa.table({"from": [a for a, _ in pairs], "to": [b for _, b in pairs]}))
+        txn.copy(table, edge_table(pairs))
 
 
 # -- writes ----------------------------------------------------------------------------------------------------
@@ -123,7 +117,7 @@ def write_extraction(txn: WriteTxn, w: ExtractionWrite, *, dim: int) -> None:
                     "norm": [_norm(e.name) for e in w.new_entities],
                     "type": [e.type for e in w.new_entities],
                     "aliases": pa.array([e.aliases for e in w.new_entities], pa.list_(pa.string())),
-                    "embedding": _vectors([_require_vec(e) for e in w.new_entities], dim),
+                    "embedding": vector_column([_require_vec(e) for e in w.new_entities], dim),
                 }
             ),
         )
@@ -148,7 +142,7 @@ def write_extraction(txn: WriteTxn, w: ExtractionWrite, *, dim: int) -> None:
                     "last_seen": _ts(f.last_seen for f in w.facts),
                     "session_id": [f.session_id for f in w.facts],
                     "message_ids": pa.array([f.message_ids for f in w.facts], pa.list_(pa.string())),
-                    "embedding": _vectors([f.vec for f in w.facts], dim),
+                    "embedding": vector_column([f.vec for f in w.facts], dim),
                 }
             ),
         )
@@ -169,7 +163,7 @@ def write_extraction(txn: WriteTxn, w: ExtractionWrite, *, dim: int) -> None:
                     "time_end": _ts(e.time_end for e in w.events),
                     "session_id": [e.session_id for e in w.events],
                     "message_ids": pa.array([e.message_ids for e in w.events], pa.list_(pa.string())),
-                    "embedding": _vectors([e.vec for e in w.events], dim),
+                    "embedding": vector_column([e.vec for e in w.events], dim),
                 }
             ),
         )

@@ -12,14 +12,8 @@ import pyarrow as pa
 from graphrecall.embed.base import Vectors
 from graphrecall.ingest import MessageRow, RoundRow
 from graphrecall.models import Message, Role, Round, Session, utcnow
+from graphrecall.store.arrow import TS, edge_table, vector_column
 from graphrecall.store.database import ScopeDatabase, WriteTxn
-
-TS = pa.timestamp("us")
-
-
-def _vectors(v: Vectors, dim: int) -> pa.FixedSizeListArray:
-    flat = pa.array(np.ascontiguousarray(v, dtype=np.float32).ravel(), type=pa.float32())
-    return pa.FixedSizeListArray.from_arrays(flat, dim)
 
 
 def existing_sessions(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, int]:
@@ -92,9 +86,7 @@ def write_history(
                 }
             ),
         )
-        txn.copy(
-            "MSG_IN", pa.table({"from": [m.id for m in messages], "to": [m.session_id for m in messages]})
-        )
+        txn.copy("MSG_IN", edge_table([(m.id, m.session_id) for m in messages]))
     if rounds:
         txn.copy(
             "Round",
@@ -108,14 +100,14 @@ def write_history(
                     "terms": [r.terms for r in rounds],
                     "at": pa.array([r.at for r in rounds], TS),
                     "message_ids": pa.array([r.message_ids for r in rounds], pa.list_(pa.string())),
-                    "embedding": _vectors(user_vecs, dim),
-                    "reply_embedding": _vectors(reply_vecs, dim),
+                    "embedding": vector_column(user_vecs, dim),
+                    "reply_embedding": vector_column(reply_vecs, dim),
                 }
             ),
         )
-        txn.copy("ROUND_IN", pa.table({"from": [r.id for r in rounds], "to": [r.session_id for r in rounds]}))
+        txn.copy("ROUND_IN", edge_table([(r.id, r.session_id) for r in rounds]))
         pairs = [(r.id, m) for r in rounds for m in r.message_ids]
-        txn.copy("HAS_MESSAGE", pa.table({"from": [p[0] for p in pairs], "to": [p[1] for p in pairs]}))
+        txn.copy("HAS_MESSAGE", edge_table(pairs))
     touched = sorted({m.session_id for m in messages})
     if touched:
         txn.execute(
