@@ -28,8 +28,11 @@ from typing import Any
 from benchmarks.longmemeval import data, metrics
 from benchmarks.longmemeval.bm25 import BM25
 from graphrecall import Memory
-from graphrecall.config import Settings
+from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
+from graphrecall.ingest import parse_date
+from graphrecall.models import Scope
+from graphrecall.retrieve.retriever import HybridRetriever
 
 SEARCH_K = 50
 SYSTEMS = ("ours", "bm25")
@@ -77,13 +80,45 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
     p.add_argument("--k-eval", type=_parse_ks, default=[5, 10], help="cut-offs, e.g. 5,10")
     p.add_argument("--resume", action="store_true", help="reuse per-question rows already in retrieval.jsonl")
+    p.add_argument(
+        "--config",
+        type=_parse_config,
+        default=None,
+        help='RetrievalConfig overrides for "ours" as JSON, e.g. \'{"rrf_k": 30}\'',
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        type=_parse_variant,
+        metavar="NAME=JSON",
+        help="an extra system: RetrievalConfig overrides on top of ours, searched over the same ingested scope "
+        "and scored side by side (repeatable); e.g. --variant 'k30={\"rrf_k\": 30}'",
+    )
     return p
+
+
+def _parse_config(text: str) -> dict[str, Any]:
+    try:
+        overrides = json.loads(text)
+        if not isinstance(overrides, dict):
+            raise ValueError("not a JSON object")
+        RetrievalConfig.model_validate(overrides)
+    except ValueError as e:  # json.JSONDecodeError and pydantic's ValidationError are ValueErrors
+        raise argparse.ArgumentTypeError(f"not a valid RetrievalConfig override: {text!r} ({e})") from None
+    return overrides
+
+
+def _parse_variant(text: str) -> tuple[str, dict[str, Any]]:
+    name, sep, body = text.partition("=")
+    if not sep or not name.strip() or name.strip() in SYSTEMS:
+        raise argparse.ArgumentTypeError(f"--variant must be NAME=JSON with a new name, got {text!r}")
+    return name.strip(), _parse_config(body)
 
 
 def score_question(
     q: data.Question,
-    ranked_ours: Sequence[str],
-    ranked_bm25: Sequence[str],
+    ranked_by_system: dict[str, list[str]],
     labelled: Sequence[data.LabelledRound],
     ks: Sequence[int],
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, dict[str, int | None]], bool, list[str]]:
@@ -92,7 +127,7 @@ def score_question(
     ev_rounds = sorted(data.evidence_rounds(q, labelled))
     scores: dict[str, dict[str, dict[str, float]]] = {}
     firsts: dict[str, dict[str, int | None]] = {}
-    for name, ranked in (("ours", ranked_ours), ("bm25", ranked_bm25)):
+    for name, ranked in ranked_by_system.items():
         sessions = metrics.sessions_from_rounds(ranked, session_of)
         scores[name] = {"session": metrics.score(sessions, ev_sessions, ks)}
         firsts[name] = {"session": metrics.first_rank(sessions, ev_sessions)}
@@ -102,7 +137,9 @@ def score_question(
     return scores, firsts, bool(ev_rounds), ev_rounds
 
 
-def run_question(mem: Memory, q: data.Question, ks: Sequence[int]) -> QuestionResult:
+def run_question(
+    mem: Memory, q: data.Question, ks: Sequence[int], variants: Sequence[tuple[str, HybridRetriever]] = ()
+) -> QuestionResult:
     scope = ("lme", q.question_id)
     mem.forget(scope)
     labelled = data.all_rounds(q)
@@ -111,18 +148,25 @@ def run_question(mem: Memory, q: data.Question, ks: Sequence[int]) -> QuestionRe
     t1 = time.perf_counter()
     hits = mem.search(scope, q.question, k=SEARCH_K, question_date=q.question_date)
     t2 = time.perf_counter()
+    ranked = {"ours": [h.id for h in hits]}
+    if variants:
+        qd = parse_date(q.question_date, where="question_date")
+        with mem.pool.acquire(Scope(org_id=scope[0], user_id=scope[1]), create=False) as db:
+            for name, retriever in variants:
+                found = retriever.search(db, q.question, SEARCH_K, question_date=qd)
+                ranked[name] = [h.id for h in found]
+    t2v = time.perf_counter()
     mem.forget(scope)
     bm = BM25([r.text for r in labelled])
-    ranked_bm25 = [labelled[i].id for i in bm.rank(q.question, SEARCH_K)]
+    ranked["bm25"] = [labelled[i].id for i in bm.rank(q.question, SEARCH_K)]
     t3 = time.perf_counter()
-    ranked_ours = [h.id for h in hits]
     known = {r.id for r in labelled}
-    unknown = [rid for rid in ranked_ours if rid not in known]
+    unknown = [rid for lst in ranked.values() for rid in lst if rid not in known]
     if unknown:
         raise RuntimeError(
             f"{q.question_id}: search returned rounds the benchmark cannot label: {unknown[:3]}"
         )
-    scores, firsts, scoreable, ev_rounds = score_question(q, ranked_ours, ranked_bm25, labelled, ks)
+    scores, firsts, scoreable, ev_rounds = score_question(q, ranked, labelled, ks)
     return QuestionResult(
         question_id=q.question_id,
         question_type=q.question_type,
@@ -130,12 +174,12 @@ def run_question(mem: Memory, q: data.Question, ks: Sequence[int]) -> QuestionRe
         n_rounds=len(labelled),
         evidence_sessions=list(q.answer_session_ids),
         evidence_rounds=ev_rounds,
-        ranked={"ours": ranked_ours, "bm25": ranked_bm25},
+        ranked=ranked,
         scores=scores,
         first_rank=firsts,
         ingest_s=t1 - t0,
         search_s=t2 - t1,
-        bm25_s=t3 - t2,
+        bm25_s=t3 - t2v,
         turn_scoreable=scoreable,
     )
 
@@ -143,10 +187,12 @@ def run_question(mem: Memory, q: data.Question, ks: Sequence[int]) -> QuestionRe
 def summarize(rows: Sequence[QuestionResult], ks: Sequence[int]) -> dict[str, Any]:
     """Means overall and per question type, for each system and level (turn level over scoreable questions)."""
     out: dict[str, Any] = {"n_questions": len(rows), "n_turn_scoreable": sum(r.turn_scoreable for r in rows)}
-    for sys_name in SYSTEMS:
+    systems = list(dict.fromkeys(name for r in rows for name in r.scores))
+    out["systems"] = systems
+    for sys_name in systems:
         out[sys_name] = {}
         for level in LEVELS:
-            keep = [r for r in rows if level in r.scores[sys_name]]
+            keep = [r for r in rows if level in r.scores.get(sys_name, {})]
             out[sys_name][level] = {
                 "overall": metrics.mean_scores(r.scores[sys_name][level] for r in keep),
                 "by_type": {
@@ -201,6 +247,8 @@ def render_markdown(summary: dict[str, Any], config: dict[str, Any], ks: Sequenc
             cells = [f"{ours_t.get(m, float('nan')):.3f} / {bm_t.get(m, float('nan')):.3f}" for m in names]
             lines.append(f"| {t} | {ours_t['n']} | " + " | ".join(cells) + " |")
         lines.append("")
+    if config.get("variants"):
+        lines += [render_systems(summary, config), ""]
     tm = summary["timing"]
     lines += [
         "## Time",
@@ -213,6 +261,33 @@ def render_markdown(summary: dict[str, Any], config: dict[str, Any], ks: Sequenc
         f"- embedder cache: {config['embed_cache_hits']} hits, {config['embed_cache_misses']} misses",
         "",
     ]
+    return "\n".join(lines)
+
+
+def render_systems(summary: dict[str, Any], config: dict[str, Any]) -> str:
+    """One row per system (ours, each --variant, BM25): the figures the targets are stated in."""
+    lines = [
+        "## Systems side by side (k = 10)",
+        "",
+        "| system | overrides | session recall_all | session ndcg_any | turn recall_any | turn ndcg_any | "
+        "lowest type (session recall_all) |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    variants = config.get("variants") or {}
+    for name in summary["systems"]:
+        sess, turn = summary[name]["session"], summary[name]["turn"]
+        low_t, low = min(
+            ((t, m.get("recall_all@10", float("nan"))) for t, m in sess["by_type"].items()),
+            key=lambda kv: kv[1],
+            default=("-", float("nan")),
+        )
+        over = json.dumps(variants[name]) if name in variants else "(defaults)" if name == "ours" else "-"
+        lines.append(
+            f"| {name} | `{over}` | {sess['overall'].get('recall_all@10', float('nan')):.3f} | "
+            f"{sess['overall'].get('ndcg_any@10', float('nan')):.3f} | "
+            f"{turn['overall'].get('recall_any@10', float('nan')):.3f} | "
+            f"{turn['overall'].get('ndcg_any@10', float('nan')):.3f} | {low_t} {low:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -253,6 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.resume and jsonl.exists():
         jsonl.unlink()
     settings = Settings()
+    if args.config:
+        settings.retrieval = RetrievalConfig.model_validate(settings.retrieval.model_dump() | args.config)
     embedder = CachedEmbedder(SentenceTransformerEmbedder(), path=args.embed_cache)
     # A SIGTERM (e.g. ``kill`` on a background run) unwinds like Ctrl-C, so the temporary store is removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -262,11 +339,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings.root = root
         with Memory.open(root, embedder=embedder, settings=settings) as mem, jsonl.open("a") as out:
+            variants = [
+                (
+                    name,
+                    HybridRetriever(
+                        mem.embedder,
+                        RetrievalConfig.model_validate(settings.retrieval.model_dump() | overrides),
+                        mem.retriever.reranker,
+                        mem.retriever.extra_generators,
+                    ),
+                )
+                for name, overrides in args.variant
+            ]
             for i, q in enumerate(questions, start=1):
                 if q.question_id in done:
                     rows.append(done[q.question_id])
                     continue
-                r = run_question(mem, q, args.k_eval)
+                r = run_question(mem, q, args.k_eval, variants)
                 rows.append(r)
                 out.write(json.dumps(r.__dict__) + "\n")
                 out.flush()
@@ -293,6 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "search_k": SEARCH_K,
         "embedder": embedder.id,
         "retrieval_config": settings.retrieval.model_dump(),
+        "config_overrides": args.config,
+        "variants": dict(args.variant),
         "reranker": settings.reranker,
         "embed_cache_hits": embedder.hits,
         "embed_cache_misses": embedder.misses,
@@ -304,6 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     (args.out / "retrieval.json").write_text(json.dumps(result, indent=1))
     (args.out / "retrieval.md").write_text(render_markdown(summary, config, args.k_eval))
     print_table(summary, args.k_eval)
+    if args.variant:
+        print("\n" + render_systems(summary, config))
     print(f"\nwrote {args.out / 'retrieval.json'} and {args.out / 'retrieval.md'}")
     return 0
 

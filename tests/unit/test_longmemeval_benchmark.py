@@ -17,10 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.longmemeval import data, metrics
 from benchmarks.longmemeval.bm25 import BM25
-from benchmarks.longmemeval.retrieval import run_question, summarize
+from benchmarks.longmemeval.retrieval import _parser, render_systems, run_question, summarize
 
 from graphrecall import Memory
+from graphrecall.config import RetrievalConfig
 from graphrecall.embed import HashingEmbedder
+from graphrecall.retrieve.retriever import HybridRetriever
 
 
 # -- metrics ---------------------------------------------------------------------------------------------------
@@ -162,3 +164,28 @@ def test_run_question_ranks_and_scores_both_systems_and_leaves_no_scope(tmp_path
     assert r.scores["bm25"]["turn"]["recall_any@5"] == 1.0  # 3 rounds in all: top 5 holds everything
     summary = summarize([r], [1, 5])
     assert summary["ours"]["session"]["by_type"]["single-session-assistant"]["n"] == 1
+
+
+def test_variants_are_searched_over_the_same_scope_and_scored_beside_ours(tmp_path: Path) -> None:
+    (q,) = data.load(_write(tmp_path, [_raw_question()]))
+    with Memory.open(tmp_path / "store", embedder=HashingEmbedder(64)) as mem:
+        lexical_only = RetrievalConfig(weights={"vector": 0.0, "bm25": 1.0, "bm25_user": 0.0}, time_boost=0.0)
+        variant = HybridRetriever(mem.embedder, lexical_only, None, mem.retriever.extra_generators)
+        r = run_question(mem, q, [1, 5], [("lexical", variant)])
+        assert mem.scopes() == []
+    assert set(r.scores) == {"ours", "lexical", "bm25"}
+    # Only rounds sharing a term with the question can come from a BM25-only system.
+    assert r.ranked["lexical"] and len(r.ranked["lexical"]) < len(r.ranked["ours"])
+    summary = summarize([r], [1, 5])
+    assert summary["systems"] == ["ours", "lexical", "bm25"]
+    table = render_systems(summary, {"variants": {"lexical": {"weights": {"bm25": 1.0}}}})
+    assert "| lexical |" in table and "| ours | `(defaults)` |" in table
+
+
+@pytest.mark.parametrize(
+    "arg",
+    ['ours={"rrf_k": 30}', "noname", 'x={"rrf_k": "many"}', 'x={"no_such_field": 1}', "x=[1]"],
+)
+def test_a_bad_variant_is_refused_with_the_offending_text(arg: str) -> None:
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["--data", "x.json", "--variant", arg])
