@@ -123,8 +123,8 @@ def _sizes(res: dict[str, Any]) -> list[str]:
     names = sorted({n for s in sizes for m in s["breakdown"].values() for n in m})
     lines += [
         "",
-        "Stage breakdown, p50 ms (separate timed calls with the retriever's arguments; store_only = all "
-        "stages but the query embedding):",
+        "Stage breakdown, p50 ms (timed inside retriever.search; store_sum = the database stages added up; "
+        "stages run side by side on worker threads, so they can add up to more than total):",
         "",
         _row(["rounds", "path", *names]),
         _row(["---"] * (2 + len(names))),

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 def default_root() -> Path:
@@ -22,9 +22,16 @@ def default_root() -> Path:
 class RetrievalConfig(BaseModel):
     """How candidates are generated and fused. Defaults were tuned on the LongMemEval_S dev split (docs/benchmarks.md)."""
 
+    model_config = ConfigDict(extra="forbid")  # a misspelt knob is an error, not a silent default
+
     candidates: int = Field(default=60, ge=1, description="candidates per generator")
     fusion: Literal["rrf", "weighted"] = "rrf"
-    rrf_k: int = Field(default=60, ge=1)
+    rrf_k: int = Field(
+        default=30,
+        ge=1,
+        description="RRF damping: lower favours items that some list ranks near the top (30 beat the usual 60 "
+        "on turn-level nDCG, docs/benchmarks.md)",
+    )
     weights: dict[str, float] = Field(
         default_factory=lambda: {
             "vector": 1.0,
@@ -35,9 +42,18 @@ class RetrievalConfig(BaseModel):
             "entity": 0.5,
         }
     )
+    user_pool: int = Field(
+        default=40,
+        ge=1,
+        description="how many of the best vector+BM25 candidates the user-side BM25 list re-scores (each costs "
+        "a row lookup)",
+    )
+    parallel: bool = Field(
+        default=True, description="run independent store queries of a search on worker threads"
+    )
     use_reply_vectors: bool = True
     reply_penalty: float = Field(
-        default=0.05, description="subtracted from reply-vector similarity before the max"
+        default=0.02, description="subtracted from reply-vector similarity before the max"
     )
     time_boost: float = Field(
         default=0.5, ge=0.0, description="added, in RRF rank-1 units, to in-range candidates"

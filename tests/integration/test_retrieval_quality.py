@@ -176,3 +176,41 @@ def test_fusion_beats_each_single_signal(mem: Memory) -> None:
     )
     assert fused > vector_only, (fused, vector_only, bm25_only)
     assert fused > bm25_only, (fused, vector_only, bm25_only)
+
+
+def _hits(mem: Memory, question: str, config: RetrievalConfig, **kw: object) -> list[tuple[str, float]]:
+    with mem.pool.acquire(SCOPE, create=False) as db:
+        hits = HybridRetriever(mem.embedder, config).search(db, question, 10, **kw)  # type: ignore[arg-type]
+    return [(h.id, round(h.score, 12)) for h in hits]
+
+
+def test_parallel_and_sequential_search_rank_alike(mem: Memory) -> None:
+    for question, _ in LABELLED:
+        assert _hits(mem, question, RetrievalConfig(parallel=True)) == _hits(
+            mem, question, RetrievalConfig(parallel=False)
+        ), question
+
+
+def test_search_reports_the_time_of_each_stage(mem: Memory) -> None:
+    timings: dict[str, float] = {}
+    _hits(mem, "What exercises did you suggest for my back?", RetrievalConfig(), timings=timings)
+    assert {"embed_query", "fts", "hnsw_user", "hnsw_reply"} <= timings.keys()
+    assert all(ms >= 0 for ms in timings.values())
+
+
+def test_the_user_side_list_rescores_only_the_user_pool(mem: Memory) -> None:
+    with mem.pool.acquire(SCOPE, create=False) as db:
+        hits = HybridRetriever(mem.embedder, RetrievalConfig(user_pool=3)).search(db, "my back hurts", 10)
+    assert 1 <= sum("bm25_user" in h.signals for h in hits) <= 3
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_a_failing_store_query_fails_the_search_with_its_own_error(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch, parallel: bool
+) -> None:
+    def broken(*_: object) -> list[tuple[str, float]]:
+        raise RuntimeError("fts index unavailable")
+
+    monkeypatch.setattr("graphrecall.store.rounds.fts_search", broken)
+    with pytest.raises(RuntimeError, match="fts index unavailable"):
+        _hits(mem, "my back hurts", RetrievalConfig(parallel=parallel))

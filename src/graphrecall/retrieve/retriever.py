@@ -11,9 +11,14 @@ Generators over extracted memory (facts, events, entity expansion) plug in throu
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -32,6 +37,7 @@ from graphrecall.store.text import query_terms
 log = logging.getLogger(__name__)
 
 Ranked = list[tuple[str, float]]
+T = TypeVar("T")
 
 
 class CandidateGenerator:
@@ -66,26 +72,49 @@ class HybridRetriever:
         time_range: TimeRange | None = None,
         as_of: datetime | None = None,
         use_index: bool = True,
+        timings: dict[str, float] | None = None,
     ) -> list[Hit]:
+        """The top ``k`` rounds for ``query``. ``timings``, when given, receives milliseconds per stage (stages
+        that run on worker threads overlap, so they may add up to more than the wall time)."""
         cfg = self.config
         n = max(cfg.candidates, k)
-        qvec = self.embedder.embed([query], kind="query")[0]
+        run = _Runner(cfg.parallel, timings)
         weights, reply_penalty = cfg.weights, cfg.reply_penalty
         if asks_about_assistant(
             query
         ):  # the evidence is in a reply: user-side signals point at the wrong half
             weights, reply_penalty = {**weights, "bm25_user": 0.0}, 0.0
-        pool: dict[str, Round] = {}  # rounds already read while generating candidates, reused below
-        lists, vec_scores = self._round_lists(db, query, qvec, n, use_index, weights, reply_penalty, pool)
-        for gen in self.extra_generators:
-            lists.update(gen(db, query, qvec, n, as_of))
+        # A muted list is not computed (fusion would ignore it). BM25 needs no embedding: it runs while the query
+        # is embedded (Kuzu releases the GIL, torch too).
+        bm25_job = (
+            run.submit("fts", q.fts_search, db, "Round", "round_fts", query_terms(query), n)
+            if weights.get("bm25", 1.0)
+            else None
+        )
+        qvec = run.submit("embed_query", self._embed_query, query).result()[0]
+        vec = (
+            self._vector_scores(db, qvec, n, use_index, reply_penalty, run)
+            if weights.get("vector", 1.0)
+            else {}
+        )
+        lists: dict[str, Ranked] = {
+            "vector": fusion.order(vec)[:n],
+            "bm25": bm25_job.result() if bm25_job is not None else [],
+        }
+        pool: dict[str, Round] = {}  # rounds read while generating candidates, reused for the hits
+        if weights.get("bm25_user", 0.0):
+            lists["bm25_user"] = self._user_side_list(db, query, lists, weights, pool, run)
+        with _stage(timings, "extra_generators"):
+            for gen in self.extra_generators:
+                lists.update(gen(db, query, qvec, n, as_of))
         fused = (
             fusion.rrf(lists, weights, cfg.rrf_k) if cfg.fusion == "rrf" else fusion.weighted(lists, weights)
         )
         tr = time_range or parse_time_range(query, question_date)
         in_range: set[str] = set()
         if tr is not None and cfg.time_boost > 0:
-            in_range = set(q.rounds_between(db, tr.start, tr.end, limit=5 * n))
+            with _stage(timings, "time_range"):
+                in_range = set(q.rounds_between(db, tr.start, tr.end, limit=5 * n))
             unit = 1.0 / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else 1.0
             for rid in in_range:
                 if rid in fused:
@@ -93,16 +122,17 @@ class HybridRetriever:
         ranked = fusion.order(fused)
         wanted = [rid for rid, _ in ranked[: max(3 * k, cfg.rerank_top)]]
         rounds = {rid: pool[rid] for rid in wanted if rid in pool}
-        rounds.update(q.fetch_rounds(db, [rid for rid in wanted if rid not in pool]))
+        rounds.update(run.fetch_rounds(db, [rid for rid in wanted if rid not in pool]))
         if question_date is not None and cfg.exclude_after_question_date:
             cutoff = question_date + timedelta(hours=cfg.question_date_slack_hours)
             ranked = [(rid, s) for rid, s in ranked if rid in rounds and rounds[rid].at <= cutoff]
         ranked = [(rid, s) for rid, s in ranked if rid in rounds]
         rerank_scores: dict[str, float] = {}
         if self.reranker is not None and ranked:
-            ranked, rerank_scores = self._rerank(query, ranked, rounds)
+            with _stage(timings, "rerank"):
+                ranked, rerank_scores = self._rerank(query, ranked, rounds)
         signals: dict[str, dict[str, float]] = {name: dict(lst) for name, lst in lists.items()}
-        signals["vector"] = vec_scores
+        signals["vector"] = vec
         hits = []
         for rank, (rid, score) in enumerate(ranked[:k], start=1):
             r = rounds[rid]
@@ -115,35 +145,53 @@ class HybridRetriever:
             hits.append(_hit(r, score, rank, sig))
         return hits
 
-    def _round_lists(
-        self,
-        db: ScopeDatabase,
-        query: str,
-        qvec: Vectors,
-        n: int,
-        use_index: bool,
-        weights: dict[str, float],
-        reply_penalty: float,
-        pool: dict[str, Round],
-    ) -> tuple[dict[str, Ranked], dict[str, float]]:
-        cfg = self.config
+    def _embed_query(self, query: str) -> Vectors:
+        if getattr(_worker, "search", False):
+            # On a search worker torch runs single-threaded (an OpenMP setting of this thread only; ingest keeps
+            # its threads): one short query gains nothing from a second core that is running BM25 meanwhile.
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                torch.set_num_threads(1)
+        return self.embedder.embed([query], kind="query")
+
+    def _vector_scores(
+        self, db: ScopeDatabase, qvec: Vectors, n: int, use_index: bool, reply_penalty: float, run: _Runner
+    ) -> dict[str, float]:
+        """Round id -> the better of its user-vector similarity and its reply-vector similarity minus a penalty."""
+        reply_job: Future[list[tuple[str, float]]] | None = None
         if use_index:
-            user = q.vector_search(db, "Round", "round_user_vec", qvec, n)
-            reply = q.vector_search(db, "Round", "round_reply_vec", qvec, n) if cfg.use_reply_vectors else []
+            if self.config.use_reply_vectors:
+                reply_job = run.submit("hnsw_reply", q.vector_search, db, "Round", "round_reply_vec", qvec, n)
+            with _stage(run.timings, "hnsw_user"):
+                user = q.vector_search(db, "Round", "round_user_vec", qvec, n)
         else:
-            user = q.exact_vector_search(db, "embedding", qvec, n)
-            reply = q.exact_vector_search(db, "reply_embedding", qvec, n) if cfg.use_reply_vectors else []
+            if self.config.use_reply_vectors:
+                reply_job = run.submit("scan_reply", q.exact_vector_search, db, "reply_embedding", qvec, n)
+            with _stage(run.timings, "scan_user"):
+                user = q.exact_vector_search(db, "embedding", qvec, n)
+        reply = reply_job.result() if reply_job is not None else []
         vec: dict[str, float] = {}
         for rid, s in user:
             vec[rid] = max(vec.get(rid, -1.0), s)
         for rid, s in reply:
             vec[rid] = max(vec.get(rid, -1.0), s - reply_penalty)
-        terms = query_terms(query)
-        lists = {"vector": fusion.order(vec)[:n], "bm25": q.fts_search(db, "Round", "round_fts", terms, n)}
-        if weights.get("bm25_user", 0.0):
-            pool.update(q.fetch_rounds(db, sorted({rid for lst in lists.values() for rid, _ in lst})))
-            lists["bm25_user"] = pool_bm25(query, {rid: r.user_text for rid, r in pool.items()})
-        return lists, vec
+        return vec
+
+    def _user_side_list(
+        self,
+        db: ScopeDatabase,
+        query: str,
+        lists: dict[str, Ranked],
+        weights: dict[str, float],
+        pool: dict[str, Round],
+        run: _Runner,
+    ) -> Ranked:
+        """BM25 over the user side of the best ``user_pool`` candidates so far (``retrieve.lexical``)."""
+        head = fusion.order(fusion.rrf(lists, weights, self.config.rrf_k))[: self.config.user_pool]
+        ids = [rid for rid, _ in head]
+        pool.update(run.fetch_rounds(db, ids))
+        with _stage(run.timings, "bm25_user"):
+            return pool_bm25(query, {rid: pool[rid].user_text for rid in ids if rid in pool})
 
     def _rerank(
         self, query: str, ranked: Ranked, rounds: dict[str, Round]
@@ -161,6 +209,80 @@ class HybridRetriever:
         }
         new_head = fusion.order(blended)
         return new_head + tail, {head[i][0]: float(scores[i]) for i in range(len(head))}
+
+
+class _Runner:
+    """Runs independent store queries of one search on worker threads (or inline when ``parallel`` is off).
+
+    Why threads help on 2 cores: Kuzu and torch release the GIL, and BM25 at 100k rounds costs about as much as
+    embedding the query, so running them side by side roughly halves that part of the latency. Each thread reads
+    through its own connection (``ScopeDatabase.reader``).
+    """
+
+    def __init__(self, parallel: bool, timings: dict[str, float] | None) -> None:
+        self.parallel = parallel
+        self.timings = timings
+
+    def submit(self, stage: str, fn: Callable[..., T], *args: Any) -> Future[T]:
+        def timed() -> T:
+            with _stage(self.timings, stage):
+                return fn(*args)
+
+        if self.parallel:
+            return _executor().submit(timed)
+        done: Future[T] = Future()
+        try:
+            done.set_result(timed())
+        except BaseException as e:  # re-raised by .result(), as a worker's error would be
+            done.set_exception(e)
+        return done
+
+    def fetch_rounds(self, db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
+        """Point lookups, split in two halves that run side by side."""
+        if not ids:
+            return {}
+        half = (len(ids) + 1) // 2 if self.parallel and len(ids) > 8 else len(ids)
+        rest = self.submit("fetch_rows_bg", q.fetch_rounds, db, ids[half:]) if ids[half:] else None
+        with _stage(self.timings, "fetch_rows"):
+            out = q.fetch_rounds(db, ids[:half])
+        if rest is not None:
+            out.update(rest.result())
+        return out
+
+
+_EXECUTOR: ThreadPoolExecutor | None = None
+_worker = threading.local()
+
+
+def _mark_worker() -> None:
+    _worker.search = True
+
+
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    """One small pool per process, created on first use: searches are short and the machine may have 2 cores."""
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            _EXECUTOR = ThreadPoolExecutor(
+                max_workers=4, thread_name_prefix="graphrecall-search", initializer=_mark_worker
+            )
+        return _EXECUTOR
+
+
+@contextmanager
+def _stage(timings: dict[str, float] | None, name: str) -> Iterator[None]:
+    """Adds the block's wall time (ms) to ``timings[name]``; free when ``timings`` is None."""
+    if timings is None:
+        yield
+        return
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = timings.get(name, 0.0) + (time.perf_counter() - t0) * 1000
 
 
 def _hit(r: Round, score: float, rank: int, signals: dict[str, Any]) -> Hit:
