@@ -7,6 +7,7 @@ no model weights and runs in seconds.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,13 +26,27 @@ settings.register_profile(
 settings.load_profile("graphrecall")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Exported ONNX models go to a directory of this test session, not the user's ~/.cache (subprocesses that the
+    tests start inherit it): the first test that loads the real model exports it once, the rest reuse it."""
+    old = os.environ.get("GRAPHRECALL_CACHE_DIR")
+    os.environ["GRAPHRECALL_CACHE_DIR"] = str(tmp_path_factory.mktemp("graphrecall-cache"))
+    yield
+    if old is None:
+        os.environ.pop("GRAPHRECALL_CACHE_DIR", None)
+    else:
+        os.environ["GRAPHRECALL_CACHE_DIR"] = old
+
+
 @pytest.fixture(autouse=True)
 def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test may pick up a developer's store root, reranker or embedding cache from the environment."""
+    """No test may pick up a developer's store root, reranker, embedding cache or backend from the environment."""
     for name in (
         "GRAPHRECALL_ROOT",
         "GRAPHRECALL_RERANKER",
         "GRAPHRECALL_EMBED_CACHE",
+        "GRAPHRECALL_EMBED_BACKEND",
         "GRAPHRECALL_POOL_SIZE",
     ):
         monkeypatch.delenv(name, raising=False)

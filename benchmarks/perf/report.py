@@ -236,8 +236,8 @@ def markdown(res: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"kuzu {res['machine']['kuzu']}, embedder `{res['config']['embedder']}`, torch threads "
-        f"{res['config'].get('torch_threads')}.",
+        f"kuzu {res['machine']['kuzu']}, embedder `{res['config']['embedder']}` (backend "
+        f"{res['config'].get('embed_backend', 'torch')}), torch threads {res['config'].get('torch_threads')}.",
         "",
     ]
     lines += _ingest(res) + _sizes(res) + _scopes(res) + _floor(res) + _memory(res)

@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             "command": " ".join(["python -m benchmarks.perf.run", *(sys.argv[1:] if argv is None else argv)]),
             "embedder": st.id,
             "torch_threads": _torch_threads(),
+            "embed_backend": st.backend,
         },
         "machine": {
             "cpus": os.cpu_count(),

