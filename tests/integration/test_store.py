@@ -55,8 +55,12 @@ def test_a_new_database_has_the_schema_and_records_its_embedder(tmp_path: Path) 
             assert stmt.split()[3].split("(")[0] in tables
         meta = db.query("MATCH (m:Meta {key: 'meta'}) RETURN m.schema_version, m.embedder_id, m.dim")
         assert meta == [[schema.SCHEMA_VERSION, "hashing-64", 64]]
-        indexes = {row[1] for row in db.query("CALL show_indexes() RETURN *")}
+        rows = db.query("CALL show_indexes() RETURN *")
+        indexes = {row[1] for row in rows}
         assert {name for _, name, _ in schema.VECTOR_INDEXES + schema.FTS_INDEXES} <= indexes
+        vector_definitions = [row[5] for row in rows if row[2] == "HNSW"]
+        assert len(vector_definitions) == len(schema.VECTOR_INDEXES)
+        assert all(f"ml := {schema.HNSW_MAX_DEGREE}," in d for d in vector_definitions), vector_definitions
     finally:
         db.close()
 
