@@ -12,6 +12,7 @@ import contextlib
 import importlib.util  # noqa: F401  (kuzu's pyarrow scan path needs importlib.util imported)
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ class ScopeDatabase:
                 raise StoreBusy(f"database {path} is held by another process: {e}") from e
             raise
         self.write_lock = threading.RLock()
+        self._copied: set[str] = set()  # tables COPYed into by the open write transaction
         self._gate = _ReadGate()
         self._writer = kuzu.Connection(self._db)
         self._local = threading.local()
@@ -60,6 +62,11 @@ class ScopeDatabase:
         self.in_use = 0
         self.closed = False
         self._ensure_schema(embedder_id, dim)
+        if (
+            self._fts_marker.exists()
+        ):  # the last owner rolled back a write and died before repairing the index
+            with self.write_lock:
+                self._rebuild_fts(self._fts_marker.read_text().split())
 
     # -- connections -------------------------------------------------------------------------------------------
     def reader(self) -> kuzu.Connection:
@@ -105,10 +112,11 @@ class ScopeDatabase:
     def write(self) -> Iterator[WriteTxn]:
         """The only way to write: serialized by a lock, atomic by a transaction."""
         with self.write_lock:
-            txn = WriteTxn(self._writer)
             if self._active:  # a nested write() on the same thread joins the open transaction
-                yield txn
+                yield WriteTxn(self._writer, self._copied)
                 return
+            self._copied = set()
+            txn = WriteTxn(self._writer, self._copied)
             self._writer.execute("BEGIN TRANSACTION")
             self._active = True
             try:
@@ -125,10 +133,40 @@ class ScopeDatabase:
     _active = False
 
     def _rollback(self) -> None:
+        # Kuzu 0.11.3: once a transaction that COPYed into a full-text-indexed table is rolled back, the next COPY
+        # into that table is silently left out of the index (for good: reopening does not help), and deleting one
+        # of those rows later crashes the process; a single CREATE to "heal" it crashes too, now and then
+        # (measured, docs/architecture.md). Rebuilding the table's FTS index is what reliably helps, so that is
+        # done right after the rollback. A marker file makes the next open finish the job if we die before that.
+        stale = sorted({t for t, _, _ in schema.FTS_INDEXES} & self._copied)
+        if stale:
+            self._fts_marker.write_text("\n".join(stale))
         try:
             self._writer.execute("ROLLBACK")
         except RuntimeError as e:  # a failed statement already rolled the transaction back
             log.debug("rollback after error: %s", e)
+        if stale:
+            self._rebuild_fts(stale)
+
+    @property
+    def _fts_marker(self) -> Path:
+        return Path(str(self.path) + ".fts-rebuild")
+
+    def _rebuild_fts(self, tables: list[str]) -> None:
+        """Drop and re-create the FTS indexes of ``tables`` from their rows (auto-commit DDL on the writer)."""
+        t0 = time.perf_counter()
+        with self._gate.exclusive():
+            for table, name, column in schema.FTS_INDEXES:
+                if table in tables:
+                    self._writer.execute(f"CALL DROP_FTS_INDEX('{table}', '{name}')")
+                    self._writer.execute(schema.fts_index_statement(table, name, column))
+        self._fts_marker.unlink(missing_ok=True)
+        log.warning(
+            "rebuilt the full-text index of %s in %s after a rolled-back write (%.2f s)",
+            ", ".join(tables),
+            self.path,
+            time.perf_counter() - t0,
+        )
 
     # -- schema ------------------------------------------------------------------------------------------------
     def _ensure_schema(self, embedder_id: str, dim: int) -> None:
@@ -225,8 +263,9 @@ class _ReadGate:
 class WriteTxn:
     """A handle on the writer connection inside ``ScopeDatabase.write()``."""
 
-    def __init__(self, conn: kuzu.Connection) -> None:
+    def __init__(self, conn: kuzu.Connection, copied: set[str] | None = None) -> None:
         self._conn = conn
+        self.copied = copied if copied is not None else set()  # tables COPYed into in this transaction
 
     def execute(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         result = self._conn.execute(cypher, params or {})
@@ -249,4 +288,5 @@ class WriteTxn:
             return
         # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
         frame = data  # noqa: F841
+        self.copied.add(table)
         self._conn.execute(f"COPY {table} FROM frame")

@@ -126,7 +126,13 @@ class DatabasePool:
                 db.close()
             path = self.path_for(scope)
             existed = False
-            for p in (path, Path(str(path) + ".wal"), Path(str(path) + ".lock"), Path(str(path) + ".shadow")):
+            for p in (
+                path,
+                Path(str(path) + ".wal"),
+                Path(str(path) + ".lock"),
+                Path(str(path) + ".shadow"),
+                Path(str(path) + ".fts-rebuild"),
+            ):
                 if p.is_dir():
                     shutil.rmtree(p)
                     existed = True
