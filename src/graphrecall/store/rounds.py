@@ -14,6 +14,7 @@ from graphrecall.ingest import MessageRow, RoundRow
 from graphrecall.models import Message, Role, Round, Session, utcnow
 from graphrecall.store.arrow import TS, edge_table, vector_column
 from graphrecall.store.database import ScopeDatabase, WriteTxn
+from graphrecall.store.schema import HNSW_SEARCH_EF
 
 
 def existing_sessions(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, int]:
@@ -118,7 +119,8 @@ def write_history(
 def vector_search(db: ScopeDatabase, table: str, index: str, vec: Vectors, k: int) -> list[tuple[str, float]]:
     """Top-k by cosine similarity through the HNSW index (Kuzu returns distances unsorted)."""
     rows = db.query(
-        f"CALL QUERY_VECTOR_INDEX('{table}', '{index}', $v, $k) RETURN node.id, distance ORDER BY distance",
+        f"CALL QUERY_VECTOR_INDEX('{table}', '{index}', $v, $k, efs := {max(HNSW_SEARCH_EF, k)}) "
+        "RETURN node.id, distance ORDER BY distance",
         {"v": np.asarray(vec, dtype=np.float32).tolist(), "k": k},
     )
     return [(r[0], 1.0 - float(r[1])) for r in rows]
