@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -48,10 +49,13 @@ from graphrecall.retrieve.rerank import Reranker, load_reranker
 from graphrecall.retrieve.retriever import HybridRetriever
 from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
-from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.database import ScopeDatabase, WriteTxn
 from graphrecall.store.pool import DatabasePool
 
 log = logging.getLogger(__name__)
+
+# Rounds per COPY when a batch's rounds are written while the next chunk is embedded (``_embed_and_write_rounds``).
+ROUND_CHUNK = 48
 
 ScopeLike = Scope | tuple[str, str]
 Progress = Callable[[int, int], None]
@@ -310,24 +314,56 @@ class Memory:
             all_msgs.extend(fresh)
         if not all_msgs:
             return IngestResult(messages_skipped=skipped)
-        user_vecs, reply_vecs = self._embed_rounds(all_rounds)
-        with db.write() as txn:
-            q.write_history(
-                txn,
-                new_sessions=new_sessions,
-                messages=all_msgs,
-                rounds=all_rounds,
-                user_vecs=user_vecs,
-                reply_vecs=reply_vecs,
-                replaced_round_ids=replaced,
-                dim=self.embedder.dim,
-            )
+        # Chunks of rounds of similar length: each embed call then pads its batches as little as one call over
+        # everything would (unsorted chunks made embedding 1.75x slower). The order rounds are written in is free.
+        by_length = sorted(all_rounds, key=lambda r: len(ing.embedding_texts(r)[0]))
+        chunks = [by_length[i : i + ROUND_CHUNK] for i in range(0, len(by_length), ROUND_CHUNK)]
+        if len(chunks) <= 1:  # nothing to overlap: embed, then write
+            vecs = self._embed_rounds(all_rounds)
+            with db.write() as txn:
+                q.write_messages(
+                    txn, new_sessions=new_sessions, messages=all_msgs, replaced_round_ids=replaced
+                )
+                q.write_rounds(txn, all_rounds, *vecs, self.embedder.dim)
+                q.touch_sessions(txn, all_msgs)
+        else:
+            with db.write() as txn:
+                q.write_messages(
+                    txn, new_sessions=new_sessions, messages=all_msgs, replaced_round_ids=replaced
+                )
+                self._embed_and_write_rounds(txn, chunks)
+                q.touch_sessions(txn, all_msgs)
         return IngestResult(
             sessions_added=len(new_sessions),
             messages_added=len(all_msgs),
             messages_skipped=skipped,
             rounds_written=len(all_rounds),
         )
+
+    def _embed_and_write_rounds(self, txn: WriteTxn, chunks: Sequence[Sequence[ing.RoundRow]]) -> None:
+        """Embed chunk k+1 while chunk k is written, all inside the caller's transaction.
+
+        Why: Kuzu inserts a COPY's rows into the HNSW indexes on one thread (measured: CPU time = wall time), so
+        during the write one of the two cores would sit idle; overlapping it with the next chunk's embedding is
+        what keeps ingest close to the embedder-alone throughput (docs/benchmarks.md). The writer connection is
+        used by one thread at a time: each write waits for the previous one, and an error waits for the write
+        in flight before the transaction is rolled back.
+        """
+        dim = self.embedder.dim
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphrecall-ingest") as writer:
+            pending: Future[None] | None = None
+            try:
+                for chunk in chunks:
+                    vecs = self._embed_rounds(chunk)
+                    if pending is not None:
+                        pending.result()
+                    pending = writer.submit(q.write_rounds, txn, chunk, *vecs, dim)
+                if pending is not None:
+                    pending.result()
+            except BaseException:
+                if pending is not None:
+                    wait([pending])  # never roll back while a COPY is running on the connection
+                raise
 
     def _embed_rounds(self, rounds: Sequence[ing.RoundRow]) -> tuple[Vectors, Vectors]:
         """User-turn vectors and reply vectors in one batched call (a round without one side reuses the other)."""

@@ -55,6 +55,19 @@ def write_history(
     dim: int,
 ) -> None:
     """Write one ingest batch inside the caller's transaction: bulk COPY for nodes and edges."""
+    write_messages(txn, new_sessions=new_sessions, messages=messages, replaced_round_ids=replaced_round_ids)
+    write_rounds(txn, rounds, user_vecs, reply_vecs, dim)
+    touch_sessions(txn, messages)
+
+
+def write_messages(
+    txn: WriteTxn,
+    *,
+    new_sessions: Sequence[tuple[str, datetime]],
+    messages: Sequence[MessageRow],
+    replaced_round_ids: Sequence[str],
+) -> None:
+    """The part of a batch that needs no vectors: replaced rounds out, new sessions and messages in."""
     now = utcnow()
     if replaced_round_ids:
         txn.execute(
@@ -88,31 +101,43 @@ def write_history(
             ),
         )
         txn.copy("MSG_IN", edge_table([(m.id, m.session_id) for m in messages]))
-    if rounds:
-        txn.copy(
-            "Round",
-            pa.table(
-                {
-                    "id": [r.id for r in rounds],
-                    "session_id": [r.session_id for r in rounds],
-                    "idx": pa.array([r.idx for r in rounds], pa.int64()),
-                    "text": [r.text for r in rounds],
-                    "user_text": [r.user_text for r in rounds],
-                    "terms": [r.terms for r in rounds],
-                    "at": pa.array([r.at for r in rounds], TS),
-                    "message_ids": pa.array([r.message_ids for r in rounds], pa.list_(pa.string())),
-                    "embedding": vector_column(user_vecs, dim),
-                    "reply_embedding": vector_column(reply_vecs, dim),
-                }
-            ),
-        )
-        txn.copy("ROUND_IN", edge_table([(r.id, r.session_id) for r in rounds]))
-        pairs = [(r.id, m) for r in rounds for m in r.message_ids]
-        txn.copy("HAS_MESSAGE", edge_table(pairs))
+
+
+def write_rounds(
+    txn: WriteTxn, rounds: Sequence[RoundRow], user_vecs: Vectors, reply_vecs: Vectors, dim: int
+) -> None:
+    """Rounds with their vectors and edges (their messages must be written already). Several calls may share one
+    transaction: ingest writes a batch's rounds in chunks while it embeds the next chunk."""
+    if not rounds:
+        return
+    txn.copy(
+        "Round",
+        pa.table(
+            {
+                "id": [r.id for r in rounds],
+                "session_id": [r.session_id for r in rounds],
+                "idx": pa.array([r.idx for r in rounds], pa.int64()),
+                "text": [r.text for r in rounds],
+                "user_text": [r.user_text for r in rounds],
+                "terms": [r.terms for r in rounds],
+                "at": pa.array([r.at for r in rounds], TS),
+                "message_ids": pa.array([r.message_ids for r in rounds], pa.list_(pa.string())),
+                "embedding": vector_column(user_vecs, dim),
+                "reply_embedding": vector_column(reply_vecs, dim),
+            }
+        ),
+    )
+    txn.copy("ROUND_IN", edge_table([(r.id, r.session_id) for r in rounds]))
+    txn.copy("HAS_MESSAGE", edge_table([(r.id, m) for r in rounds for m in r.message_ids]))
+
+
+def touch_sessions(txn: WriteTxn, messages: Sequence[MessageRow]) -> None:
+    """Mark the sessions that received messages as updated now."""
     touched = sorted({m.session_id for m in messages})
     if touched:
         txn.execute(
-            "UNWIND $ids AS i MATCH (s:Session {id: i}) SET s.updated_at = $now", {"ids": touched, "now": now}
+            "UNWIND $ids AS i MATCH (s:Session {id: i}) SET s.updated_at = $now",
+            {"ids": touched, "now": utcnow()},
         )
 
 

@@ -1,0 +1,118 @@
+"""Large ingest batches write their rounds chunk by chunk while the next chunk is embedded: the result must be the
+same as one write, and still all or nothing."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from graphrecall import Memory, Scope, Settings, memory
+from graphrecall.embed import HashingEmbedder, TextKind, Vectors
+from graphrecall.store import rounds as q
+from graphrecall.store.database import WriteTxn
+from graphrecall.store.text import query_terms
+
+
+def sessions(n: int) -> list[dict[str, object]]:
+    return [
+        {
+            "session_id": f"s{i}",
+            "date": f"2024-03-{1 + i % 28:02d}T10:00:00",
+            "messages": [
+                {"role": "user", "content": f"Session {i}: my hobby number {i} is pottery-{i}."},
+                {"role": "assistant", "content": f"Noted, pottery-{i}."},
+                {"role": "user", "content": f"And my favourite tea is kind {i}."},
+                {"role": "assistant", "content": "Lovely."},
+            ],
+        }
+        for i in range(n)
+    ]
+
+
+class CountingEmbedder(HashingEmbedder):
+    """Counts embed calls: one per chunk of rounds."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.calls = 0
+
+    def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
+        self.calls += 1
+        return super().embed(texts, kind=kind)
+
+
+def snapshot(mem: Memory, scope: Scope) -> dict[str, object]:
+    with mem.pool.acquire(scope, create=False) as db:
+        rows = db.query(
+            "MATCH (r:Round)-[:ROUND_IN]->(s:Session) OPTIONAL MATCH (r)-[:HAS_MESSAGE]->(m:Message) "
+            "RETURN r.id, r.text, r.terms, s.id, count(m) ORDER BY r.id"
+        )
+        kind = [rid for rid, _ in q.fts_search(db, "Round", "round_fts", query_terms("kind"), 100)]
+    return {
+        "rounds": rows,
+        "counts": mem.stats(scope).model_dump(exclude={"disk_bytes"}),
+        "kind": sorted(kind),
+    }
+
+
+def test_chunked_ingest_stores_exactly_what_one_write_stores(
+    tmp_path: Path, scope: Scope, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = sessions(30)  # 60 rounds
+    with Memory.open(
+        tmp_path / "one", embedder=HashingEmbedder(64), settings=Settings(root=tmp_path / "one")
+    ) as m:
+        m.add_sessions(scope, data)
+        expected = snapshot(m, scope)
+    monkeypatch.setattr(memory, "ROUND_CHUNK", 7)  # 9 chunks
+    copies: list[str] = []
+    real_copy = WriteTxn.copy
+
+    def copy(self: WriteTxn, table: str, frame: object) -> None:
+        copies.append(f"{table}:{threading.current_thread().name.split('_')[0]}")
+        real_copy(self, table, frame)
+
+    monkeypatch.setattr(WriteTxn, "copy", copy)
+    emb = CountingEmbedder()
+    with Memory.open(tmp_path / "chunked", embedder=emb, settings=Settings(root=tmp_path / "chunked")) as m:
+        m.add_sessions(scope, data)
+        chunk_calls = emb.calls
+        got = snapshot(m, scope)
+        for i in (0, 17, 29):
+            [hit] = m.search(scope, f"pottery-{i}", 1)
+            assert hit.session_id == f"s{i}"
+    assert got["rounds"] == expected["rounds"]
+    assert got["counts"] == expected["counts"]
+    assert got["kind"] == expected["kind"] and len(got["kind"]) == 30  # every chunk is in the full-text index
+    assert chunk_calls == 9
+    assert copies.count("Round:graphrecall-ingest") == 9  # every round COPY ran on the writer thread
+
+
+def test_a_failure_in_a_later_chunk_writes_nothing(
+    tmp_path: Path, scope: Scope, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory, "ROUND_CHUNK", 5)
+    emb = CountingEmbedder()
+    real_embed = emb.embed
+
+    def embed(texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
+        if emb.calls == 3:  # the fourth chunk: three chunks are written or being written
+            raise RuntimeError("embedder crashed (simulated)")
+        return real_embed(texts, kind=kind)
+
+    with Memory.open(tmp_path / "s", embedder=emb, settings=Settings(root=tmp_path / "s")) as m:
+        m.add_sessions(scope, sessions(2))
+        before = m.stats(scope).model_dump(exclude={"disk_bytes"})
+        emb.calls = 0
+        monkeypatch.setattr(emb, "embed", embed)
+        with pytest.raises(RuntimeError, match="simulated"):
+            m.add_sessions(scope, sessions(20)[2:])
+        assert m.stats(scope).model_dump(exclude={"disk_bytes"}) == before
+        monkeypatch.setattr(emb, "embed", real_embed)
+        m.add_sessions(scope, sessions(20)[2:])  # and the store takes the same batch afterwards, searchable
+        [hit] = m.search(scope, "pottery-13", 1)
+        assert hit.session_id == "s13"
+        assert m.stats(scope).rounds == 40
