@@ -6,19 +6,17 @@ round text, then BM25 over the user side of that candidate pool (``retrieve.lexi
 own words, where a long reply on the same topic cannot crowd it out). A time range parsed from the question
 (relative to ``question_date``) boosts rounds inside it.
 Generators over extracted memory (facts, events, entity expansion) plug in through ``extra_generators``.
+Independent store queries of one search run side by side (``retrieve.stages``).
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +27,7 @@ from graphrecall.retrieve import fusion
 from graphrecall.retrieve.intent import asks_about_assistant
 from graphrecall.retrieve.lexical import pool_bm25
 from graphrecall.retrieve.rerank import Reranker
+from graphrecall.retrieve.stages import StageRunner, on_search_worker, stage
 from graphrecall.retrieve.timeparse import parse_time_range
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
@@ -37,7 +36,6 @@ from graphrecall.store.text import query_terms
 log = logging.getLogger(__name__)
 
 Ranked = list[tuple[str, float]]
-T = TypeVar("T")
 
 
 class CandidateGenerator:
@@ -78,7 +76,7 @@ class HybridRetriever:
         that run on worker threads overlap, so they may add up to more than the wall time)."""
         cfg = self.config
         n = max(cfg.candidates, k)
-        run = _Runner(cfg.parallel, timings)
+        run = StageRunner(cfg.parallel, timings)
         weights, reply_penalty = cfg.weights, cfg.reply_penalty
         if asks_about_assistant(
             query
@@ -104,7 +102,7 @@ class HybridRetriever:
         pool: dict[str, Round] = {}  # rounds read while generating candidates, reused for the hits
         if weights.get("bm25_user", 0.0):
             lists["bm25_user"] = self._user_side_list(db, query, lists, weights, pool, run)
-        with _stage(timings, "extra_generators"):
+        with stage(timings, "extra_generators"):
             for gen in self.extra_generators:
                 lists.update(gen(db, query, qvec, n, as_of))
         fused = (
@@ -113,7 +111,7 @@ class HybridRetriever:
         tr = time_range or parse_time_range(query, question_date)
         in_range: set[str] = set()
         if tr is not None and cfg.time_boost > 0:
-            with _stage(timings, "time_range"):
+            with stage(timings, "time_range"):
                 in_range = set(q.rounds_between(db, tr.start, tr.end, limit=5 * n))
             unit = 1.0 / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else 1.0
             for rid in in_range:
@@ -129,7 +127,7 @@ class HybridRetriever:
         ranked = [(rid, s) for rid, s in ranked if rid in rounds]
         rerank_scores: dict[str, float] = {}
         if self.reranker is not None and ranked:
-            with _stage(timings, "rerank"):
+            with stage(timings, "rerank"):
                 ranked, rerank_scores = self._rerank(query, ranked, rounds)
         signals: dict[str, dict[str, float]] = {name: dict(lst) for name, lst in lists.items()}
         signals["vector"] = vec
@@ -146,7 +144,7 @@ class HybridRetriever:
         return hits
 
     def _embed_query(self, query: str) -> Vectors:
-        if getattr(_worker, "search", False):
+        if on_search_worker():
             # On a search worker torch runs single-threaded (an OpenMP setting of this thread only; ingest keeps
             # its threads): one short query gains nothing from a second core that is running BM25 meanwhile.
             torch = sys.modules.get("torch")
@@ -155,19 +153,25 @@ class HybridRetriever:
         return self.embedder.embed([query], kind="query")
 
     def _vector_scores(
-        self, db: ScopeDatabase, qvec: Vectors, n: int, use_index: bool, reply_penalty: float, run: _Runner
+        self,
+        db: ScopeDatabase,
+        qvec: Vectors,
+        n: int,
+        use_index: bool,
+        reply_penalty: float,
+        run: StageRunner,
     ) -> dict[str, float]:
         """Round id -> the better of its user-vector similarity and its reply-vector similarity minus a penalty."""
         reply_job: Future[list[tuple[str, float]]] | None = None
         if use_index:
             if self.config.use_reply_vectors:
                 reply_job = run.submit("hnsw_reply", q.vector_search, db, "Round", "round_reply_vec", qvec, n)
-            with _stage(run.timings, "hnsw_user"):
+            with stage(run.timings, "hnsw_user"):
                 user = q.vector_search(db, "Round", "round_user_vec", qvec, n)
         else:
             if self.config.use_reply_vectors:
                 reply_job = run.submit("scan_reply", q.exact_vector_search, db, "reply_embedding", qvec, n)
-            with _stage(run.timings, "scan_user"):
+            with stage(run.timings, "scan_user"):
                 user = q.exact_vector_search(db, "embedding", qvec, n)
         reply = reply_job.result() if reply_job is not None else []
         vec: dict[str, float] = {}
@@ -184,13 +188,13 @@ class HybridRetriever:
         lists: dict[str, Ranked],
         weights: dict[str, float],
         pool: dict[str, Round],
-        run: _Runner,
+        run: StageRunner,
     ) -> Ranked:
         """BM25 over the user side of the best ``user_pool`` candidates so far (``retrieve.lexical``)."""
         head = fusion.order(fusion.rrf(lists, weights, self.config.rrf_k))[: self.config.user_pool]
         ids = [rid for rid, _ in head]
         pool.update(run.fetch_rounds(db, ids))
-        with _stage(run.timings, "bm25_user"):
+        with stage(run.timings, "bm25_user"):
             return pool_bm25(query, {rid: pool[rid].user_text for rid in ids if rid in pool})
 
     def _rerank(
@@ -209,80 +213,6 @@ class HybridRetriever:
         }
         new_head = fusion.order(blended)
         return new_head + tail, {head[i][0]: float(scores[i]) for i in range(len(head))}
-
-
-class _Runner:
-    """Runs independent store queries of one search on worker threads (or inline when ``parallel`` is off).
-
-    Why threads help on 2 cores: Kuzu and torch release the GIL, and BM25 at 100k rounds costs about as much as
-    embedding the query, so running them side by side roughly halves that part of the latency. Each thread reads
-    through its own connection (``ScopeDatabase.reader``).
-    """
-
-    def __init__(self, parallel: bool, timings: dict[str, float] | None) -> None:
-        self.parallel = parallel
-        self.timings = timings
-
-    def submit(self, stage: str, fn: Callable[..., T], *args: Any) -> Future[T]:
-        def timed() -> T:
-            with _stage(self.timings, stage):
-                return fn(*args)
-
-        if self.parallel:
-            return _executor().submit(timed)
-        done: Future[T] = Future()
-        try:
-            done.set_result(timed())
-        except BaseException as e:  # re-raised by .result(), as a worker's error would be
-            done.set_exception(e)
-        return done
-
-    def fetch_rounds(self, db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
-        """Point lookups, split in two halves that run side by side."""
-        if not ids:
-            return {}
-        half = (len(ids) + 1) // 2 if self.parallel and len(ids) > 8 else len(ids)
-        rest = self.submit("fetch_rows_bg", q.fetch_rounds, db, ids[half:]) if ids[half:] else None
-        with _stage(self.timings, "fetch_rows"):
-            out = q.fetch_rounds(db, ids[:half])
-        if rest is not None:
-            out.update(rest.result())
-        return out
-
-
-_EXECUTOR: ThreadPoolExecutor | None = None
-_worker = threading.local()
-
-
-def _mark_worker() -> None:
-    _worker.search = True
-
-
-_EXECUTOR_LOCK = threading.Lock()
-
-
-def _executor() -> ThreadPoolExecutor:
-    """One small pool per process, created on first use: searches are short and the machine may have 2 cores."""
-    global _EXECUTOR
-    with _EXECUTOR_LOCK:
-        if _EXECUTOR is None:
-            _EXECUTOR = ThreadPoolExecutor(
-                max_workers=4, thread_name_prefix="graphrecall-search", initializer=_mark_worker
-            )
-        return _EXECUTOR
-
-
-@contextmanager
-def _stage(timings: dict[str, float] | None, name: str) -> Iterator[None]:
-    """Adds the block's wall time (ms) to ``timings[name]``; free when ``timings`` is None."""
-    if timings is None:
-        yield
-        return
-    t0 = time.perf_counter()
-    try:
-        yield
-    finally:
-        timings[name] = timings.get(name, 0.0) + (time.perf_counter() - t0) * 1000
 
 
 def _hit(r: Round, score: float, rank: int, signals: dict[str, Any]) -> Hit:
