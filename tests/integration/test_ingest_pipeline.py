@@ -116,3 +116,39 @@ def test_a_failure_in_a_later_chunk_writes_nothing(
         [hit] = m.search(scope, "pottery-13", 1)
         assert hit.session_id == "s13"
         assert m.stats(scope).rounds == 40
+
+
+def test_searches_run_while_a_chunked_batch_is_written(
+    tmp_path: Path, scope: Scope, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(memory, "ROUND_CHUNK", 8)
+    errors: list[BaseException] = []
+    done = threading.Event()
+    results: list[int] = []
+    with Memory.open(
+        tmp_path / "s", embedder=HashingEmbedder(64), settings=Settings(root=tmp_path / "s")
+    ) as m:
+        m.add_sessions(scope, sessions(2))
+
+        def search_loop() -> None:
+            try:
+                while not done.is_set():
+                    results.append(len(m.search(scope, "pottery tea", 5)))
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=search_loop) for _ in range(2)]
+        for t in threads:
+            t.start()
+        try:
+            for start in range(2, 60, 20):
+                m.add_sessions(scope, sessions(60)[start : start + 20])  # 40 rounds: 5 chunks each
+        finally:
+            done.set()
+            for t in threads:
+                t.join(timeout=60)
+        assert not errors, errors
+        assert results and min(results) >= 1
+        assert m.stats(scope).rounds == 120
+        [hit] = m.search(scope, "pottery-59", 1)
+        assert hit.session_id == "s59"
