@@ -6,6 +6,7 @@ with the session that answers it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 
 from graphrecall import Memory, RetrievalConfig, Scope, Settings
 from graphrecall.retrieve.retriever import HybridRetriever
+from graphrecall.store import rounds as q
 
 SCOPE = Scope(org_id="acme", user_id="alice")
 
@@ -214,3 +216,26 @@ def test_a_failing_store_query_fails_the_search_with_its_own_error(
     monkeypatch.setattr("graphrecall.store.rounds.fts_search", broken)
     with pytest.raises(RuntimeError, match="fts index unavailable"):
         _hits(mem, "my back hurts", RetrievalConfig(parallel=parallel))
+
+
+def test_a_failed_search_returns_only_after_its_running_stages_have_finished(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Otherwise a worker could still be reading the database after the caller handed it back to the pool."""
+    finished: list[str] = []
+    real_fts = q.fts_search
+
+    def slow_fts(*args: object) -> list[tuple[str, float]]:
+        time.sleep(0.5)
+        out = real_fts(*args)  # type: ignore[arg-type]
+        finished.append("fts")
+        return out
+
+    def broken_hnsw(*_: object) -> list[tuple[str, float]]:
+        raise RuntimeError("hnsw index unavailable")
+
+    monkeypatch.setattr("graphrecall.store.rounds.fts_search", slow_fts)
+    monkeypatch.setattr("graphrecall.store.rounds.vector_search", broken_hnsw)
+    with pytest.raises(RuntimeError, match="hnsw index unavailable"):
+        _hits(mem, "my back hurts", RetrievalConfig(parallel=True))
+    assert finished == ["fts"]

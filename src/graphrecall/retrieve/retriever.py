@@ -76,7 +76,34 @@ class HybridRetriever:
         that run on worker threads overlap, so they may add up to more than the wall time)."""
         cfg = self.config
         n = max(cfg.candidates, k)
-        run = StageRunner(cfg.parallel, timings)
+        with StageRunner(cfg.parallel, timings) as run:
+            return self._search(
+                db,
+                query,
+                k,
+                n,
+                run,
+                question_date=question_date,
+                time_range=time_range,
+                as_of=as_of,
+                use_index=use_index,
+            )
+
+    def _search(
+        self,
+        db: ScopeDatabase,
+        query: str,
+        k: int,
+        n: int,
+        run: StageRunner,
+        *,
+        question_date: datetime | None,
+        time_range: TimeRange | None,
+        as_of: datetime | None,
+        use_index: bool,
+    ) -> list[Hit]:
+        cfg = self.config
+        timings = run.timings
         weights, reply_penalty = cfg.weights, cfg.reply_penalty
         if asks_about_assistant(
             query

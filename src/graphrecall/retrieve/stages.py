@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -27,11 +27,23 @@ _worker = threading.local()
 
 
 class StageRunner:
-    """Runs one search's stages on the shared worker pool, or inline when ``parallel`` is off (same results)."""
+    """Runs one search's stages on the shared worker pool, or inline when ``parallel`` is off (same results).
+
+    Use it as a context manager: leaving the block waits for every stage it started, also when the search fails
+    half-way, so no worker can still be reading a database that the caller then hands back to the pool (and the
+    pool may close).
+    """
 
     def __init__(self, parallel: bool, timings: dict[str, float] | None) -> None:
         self.parallel = parallel
         self.timings = timings
+        self._started: list[Future[Any]] = []
+
+    def __enter__(self) -> StageRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wait(self._started)
 
     def submit(self, name: str, fn: Callable[..., T], *args: Any) -> Future[T]:
         """``fn(*args)`` timed as stage ``name``; its error, if any, comes back from ``.result()``."""
@@ -41,7 +53,9 @@ class StageRunner:
                 return fn(*args)
 
         if self.parallel:
-            return _executor().submit(timed)
+            job = _executor().submit(timed)
+            self._started.append(job)
+            return job
         done: Future[T] = Future()
         try:
             done.set_result(timed())
