@@ -82,12 +82,7 @@ class ScopeDatabase:
     def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Run a read query and return all rows."""
         with self._gate.shared():
-            result = self.reader().execute(cypher, params or {})
-            assert isinstance(result, kuzu.QueryResult)
-            rows: list[list[Any]] = []
-            while result.has_next():
-                rows.append(list(result.get_next()))
-        return rows
+            return _run(self.reader(), cypher, params)
 
     def query_each(self, cypher: str, param_sets: list[dict[str, Any]]) -> list[list[Any]]:
         """Run one read query once per parameter set, prepared once; the rows of all runs, in order.
@@ -102,10 +97,7 @@ class ScopeDatabase:
         with self._gate.shared():
             stmt = conn.prepare(cypher)
             for params in param_sets:
-                result = conn.execute(stmt, params)
-                assert isinstance(result, kuzu.QueryResult)
-                while result.has_next():
-                    rows.append(list(result.get_next()))
+                rows.extend(_drain(conn.execute(stmt, params)))
         return rows
 
     @contextlib.contextmanager
@@ -117,7 +109,7 @@ class ScopeDatabase:
                 return
             self._copied = set()
             txn = WriteTxn(self._writer, self._copied)
-            self._writer.execute("BEGIN TRANSACTION")
+            _run(self._writer, "BEGIN TRANSACTION")
             self._active = True
             try:
                 yield txn
@@ -126,7 +118,7 @@ class ScopeDatabase:
                 raise
             else:
                 with self._gate.exclusive():  # COMMIT may checkpoint, which needs every read to have left
-                    self._writer.execute("COMMIT")
+                    _run(self._writer, "COMMIT")
             finally:
                 self._active = False
 
@@ -142,7 +134,7 @@ class ScopeDatabase:
         if stale:
             self._fts_marker.write_text("\n".join(stale))
         try:
-            self._writer.execute("ROLLBACK")
+            _run(self._writer, "ROLLBACK")
         except RuntimeError as e:  # a failed statement already rolled the transaction back
             log.debug("rollback after error: %s", e)
         if stale:
@@ -158,8 +150,8 @@ class ScopeDatabase:
         with self._gate.exclusive():
             for table, name, column in schema.FTS_INDEXES:
                 if table in tables:
-                    self._writer.execute(f"CALL DROP_FTS_INDEX('{table}', '{name}')")
-                    self._writer.execute(schema.fts_index_statement(table, name, column))
+                    _run(self._writer, f"CALL DROP_FTS_INDEX('{table}', '{name}')")
+                    _run(self._writer, schema.fts_index_statement(table, name, column))
         self._fts_marker.unlink(missing_ok=True)
         log.warning(
             "rebuilt the full-text index of %s in %s after a rolled-back write (%.2f s)",
@@ -193,14 +185,15 @@ class ScopeDatabase:
         with self.write_lock:
             # DDL and index creation run in auto-commit mode (Kuzu does not allow them in one manual transaction).
             for stmt in [*schema.node_tables(dim), *schema.REL_TABLES, *schema.index_statements()]:
-                self._writer.execute(stmt)
-            self._writer.execute("UNWIND $ws AS w CREATE (:Stopword {sw: w})", {"ws": sorted(STOPWORDS)})
-            self._writer.execute(
+                _run(self._writer, stmt)
+            _run(self._writer, "UNWIND $ws AS w CREATE (:Stopword {sw: w})", {"ws": sorted(STOPWORDS)})
+            _run(
+                self._writer,
                 "CREATE (:Meta {key: 'meta', schema_version: $v, embedder_id: $e, dim: $d, created_at: $t})",
                 {"v": schema.SCHEMA_VERSION, "e": embedder_id, "d": dim, "t": utcnow()},
             )
             # A new database is durable as a whole before its first write: recovery never has to replay DDL.
-            self._writer.execute("CHECKPOINT")
+            _run(self._writer, "CHECKPOINT")
 
     def close(self) -> None:
         if self.closed:
@@ -213,6 +206,28 @@ class ScopeDatabase:
                         c.close()
                 self._conns.clear()
             self._db.close()
+
+
+def _drain(result: kuzu.QueryResult | list[kuzu.QueryResult]) -> list[list[Any]]:
+    """All rows of a result, which is closed right away.
+
+    Why close explicitly: a result left to the garbage collector (say, kept alive by an exception's traceback)
+    may be finalized after its database was closed, and Kuzu must not touch a closed database's results.
+    """
+    results = result if isinstance(result, list) else [result]
+    rows: list[list[Any]] = []
+    try:
+        for r in results:
+            while r.has_next():
+                rows.append(list(r.get_next()))
+    finally:
+        for r in results:
+            r.close()
+    return rows
+
+
+def _run(conn: kuzu.Connection, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+    return _drain(conn.execute(cypher, params or {}))
 
 
 class _ReadGate:
@@ -268,12 +283,7 @@ class WriteTxn:
         self.copied = copied if copied is not None else set()  # tables COPYed into in this transaction
 
     def execute(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
-        result = self._conn.execute(cypher, params or {})
-        assert isinstance(result, kuzu.QueryResult)
-        rows: list[list[Any]] = []
-        while result.has_next():
-            rows.append(list(result.get_next()))
-        return rows
+        return _run(self._conn, cypher, params)
 
     def copy(self, table: str, data: Any) -> None:
         """Insert a pyarrow table with ``COPY``, whatever its size.
@@ -289,4 +299,4 @@ class WriteTxn:
         # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
         frame = data  # noqa: F841
         self.copied.add(table)
-        self._conn.execute(f"COPY {table} FROM frame")
+        _drain(self._conn.execute(f"COPY {table} FROM frame"))
