@@ -318,21 +318,15 @@ class Memory:
         # everything would (unsorted chunks made embedding 1.75x slower). The order rounds are written in is free.
         by_length = sorted(all_rounds, key=lambda r: len(ing.embedding_texts(r)[0]))
         chunks = [by_length[i : i + ROUND_CHUNK] for i in range(0, len(by_length), ROUND_CHUNK)]
-        if len(chunks) <= 1:  # nothing to overlap: embed, then write
-            vecs = self._embed_rounds(all_rounds)
-            with db.write() as txn:
-                q.write_messages(
-                    txn, new_sessions=new_sessions, messages=all_msgs, replaced_round_ids=replaced
-                )
+        # One chunk: nothing to overlap, so embed before the transaction opens; more: embed while writing.
+        vecs = self._embed_rounds(all_rounds) if len(chunks) <= 1 else None
+        with db.write() as txn:
+            q.write_messages(txn, new_sessions=new_sessions, messages=all_msgs, replaced_round_ids=replaced)
+            if vecs is not None:
                 q.write_rounds(txn, all_rounds, *vecs, self.embedder.dim)
-                q.touch_sessions(txn, all_msgs)
-        else:
-            with db.write() as txn:
-                q.write_messages(
-                    txn, new_sessions=new_sessions, messages=all_msgs, replaced_round_ids=replaced
-                )
+            else:
                 self._embed_and_write_rounds(txn, chunks)
-                q.touch_sessions(txn, all_msgs)
+            q.touch_sessions(txn, all_msgs)
         return IngestResult(
             sessions_added=len(new_sessions),
             messages_added=len(all_msgs),

@@ -61,13 +61,11 @@ class OnnxEncoder:
     def encode(self, texts: Sequence[str], batch_size: int = 32) -> Vectors:
         # Longest first, as sentence-transformers does, so each batch pads to similar lengths.
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        out = np.zeros((len(texts), 0), dtype=np.float32)
-        parts: list[tuple[list[int], np.ndarray]] = []
+        batches: list[np.ndarray] = []
         for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
             with self._lock:
                 enc = self._tokenizer(
-                    [texts[i] for i in idx],
+                    [texts[i] for i in order[start : start + batch_size]],
                     padding=True,
                     truncation=True,
                     max_length=self._max_length,
@@ -77,11 +75,10 @@ class OnnxEncoder:
                 "input_ids": enc["input_ids"].astype(np.int64),
                 "attention_mask": enc["attention_mask"].astype(np.int64),
             }
-            parts.append((idx, self._session.run(None, feeds)[0]))
-        if parts:
-            out = np.zeros((len(texts), parts[0][1].shape[1]), dtype=np.float32)
-            for idx, vecs in parts:
-                out[idx] = vecs
+            batches.append(self._session.run(None, feeds)[0])
+        vecs = np.concatenate(batches) if batches else np.zeros((0, 0), dtype=np.float32)
+        out = np.empty_like(vecs)
+        out[order] = vecs  # back to the callers' order
         return normalize_rows(out)
 
 
