@@ -10,13 +10,13 @@ either person find their words. Categories (as in the released data): 1 multi-ho
 
 from __future__ import annotations
 
-import gzip
-import json
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from benchmarks.jsonfile import load_list
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _SESSION = re.compile(r"^session_(\d+)$")
@@ -91,14 +91,7 @@ def _conversation(raw: dict[str, Any], categories: set[int]) -> Conversation:
 def load(path: str | Path, categories: set[int] | None = None) -> list[Conversation]:
     """Conversations of a LoCoMo file (``.json`` or ``.json.gz``) with their QA items of ``categories``
     (default 1-4)."""
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"LoCoMo data file {p} does not exist")
-    opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt", encoding="utf-8") as f:
-        raw = json.load(f)
-    if not isinstance(raw, list):
-        raise ValueError(f"{p}: expected a JSON list of conversations, got {type(raw).__name__}")
+    raw = load_list(path, "LoCoMo", "conversations")
     return [_conversation(item, categories or {1, 2, 3, 4}) for item in raw]
 
 

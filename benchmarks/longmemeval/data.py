@@ -7,14 +7,13 @@ ids are derived with the library's own round builder, so they name exactly the r
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonfile import load_list
 from graphrecall import ingest
 
 ABSTENTION_SUFFIX = "_abs"
@@ -91,21 +90,14 @@ def load(
     include_abstention: bool = False,
 ) -> list[Question]:
     """Questions from a LongMemEval JSON file (``.json`` or ``.json.gz``), in file order, filtered, then limited."""
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"LongMemEval data file {p} does not exist")
-    opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt", encoding="utf-8") as f:
-        raw = json.load(f)
-    if not isinstance(raw, list):
-        raise ValueError(f"{p}: expected a JSON list of questions, got {type(raw).__name__}")
+    raw = load_list(path, "LongMemEval", "questions")
     wanted = set(types) if types else None
     out: list[Question] = []
     for i, item in enumerate(raw):
         try:
             q = _question(item)
         except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"{p}: question [{i}] is malformed: {e!r}") from None
+            raise ValueError(f"{path}: question [{i}] is malformed: {e!r}") from None
         if q.is_abstention and not include_abstention:
             continue
         if wanted is not None and q.question_type not in wanted:

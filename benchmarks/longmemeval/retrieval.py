@@ -30,7 +30,6 @@ from benchmarks.longmemeval.bm25 import BM25
 from graphrecall import Memory
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
-from graphrecall.ingest import parse_date
 from graphrecall.models import Scope
 from graphrecall.retrieve.retriever import HybridRetriever
 
@@ -140,7 +139,7 @@ def score_question(
 def run_question(
     mem: Memory, q: data.Question, ks: Sequence[int], variants: Sequence[tuple[str, HybridRetriever]] = ()
 ) -> QuestionResult:
-    scope = ("lme", q.question_id)
+    scope = Scope(org_id="lme", user_id=q.question_id)
     mem.forget(scope)
     labelled = data.all_rounds(q)
     t0 = time.perf_counter()
@@ -150,8 +149,8 @@ def run_question(
     t2 = time.perf_counter()
     ranked = {"ours": [h.id for h in hits]}
     if variants:
-        qd = parse_date(q.question_date, where="question_date")
-        with mem.pool.acquire(Scope(org_id=scope[0], user_id=scope[1]), create=False) as db:
+        qd = data.parse_date(q.question_date)
+        with mem.pool.acquire(scope, create=False) as db:
             for name, retriever in variants:
                 found = retriever.search(db, q.question, SEARCH_K, question_date=qd)
                 ranked[name] = [h.id for h in found]

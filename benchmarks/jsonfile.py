@@ -1,0 +1,21 @@
+"""Reading a benchmark data file: a JSON list, plain or gzipped (``.json`` / ``.json.gz``)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+
+def load_list(path: str | Path, dataset: str, items: str) -> list[Any]:
+    """The list in ``path``; a missing file or another JSON value is an error naming ``dataset`` and ``items``."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{dataset} data file {p} does not exist")
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt", encoding="utf-8") as f:
+        raw = json.load(f)
+    if not isinstance(raw, list):
+        raise ValueError(f"{p}: expected a JSON list of {items}, got {type(raw).__name__}")
+    return raw
