@@ -37,7 +37,8 @@ class NotFound(GraphRecallError, KeyError):
 
 
 class StoreBusy(GraphRecallError):
-    """Another process holds the scope's database (Kuzu allows one read-write process per file)."""
+    """The scope's database is held elsewhere: by another process (Kuzu allows one read-write process per file),
+    or, for an erase, by requests of this process that did not finish in time."""
 
     code = "store_busy"
 

@@ -2,7 +2,8 @@
 
 Each open ``kuzu.Database`` reserves address space (``max_db_size``) and a buffer pool, so a process cannot keep
 every tenant open: the pool keeps at most ``capacity`` idle databases open and closes the least recently used.
-A database in use by a request is never closed under it; the pool may briefly exceed its capacity instead.
+A database in use by a request is never closed under it: the pool may briefly exceed its capacity instead, and
+erasing a scope waits until its last user has let go.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
-from graphrecall.errors import NotFound
+from graphrecall.errors import NotFound, StoreBusy
 from graphrecall.models import Scope
 from graphrecall.store.database import DEFAULT_BUFFER_POOL, DEFAULT_MAX_DB_SIZE, ScopeDatabase
+
+# How long erasing a scope waits for the requests that hold its database before it gives up.
+DROP_WAIT_SECONDS = 30.0
 
 
 class DatabasePool:
@@ -40,6 +44,7 @@ class DatabasePool:
         self._max = max_db_size
         self._open: OrderedDict[Scope, ScopeDatabase] = OrderedDict()
         self._lock = threading.Lock()
+        self._released = threading.Condition(self._lock)  # notified whenever a database is let go
         self._scope_locks: dict[Scope, threading.Lock] = {}
         self.opens = 0
 
@@ -67,6 +72,7 @@ class DatabasePool:
         finally:
             with self._lock:
                 db.in_use -= 1
+                self._released.notify_all()
                 self._evict()
 
     def _get(self, scope: Scope, create: bool) -> ScopeDatabase:
@@ -116,12 +122,22 @@ class DatabasePool:
         with self._lock:
             return len(self._open)
 
-    def drop(self, scope: Scope) -> bool:
-        """Close and delete a scope's database files. Returns whether anything existed."""
+    def drop(self, scope: Scope, *, wait_seconds: float = DROP_WAIT_SECONDS) -> bool:
+        """Close and delete a scope's database files. Returns whether anything existed.
+
+        Requests already holding the database finish first (new ones wait for the drop, then see an empty
+        scope); if they do not let go within ``wait_seconds`` the scope is left as it was and ``StoreBusy`` is
+        raised. Never closes a database under a request."""
         with self._lock:
-            db = self._open.pop(scope, None)
             scope_lock = self._scope_locks.setdefault(scope, threading.Lock())
         with scope_lock:
+            with self._lock:
+                db = self._open.pop(scope, None)  # new requests now queue on scope_lock
+                if db is not None and not self._released.wait_for(lambda: db.in_use == 0, wait_seconds):
+                    self._open[scope] = db
+                    raise StoreBusy(
+                        f"scope {scope} is still in use after {wait_seconds:g} s; nothing was erased"
+                    )
             if db is not None:
                 db.close()
             path = self.path_for(scope)
