@@ -190,7 +190,7 @@ def test_queries_full_of_search_syntax_are_safe(mem: Memory, scope: Scope) -> No
     mem.add_session(scope, chat("I bought an XR-7734 router"), session_id="s1", date="2024-05-01")
     for query in ['"XR-7734" AND (router OR -modem)*', "'; DROP TABLE Round; --", "?!", "\\", "x:y~2^3"]:
         hits = mem.search(scope, query, 3)
-        assert all(h.session_id == "s1" for h in hits)
+        assert [h.session_id for h in hits] == ["s1"], query  # the vector list alone still finds the round
 
 
 def test_the_question_date_hides_what_was_said_after_it(mem: Memory, scope: Scope) -> None:

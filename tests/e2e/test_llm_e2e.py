@@ -1,6 +1,6 @@
 """Opt-in: OpenAILLM against the real local llama.cpp server (see /work/shared/llm/README.md).
 
-Run with ``pytest -m e2e tests/unit/test_llm_e2e.py`` after starting ``serve.sh``; the server URL can be set
+Run with ``pytest -m e2e tests/e2e/test_llm_e2e.py`` after starting ``serve.sh``; the server URL can be set
 with ``GRAPHRECALL_E2E_LLM_BASE_URL``. Proves that the real server's HTTP 500 for ``json_schema`` triggers the
 fallback to ``json_object`` + schema and that structured output parses. The first structured request is slow
 (grammar warm-up), hence the long timeout.
