@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.jsonfile import load_list
-from graphrecall import ingest
+from graphrecall import dates, ingest
 
 ABSTENTION_SUFFIX = "_abs"
 
@@ -167,4 +167,4 @@ def evidence_rounds(q: Question, labelled: Sequence[LabelledRound] | None = None
 
 def parse_date(text: str) -> datetime:
     """LongMemEval's ``2023/05/20 (Sat) 07:47``."""
-    return ingest.parse_date(text, where="question_date")
+    return dates.parse_date(text, where="question_date")

@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks.longmemeval import data, metrics
 from benchmarks.longmemeval.bm25 import BM25
-from graphrecall import Memory
+from graphrecall import Memory, testing
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
 from graphrecall.models import Scope
@@ -149,10 +149,10 @@ def run_question(
     t2 = time.perf_counter()
     ranked = {"ours": [h.id for h in hits]}
     if variants:
-        qd = data.parse_date(q.question_date)
-        with mem.pool.acquire(scope, create=False) as db:
+        cutoff = mem.recall(scope, q.question_date).cutoff
+        with testing.database(mem, scope, create=False) as db:
             for name, retriever in variants:
-                found = retriever.search(db, q.question, SEARCH_K, question_date=qd)
+                found = retriever.search(db, q.question, SEARCH_K, cutoff=cutoff)
                 ranked[name] = [h.id for h in found]
     t2v = time.perf_counter()
     mem.forget(scope)
@@ -344,8 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     HybridRetriever(
                         mem.embedder,
                         RetrievalConfig.model_validate(settings.retrieval.model_dump() | overrides),
-                        mem.retriever.reranker,
-                        mem.retriever.extra_generators,
+                        testing.retriever(mem).reranker,
                     ),
                 )
                 for name, overrides in args.variant

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from graphrecall import ingest as ing
+from graphrecall.dates import parse_date
+from graphrecall.store.rows import MessageRow, RoundRow
 
 DATA = Path("/work/shared/data/longmemeval/longmemeval_s_dev.json.gz")
 
@@ -26,8 +28,8 @@ class ChatSession:
     session_id: str
     date: datetime
     messages: list[dict[str, str]]
-    message_rows: list[ing.MessageRow]
-    rounds: list[ing.RoundRow]
+    message_rows: list[MessageRow]
+    rounds: list[RoundRow]
 
     def as_input(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "date": self.date, "messages": self.messages}
@@ -58,7 +60,7 @@ def load(path: Path = DATA, *, max_sessions: int | None = None) -> Corpus:
     sessions: list[ChatSession] = []
     questions: list[tuple[str, datetime]] = []
     for item in data:
-        questions.append((item["question"], ing.parse_date(item["question_date"], where="question_date")))
+        questions.append((item["question"], parse_date(item["question_date"], where="question_date")))
         for sid, date, sess in zip(
             item["haystack_session_ids"], item["haystack_dates"], item["haystack_sessions"], strict=True
         ):
@@ -68,13 +70,13 @@ def load(path: Path = DATA, *, max_sessions: int | None = None) -> Corpus:
             msgs = [{"role": m["role"], "content": m["content"]} for m in sess if m["content"].strip()]
             if not msgs:
                 continue
-            when = ing.parse_date(date, where="date")
+            when = parse_date(date, where="date")
             rows = ing.message_rows(sid, ing.validate_messages(msgs), start_idx=0, date=when)
             sessions.append(ChatSession(sid, when, msgs, rows, ing.build_rounds(sid, rows)))
     return Corpus(sessions, questions)
 
 
-def embed_texts(rounds: list[ing.RoundRow]) -> list[str]:
+def embed_texts(rounds: list[RoundRow]) -> list[str]:
     """Exactly the texts ``Memory._embed_rounds`` sends to the embedder for these rounds, in the same order."""
     texts: list[str] = []
     for r in rounds:

@@ -19,7 +19,7 @@ from graphrecall import ingest as ing
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
 from graphrecall.store.database import DEFAULT_BUFFER_POOL, DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
-from graphrecall.store.text import STOPWORDS
+from graphrecall.text import STOPWORDS
 
 MB = 1e6
 
@@ -82,7 +82,7 @@ def _variant(path: Path, index_stmts: list[str], dim: int, sessions: int) -> dic
     out = {"created_mb": total(path) / MB}
     for i in range(sessions):
         conn.execute("BEGIN TRANSACTION")
-        q.write_history(WriteTxn(conn), **_tiny_session(i, dim))
+        q.write_batch(WriteTxn(conn), **_tiny_session(i, dim))
         conn.execute("COMMIT")
         if i == 0:
             out["after_1_session_mb"] = total(path) / MB

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from graphrecall import Memory
+from graphrecall import Memory, testing
 from graphrecall.models import Scope
 from graphrecall.store import rounds as q
 
@@ -36,12 +36,12 @@ def search_latency(
     """Per-query wall time of ``retriever.search`` on an open database (pool hit), k=10."""
     times: list[float] = []
     empty = 0
-    with mem.pool.acquire(scope, create=False) as db:
+    with testing.database(mem, scope, create=False) as db:
         for query in queries[:warmup]:
-            mem.retriever.search(db, query, K, use_index=use_index)
+            testing.retriever(mem).search(db, query, K, use_index=use_index)
         for query in queries:
             t0 = time.perf_counter()
-            hits = mem.retriever.search(db, query, K, use_index=use_index)
+            hits = testing.retriever(mem).search(db, query, K, use_index=use_index)
             times.append((time.perf_counter() - t0) * 1000)
             empty += not hits
     out = summarize(times)
@@ -69,11 +69,11 @@ def stage_breakdown(
         "fetch_rows_bg",
         "time_range",
     }
-    with mem.pool.acquire(scope, create=False) as db:
+    with testing.database(mem, scope, create=False) as db:
         for query in queries:
             timings: dict[str, float] = {}
             t0 = time.perf_counter()
-            mem.retriever.search(db, query, K, use_index=use_index, timings=timings)
+            testing.retriever(mem).search(db, query, K, use_index=use_index, timings=timings)
             total = (time.perf_counter() - t0) * 1000
             for name, ms in timings.items():
                 stages.setdefault(name, []).append(ms)
@@ -84,10 +84,10 @@ def stage_breakdown(
 
 def hnsw_recall(mem: Memory, scope: Scope, queries: Sequence[str]) -> dict[str, float]:
     """Share of the exact top-n (user vectors) that the HNSW index also returns: what the index trades for speed."""
-    n = max(mem.retriever.config.candidates, K)
+    n = max(testing.retriever(mem).config.candidates, K)
     at_n: list[float] = []
     at_k: list[float] = []
-    with mem.pool.acquire(scope, create=False) as db:
+    with testing.database(mem, scope, create=False) as db:
         for query in queries:
             qvec = mem.embedder.embed([query], kind="query")[0]
             approx = [rid for rid, _ in q.vector_search(db, "Round", "round_user_vec", qvec, n)]

@@ -22,7 +22,7 @@ import kuzu
 from benchmarks.perf import disk, latency, report, scopes, synth, throughput
 from benchmarks.perf.corpus import Corpus, load
 from benchmarks.perf.memwatch import RssWatch
-from graphrecall import Memory
+from graphrecall import Memory, testing
 from graphrecall.config import Settings
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
 from graphrecall.models import Scope
@@ -202,7 +202,7 @@ def run_sizes(
         grower = synth.StoreGrower(base_sessions, vectors, sigma=a.sigma)
         for size in sizes:
             scope = Scope(org_id="perf", user_id="grown" if a.build == "incremental" else f"bulk{size}")
-            path = mem.pool.path_for(scope)
+            path = testing.pool(mem).path_for(scope)
             print(f"size {size}: building ({a.build}) ...", flush=True)
             with watch.phase(f"build_{size}"):
                 if a.build == "bulk" and a.reuse and path.exists():
@@ -213,10 +213,10 @@ def run_sizes(
                         path, grower, size, embedder_id=st.id, dim=st.dim, batch_rounds=a.batch_rounds
                     )
                 else:
-                    with mem.pool.acquire(scope) as db:
+                    with testing.database(mem, scope) as db:
                         build = grower.grow_to(db, size, batch_rounds=a.batch_rounds)
                 build.setdefault("batches", grower.batches[-20:])
-                with mem.pool.acquire(scope, create=False) as db:
+                with testing.database(mem, scope, create=False) as db:
                     n_rounds = q.counts(db)["Round"]
                     before = disk.files(path)
                     disk.checkpoint(db)

@@ -17,7 +17,7 @@ import psutil
 from benchmarks.perf.corpus import ChatSession
 from benchmarks.perf.disk import total
 from benchmarks.perf.latency import K, summarize
-from graphrecall import Memory
+from graphrecall import Memory, testing
 from graphrecall.config import Settings
 from graphrecall.embed import Embedder
 from graphrecall.models import Scope
@@ -29,13 +29,13 @@ def cold_vs_warm(mem: Memory, scope: Scope, queries: list[str], *, reps: int = 3
     firsts: list[float] = []
     warms: list[float] = []
     for i in range(reps):
-        mem.pool.close()
+        testing.pool(mem).close()
         t0 = time.perf_counter()
-        with mem.pool.acquire(scope, create=False) as db:
+        with testing.database(mem, scope, create=False) as db:
             t1 = time.perf_counter()
-            mem.retriever.search(db, queries[2 * i], K)
+            testing.retriever(mem).search(db, queries[2 * i], K)
             t2 = time.perf_counter()
-            mem.retriever.search(db, queries[2 * i + 1], K)
+            testing.retriever(mem).search(db, queries[2 * i + 1], K)
             t3 = time.perf_counter()
         opens.append((t1 - t0) * 1000)
         firsts.append((t2 - t0) * 1000)
@@ -75,9 +75,9 @@ def many_scopes(
             t0 = time.perf_counter()
             mem.add_sessions(s, [sess.as_input()])
             create_ms.append((time.perf_counter() - t0) * 1000)
-            max_open = max(max_open, mem.pool.open_count())
+            max_open = max(max_open, testing.pool(mem).open_count())
         mem.search(scopes[0], query, K)  # embed the query once
-        opens_before = mem.pool.opens
+        opens_before = testing.pool(mem).opens
         miss_ms: list[float] = []
         for _ in range(2):  # round-robin over more scopes than the pool holds: every call is a miss
             for s in scopes:
@@ -89,21 +89,21 @@ def many_scopes(
                 ) as e:  # a failed open (e.g. mmap) is the finding, not a crash of the benchmark
                     errors.append(f"{s}: {type(e).__name__}: {e}")
                 miss_ms.append((time.perf_counter() - t0) * 1000)
-                max_open = max(max_open, mem.pool.open_count())
-        opens_rr = mem.pool.opens - opens_before
+                max_open = max(max_open, testing.pool(mem).open_count())
+        opens_rr = testing.pool(mem).opens - opens_before
         hot = scopes[: max(1, capacity // 2)]
         for s in hot:
             mem.search(s, query, K)
-        opens_before = mem.pool.opens
+        opens_before = testing.pool(mem).opens
         hit_ms: list[float] = []
         for _ in range(5):
             for s in hot:
                 t0 = time.perf_counter()
                 mem.search(s, query, K)
                 hit_ms.append((time.perf_counter() - t0) * 1000)
-        opens_hot = mem.pool.opens - opens_before
+        opens_hot = testing.pool(mem).opens - opens_before
         mi = proc.memory_info()
-        disk = sum(total(mem.pool.path_for(s)) for s in scopes)
+        disk = sum(total(testing.pool(mem).path_for(s)) for s in scopes)
     return {
         "scopes": n_scopes,
         "pool_capacity": capacity,

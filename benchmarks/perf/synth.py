@@ -6,7 +6,7 @@ by replaying that base: copy 0 is the base itself; copy c >= 1 gets new session/
 ``c`` weeks, the same text (so BM25 postings grow like real data would), and each vector perturbed by Gaussian
 noise of norm ~``sigma`` and re-normalized (cosine to its original ~ 1/sqrt(1+sigma^2)), so HNSW sees distinct
 points in the real embedding distribution rather than exact duplicates. Rows go straight through the store layer
-(``store.rounds.write_history`` inside ``db.write()``), built exactly as ``Memory._ingest`` builds them, in large
+(``store.rounds.write_batch`` inside ``db.write()``), built exactly as ``graphrecall.writer`` builds them, in large
 batches, so vector and FTS indexes are maintained as in a real ingest.
 """
 
@@ -30,7 +30,7 @@ from graphrecall.models import utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
-from graphrecall.store.text import STOPWORDS
+from graphrecall.text import STOPWORDS
 
 
 @dataclass
@@ -131,7 +131,7 @@ class StoreGrower:
         return batch
 
     def _write(self, txn: WriteTxn, batch: _Batch) -> None:
-        q.write_history(
+        q.write_batch(
             txn,
             new_sessions=batch.sessions,
             messages=batch.messages,

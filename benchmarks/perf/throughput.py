@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.perf.corpus import ChatSession, embed_texts
-from graphrecall import Memory
+from graphrecall import Memory, testing
 from graphrecall.config import Settings
 from graphrecall.embed import Embedder, TextKind, Vectors
 from graphrecall.models import Scope
@@ -56,7 +56,9 @@ def measure(root: Path, embedder: Embedder, sessions: list[ChatSession], *, pair
     with Memory.open(root, embedder=recorder, settings=Settings(root=root, reranker=None)) as mem:
         for i in range(pairs):
             scope = Scope(org_id="perf", user_id=f"ingest{i}")
-            with mem.pool.acquire(scope):  # schema creation is a one-off per scope, measured under cold opens
+            with testing.database(
+                mem, scope
+            ):  # schema creation is a one-off per scope, measured under cold opens
                 pass
             recorder.texts.clear()
             recorder.seconds = 0.0

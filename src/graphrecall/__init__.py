@@ -15,7 +15,7 @@ from graphrecall.errors import (
     SchemaMismatch,
     StoreBusy,
 )
-from graphrecall.memory import Memory, SessionInput
+from graphrecall.memory import Memory
 from graphrecall.models import (
     Context,
     Entity,
@@ -31,6 +31,7 @@ from graphrecall.models import (
     Scope,
     ScopeStats,
     Session,
+    SessionInput,
     TimeRange,
 )
 from graphrecall.read.models import Answer, Citation, ToolTrace

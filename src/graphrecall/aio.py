@@ -33,8 +33,18 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from graphrecall.memory import Memory, Progress, ScopeLike, SessionInput
-from graphrecall.models import Context, Hit, IngestResult, Message, Scope, ScopeStats, Session, TimeRange
+from graphrecall.memory import Memory, Progress, ScopeLike
+from graphrecall.models import (
+    Context,
+    Hit,
+    IngestResult,
+    Message,
+    Scope,
+    ScopeStats,
+    Session,
+    SessionInput,
+    TimeRange,
+)
 
 
 class AsyncMemory:

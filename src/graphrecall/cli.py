@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from graphrecall import cli_extract, formats
 from graphrecall.config import default_root
+from graphrecall.dates import parse_date
 from graphrecall.embed import Embedder, HashingEmbedder
 from graphrecall.errors import (
     EmbedderMismatch,
@@ -41,9 +42,8 @@ from graphrecall.errors import (
     SchemaMismatch,
     StoreBusy,
 )
-from graphrecall.ingest import parse_date
-from graphrecall.memory import Memory, SessionInput
-from graphrecall.models import Hit, IngestResult, Scope
+from graphrecall.memory import Memory
+from graphrecall.models import Hit, IngestResult, Scope, SessionInput
 
 PROG = "graphrecall"
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 2, 3, 130

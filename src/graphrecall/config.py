@@ -62,12 +62,12 @@ class RetrievalConfig(BaseModel):
         default=30, ge=1, description="how many fused candidates the cross-encoder re-scores"
     )
     rerank_weight: float = Field(default=1.0, ge=0.0)
-    exclude_after_question_date: bool = True
     question_date_slack_hours: float = Field(
         default=24.0,
         ge=0.0,
-        description="rounds up to this long after question_date stay visible: question dates are often only "
-        "day-precise (LongMemEval dates evidence hours after the question, on the same day)",
+        description="items recorded up to this long after question_date stay visible (graphrecall.dates.Cutoff): "
+        "question dates are often only day-precise (LongMemEval dates evidence hours after the question, on the "
+        "same day)",
     )
 
 

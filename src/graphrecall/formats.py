@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import IO, Any, Literal, get_args
 
 from graphrecall import ingest as ing
+from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
-from graphrecall.memory import SessionInput
-from graphrecall.models import Role, Session, validate_identifier
+from graphrecall.models import Role, Session, SessionInput, validate_identifier
 
 Format = Literal["json", "jsonl", "longmemeval", "messages"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -213,7 +213,7 @@ class _Source:
     ) -> Iterator[SessionInput]:
         if fmt is not None and fmt not in FORMATS:
             raise InvalidInput(f"{fmt!r} is not one of {', '.join(FORMATS)}", where="format")
-        fallback = ing.parse_date(default_date, where="--date") if default_date is not None else None
+        fallback = parse_date(default_date, where="--date") if default_date is not None else None
         chosen, doc = (fmt, None) if fmt else self._detect()
         if chosen == "jsonl":
             return self._jsonl(fallback)
@@ -289,7 +289,7 @@ class _Source:
                 if session_id in seen:
                     continue
                 seen.add(session_id)
-                when = ing.parse_date(date, where=f"{qwhere}.haystack_dates[{si}]")
+                when = parse_date(date, where=f"{qwhere}.haystack_dates[{si}]")
                 messages = _messages(msgs, f"{qwhere}.haystack_sessions[{si}]")
                 yield SessionInput(session_id=session_id, date=when, messages=messages)
 
@@ -372,7 +372,7 @@ def _session(item: Any, where: str, fallback: datetime | None) -> SessionInput:
         raise InvalidInput("is missing (every session needs an id)", where=f"{where}.session_id")
     session_id = _session_id(item["session_id"], f"{where}.session_id")
     if item.get("date") is not None:
-        when = ing.parse_date(item["date"], where=f"{where}.date")
+        when = parse_date(item["date"], where=f"{where}.date")
     elif fallback is not None:
         when = fallback
     else:

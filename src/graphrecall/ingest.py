@@ -7,36 +7,18 @@ for raw history (a question is usually about something the user said, and the re
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
+from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
-from graphrecall.models import Message, Role, ensure_utc, validate_identifier
-from graphrecall.store.text import index_terms
+from graphrecall.models import Message, Role, validate_identifier
+from graphrecall.store.rows import MessageRow, RoundRow
+from graphrecall.text import index_terms
 
 ROLE_NAMES = ", ".join(r.value for r in Role)
-
-
-def parse_date(value: Any, *, where: str) -> datetime:
-    """Accept a datetime, an ISO-8601 string, or LongMemEval's ``2023/05/20 (Sat) 07:47``."""
-    if isinstance(value, datetime):
-        return ensure_utc(value)
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInput(f"date must be an ISO-8601 string, got {value!r}", where=where)
-    text = value.strip()
-    try:
-        return ensure_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError:
-        pass
-    for fmt in ("%Y/%m/%d (%a) %H:%M", "%Y/%m/%d %H:%M", "%Y/%m/%d"):
-        try:
-            return datetime.strptime(text, fmt)
-        except ValueError:
-            continue
-    raise InvalidInput(f"date {value!r} is not ISO-8601 (e.g. 2024-05-20T14:30:00)", where=where)
 
 
 def _describe(err: ValidationError, where: str) -> InvalidInput:
@@ -71,29 +53,6 @@ def validate_messages(items: Iterable[Any], *, where: str = "messages") -> list[
         except ValidationError as e:
             raise _describe(e, w) from None
     return out
-
-
-@dataclass
-class MessageRow:
-    id: str
-    session_id: str
-    idx: int
-    role: str
-    text: str
-    at: datetime
-
-
-@dataclass
-class RoundRow:
-    id: str
-    session_id: str
-    idx: int
-    text: str
-    user_text: str
-    reply_text: str
-    terms: str
-    at: datetime
-    message_ids: list[str] = field(default_factory=list)
 
 
 def message_rows(

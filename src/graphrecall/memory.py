@@ -6,25 +6,21 @@ the storage layout, not of query filters.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-import numpy as np
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from graphrecall import ingest as ing
 from graphrecall.config import RetrievalConfig, Settings
+from graphrecall.dates import parse_date
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
-from graphrecall.embed.base import Vectors
 from graphrecall.errors import InvalidInput, NotAvailable, NotFound
 from graphrecall.extract.extractor import ExtractionConfig, Extractor
-from graphrecall.extract.retrieval import GraphCandidates
 from graphrecall.llm import LLM
 from graphrecall.models import (
     Context,
@@ -39,34 +35,21 @@ from graphrecall.models import (
     Scope,
     ScopeStats,
     Session,
+    SessionInput,
     TimeRange,
     utcnow,
     validate_identifier,
 )
 from graphrecall.read.models import Answer
-from graphrecall.retrieve.context import build_context
+from graphrecall.recall import Recall, ScopeRecall
 from graphrecall.retrieve.rerank import Reranker, load_reranker
-from graphrecall.retrieve.retriever import HybridRetriever
 from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
-from graphrecall.store.database import ScopeDatabase, WriteTxn
 from graphrecall.store.pool import DatabasePool
-
-log = logging.getLogger(__name__)
-
-# Rounds per COPY when a batch's rounds are written while the next chunk is embedded (``_embed_and_write_rounds``).
-ROUND_CHUNK = 48
+from graphrecall.writer import Writer
 
 ScopeLike = Scope | tuple[str, str]
 Progress = Callable[[int, int], None]
-
-
-class SessionInput(BaseModel):
-    """A session as callers hand it in: id, date, messages (dicts or ``Message``)."""
-
-    session_id: str
-    date: datetime | str | None = None
-    messages: list[Any] = Field(default_factory=list)
 
 
 def as_scope(scope: ScopeLike) -> Scope:
@@ -96,19 +79,13 @@ def _check_id(value: str, what: str, where: str | None = None) -> None:
         raise InvalidInput(str(e), where=where or what) from None
 
 
-class _Prepared(BaseModel):
-    model_config = {"arbitrary_types_allowed": True}
-
-    new_sessions: list[tuple[str, datetime]]
-    messages: list[Any]
-    rounds: list[Any]
-    replaced: list[str]
-    skipped: int
-
-
 class Memory:
     """Long-term memory over a store root. Thread-safe; use one instance per process (Kuzu allows one writer
-    process per database file)."""
+    process per database file).
+
+    A thin facade: it validates arguments (errors name them), turns ``question_date`` into the one ``Cutoff``,
+    and hands the work to the writer (``graphrecall.writer``), the recall service (``graphrecall.recall``), the
+    extractor and the Reader."""
 
     def __init__(
         self,
@@ -131,7 +108,7 @@ class Memory:
             if self.settings.embed_cache is not None and isinstance(embedder, CachedEmbedder):
                 embedder = CachedEmbedder(embedder.inner, path=self.settings.embed_cache)
         self.embedder = embedder
-        self.pool = DatabasePool(
+        self._pool = DatabasePool(
             self.root,
             embedder_id=embedder.id,
             dim=embedder.dim,
@@ -140,14 +117,13 @@ class Memory:
         )
         if reranker is None:
             reranker = load_reranker(self.settings.reranker)
-        self.retriever = HybridRetriever(embedder, retrieval or self.settings.retrieval, reranker)
+        self._recall = Recall(self._pool, embedder, retrieval or self.settings.retrieval, reranker)
+        self._writer = Writer(embedder)
         self._closed = False
         self._lock = threading.Lock()
         # Extracted memory (facts, events, entities): see the "extraction" section at the end of the class.
         self.llm = llm
         self.extraction = extraction or ExtractionConfig()
-        self.graph = GraphCandidates(rrf_k=self.retriever.config.rrf_k)
-        self.retriever.extra_generators.append(self.graph)
         self._extract_locks: dict[Scope, threading.Lock] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -167,7 +143,7 @@ class Memory:
     def close(self) -> None:
         with self._lock:
             if not self._closed:
-                self.pool.close()
+                self._pool.close()
                 self._closed = True
 
     # -- ingest ------------------------------------------------------------------------------------------------
@@ -190,7 +166,7 @@ class Memory:
         msgs = _message_list(messages, "messages")
         _check_id(session_id, "session_id")
         if isinstance(date, str):
-            ing.parse_date(date, where="date")
+            parse_date(date, where="date")
         ing.validate_messages(msgs)
         result = self.add_sessions(scope, [SessionInput(session_id=session_id, date=date, messages=msgs)])
         if extract:
@@ -210,10 +186,10 @@ class Memory:
         s = as_scope(scope)
         _check_id(session_id, "session_id")
         msgs = ing.validate_messages(_message_list(messages, "messages"))
-        with self.pool.acquire(s) as db, db.write_lock:
-            start = q.existing_sessions(db, [session_id]).get(session_id, 0)
+        with self._pool.acquire(s) as db, db.write_lock:
+            start = self._writer.next_index(db, session_id)
             numbered = [m if m.id else m.model_copy(update={"idx": start + i}) for i, m in enumerate(msgs)]
-            return self._ingest(db, [(session_id, numbered, date)], start_idx={session_id: start})
+            return self._writer.write(db, [(session_id, numbered, date)], start_idx={session_id: start})
 
     def add_sessions(
         self,
@@ -243,7 +219,7 @@ class Memory:
             _check_id(si.session_id, "session_id", where=f"{where}.session_id")
             date = si.date
             if isinstance(date, str):
-                date = ing.parse_date(date, where=f"{where}.date")
+                date = parse_date(date, where=f"{where}.date")
             msgs = ing.validate_messages(si.messages, where=f"{where}.messages")
             if not msgs:
                 raise InvalidInput("a session needs at least one message", where=f"{where}.messages")
@@ -261,11 +237,11 @@ class Memory:
             raise InvalidInput(f"session id {dup!r} appears twice in one call", where="sessions")
         total = IngestResult()
         done = 0
-        with self.pool.acquire(s) as db:
+        with self._pool.acquire(s) as db:
             for start in range(0, len(items), batch_sessions):
                 batch = items[start : start + batch_sessions]
                 with db.write_lock:
-                    r = self._ingest(db, batch)
+                    r = self._writer.write(db, batch)
                 for field in ("sessions_added", "messages_added", "messages_skipped", "rounds_written"):
                     setattr(total, field, getattr(total, field) + getattr(r, field))
                 done += len(batch)
@@ -273,111 +249,14 @@ class Memory:
                     progress(done, len(items))
         return total
 
-    def _ingest(
-        self,
-        db: ScopeDatabase,
-        batch: Sequence[tuple[str, list[Message], datetime | str | None]],
-        start_idx: Mapping[str, int] | None = None,
-    ) -> IngestResult:
-        """Compute what is new, embed it, write it in one transaction. Caller holds ``db.write_lock``."""
-        existing = q.existing_sessions(db, [sid for sid, _, _ in batch])
-        new_sessions: list[tuple[str, datetime]] = []
-        all_msgs: list[ing.MessageRow] = []
-        all_rounds: list[ing.RoundRow] = []
-        replaced: list[str] = []
-        skipped = 0
-        for sid, msgs, date in batch:
-            when = (
-                date if isinstance(date, datetime) else (ing.parse_date(date, where="date") if date else None)
-            )
-            stored = q.session_messages(db, sid) if sid in existing else []
-            session_date = when or (stored[0].at if stored else utcnow())
-            base = (start_idx or {}).get(sid, 0)
-            rows = ing.message_rows(sid, msgs, start_idx=base, date=session_date)
-            known = {m.id for m in stored} | q.existing_message_ids(db, [r.id for r in rows])
-            fresh = [r for r in rows if r.id not in known]
-            skipped += len(rows) - len(fresh)
-            if not fresh:
-                continue
-            if sid not in existing:
-                new_sessions.append((sid, session_date))
-            combined = sorted([*stored, *fresh], key=lambda m: (m.idx, m.id))
-            fresh_ids = {m.id for m in fresh}
-            stored_round_ids = (
-                {f"{sid}@{i}" for i in range(len(ing.build_rounds(sid, stored)))} if stored else set()
-            )
-            for rnd in ing.build_rounds(sid, combined):
-                if fresh_ids.intersection(rnd.message_ids) or rnd.id not in stored_round_ids:
-                    all_rounds.append(rnd)
-                    if rnd.id in stored_round_ids:
-                        replaced.append(rnd.id)
-            all_msgs.extend(fresh)
-        if not all_msgs:
-            return IngestResult(messages_skipped=skipped)
-        # Chunks of rounds of similar length: each embed call then pads its batches as little as one call over
-        # everything would (unsorted chunks made embedding 1.75x slower). The order rounds are written in is free.
-        by_length = sorted(all_rounds, key=lambda r: len(ing.embedding_texts(r)[0]))
-        chunks = [by_length[i : i + ROUND_CHUNK] for i in range(0, len(by_length), ROUND_CHUNK)]
-        # One chunk: nothing to overlap, so embed before the transaction opens; more: embed while writing.
-        vecs = self._embed_rounds(all_rounds) if len(chunks) <= 1 else None
-        with db.write() as txn:
-            q.write_messages(txn, new_sessions=new_sessions, messages=all_msgs, replaced_round_ids=replaced)
-            if vecs is not None:
-                q.write_rounds(txn, all_rounds, *vecs, self.embedder.dim)
-            else:
-                self._embed_and_write_rounds(txn, chunks)
-            q.touch_sessions(txn, all_msgs)
-        return IngestResult(
-            sessions_added=len(new_sessions),
-            messages_added=len(all_msgs),
-            messages_skipped=skipped,
-            rounds_written=len(all_rounds),
-        )
-
-    def _embed_and_write_rounds(self, txn: WriteTxn, chunks: Sequence[Sequence[ing.RoundRow]]) -> None:
-        """Embed chunk k+1 while chunk k is written, all inside the caller's transaction.
-
-        Why: Kuzu inserts a COPY's rows into the HNSW indexes on one thread (measured: CPU time = wall time), so
-        during the write one of the two cores would sit idle; overlapping it with the next chunk's embedding is
-        what keeps ingest close to the embedder-alone throughput (docs/benchmarks.md). The writer connection is
-        used by one thread at a time: each write waits for the previous one, and an error waits for the write
-        in flight before the transaction is rolled back.
-        """
-        dim = self.embedder.dim
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphrecall-ingest") as writer:
-            pending: Future[None] | None = None
-            try:
-                for chunk in chunks:
-                    vecs = self._embed_rounds(chunk)
-                    if pending is not None:
-                        pending.result()
-                    pending = writer.submit(q.write_rounds, txn, chunk, *vecs, dim)
-                if pending is not None:
-                    pending.result()
-            except BaseException:
-                if pending is not None:
-                    wait([pending])  # never roll back while a COPY is running on the connection
-                raise
-
-    def _embed_rounds(self, rounds: Sequence[ing.RoundRow]) -> tuple[Vectors, Vectors]:
-        """User-turn vectors and reply vectors in one batched call (a round without one side reuses the other)."""
-        texts: list[str] = []
-        slots: list[tuple[int, int]] = []
-        for r in rounds:
-            u, p = ing.embedding_texts(r)
-            texts.append(u)
-            ui = len(texts) - 1
-            if p == u:
-                slots.append((ui, ui))
-            else:
-                texts.append(p)
-                slots.append((ui, len(texts) - 1))
-        vecs = self.embedder.embed(texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
-        users = vecs[[a for a, _ in slots]] if slots else vecs
-        replies = vecs[[b for _, b in slots]] if slots else vecs
-        return users, replies
-
     # -- recall ------------------------------------------------------------------------------------------------
+    def recall(self, scope: ScopeLike, question_date: datetime | str | None = None) -> ScopeRecall:
+        """One question's view of a scope's memory: what ``search``, ``context`` and ``answer`` read through.
+        Nothing recorded after ``question_date`` (plus the same-day slack, ``graphrecall.dates.Cutoff``) is
+        visible to it, and relative time is anchored on it; ``None`` means the question is asked now. Hand it to
+        ``graphrecall.read.Reader.answer`` to run a Reader of your own."""
+        return self._recall.scope(as_scope(scope), self._recall.cutoff(question_date))
+
     def search(
         self,
         scope: ScopeLike,
@@ -389,29 +268,20 @@ class Memory:
         as_of: datetime | None = None,
         kinds: Sequence[HitKind] = ("round",),
     ) -> list[Hit]:
-        """Hybrid search over the scope's memory. ``question_date`` anchors relative time ("last week") and hides
-        what was said after it; it never defaults to the wall clock. ``kinds`` chooses what comes back: rounds
-        (default), and/or extracted ``fact`` and ``event`` hits (current facts only, unless ``as_of``)."""
-        s = as_scope(scope)
+        """Hybrid search over the scope's memory, as asked at ``question_date`` (see ``recall``: it anchors
+        relative time and hides what was recorded later; ``None`` = now). ``kinds`` chooses what comes back:
+        rounds (default), and/or extracted ``fact`` and ``event`` hits (current facts only, unless ``as_of``)."""
         bad = [x for x in kinds if x not in ("round", "fact", "event")]
         if bad or not kinds:
             raise InvalidInput(
                 f"kinds must be a non-empty subset of round, fact, event; got {list(kinds)}", where="kinds"
             )
-        if tuple(kinds) != ("round",):
-            return self._search_kinds(s, query, k, question_date, time_range, as_of, kinds)
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query must be a non-empty string", where="query")
         if k < 1:
             raise InvalidInput(f"k must be at least 1, got {k}", where="k")
-        qd = ing.parse_date(question_date, where="question_date") if question_date is not None else None
-        try:
-            with self.pool.acquire(s, create=False) as db:
-                return self.retriever.search(
-                    db, query, k, question_date=qd, time_range=time_range, as_of=as_of
-                )
-        except NotFound:
-            return []
+        view = self.recall(scope, question_date)
+        return view.search(query, k, kinds=tuple(kinds), time_range=time_range, as_of=as_of)
 
     def context(
         self,
@@ -423,23 +293,25 @@ class Memory:
         question_date: datetime | str | None = None,
     ) -> Context:
         """Evidence for a reader: the best hits that fit ``token_budget``, dated, grouped by session,
-        chronological."""
+        chronological, as asked at ``question_date`` (``None`` = now)."""
         if token_budget < 1:
             raise InvalidInput(f"token_budget must be positive, got {token_budget}", where="token_budget")
-        qd = ing.parse_date(question_date, where="question_date") if question_date is not None else None
-        hits = self.search(scope, query, k, question_date=qd)
-        return build_context(query, hits, token_budget, question_date=qd)
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query must be a non-empty string", where="query")
+        if k < 1:
+            raise InvalidInput(f"k must be at least 1, got {k}", where="k")
+        return self.recall(scope, question_date).context(query, token_budget, k=k)
 
     # -- administration ----------------------------------------------------------------------------------------
     def stats(self, scope: ScopeLike) -> ScopeStats:
         s = as_scope(scope)
-        if not self.pool.exists(s):
+        if not self._pool.exists(s):
             return ScopeStats(
                 scope=s, sessions=0, messages=0, rounds=0, embedder_id=self.embedder.id, dim=self.embedder.dim
             )
-        with self.pool.acquire(s, create=False) as db:
+        with self._pool.acquire(s, create=False) as db:
             c = q.counts(db)
-        path = self.pool.path_for(s)
+        path = self._pool.path_for(s)
         size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
         return ScopeStats(
             scope=s,
@@ -456,15 +328,15 @@ class Memory:
 
     def sessions(self, scope: ScopeLike, *, limit: int = 1000, offset: int = 0) -> list[Session]:
         s = as_scope(scope)
-        if not self.pool.exists(s):
+        if not self._pool.exists(s):
             return []
-        with self.pool.acquire(s, create=False) as db:
+        with self._pool.acquire(s, create=False) as db:
             return q.list_sessions(db, limit=limit, offset=offset)
 
     def get_session(self, scope: ScopeLike, session_id: str) -> Session:
         s = as_scope(scope)
         try:
-            with self.pool.acquire(s, create=False) as db:
+            with self._pool.acquire(s, create=False) as db:
                 found = q.get_session(db, session_id)
         except NotFound:
             found = None
@@ -479,10 +351,10 @@ class Memory:
 
     def forget(self, scope: ScopeLike) -> bool:
         """Erase a scope entirely (its database files). Returns whether anything was stored."""
-        return self.pool.drop(as_scope(scope))
+        return self._pool.drop(as_scope(scope))
 
     def scopes(self) -> list[Scope]:
-        return self.pool.scopes()
+        return self._pool.scopes()
 
     # == extraction: facts, events, entities, fact versioning =========================================================
     # Everything below needs ``llm`` only for ``extract``; reading extracted memory works without one.
@@ -511,7 +383,7 @@ class Memory:
         if session_id is not None:
             validate_identifier(session_id, "session_id")
         try:
-            ctx = self.pool.acquire(s, create=False)
+            ctx = self._pool.acquire(s, create=False)
             db = ctx.__enter__()
         except NotFound:
             if session_id is not None:
@@ -552,10 +424,10 @@ class Memory:
         s = as_scope(scope)
         if limit < 1 or offset < 0:
             raise InvalidInput(f"limit must be >= 1 and offset >= 0, got {limit} and {offset}", where="limit")
-        when = ing.parse_date(as_of, where="as_of") if as_of is not None else None
-        if not self.pool.exists(s):
+        when = parse_date(as_of, where="as_of") if as_of is not None else None
+        if not self._pool.exists(s):
             return []
-        with self.pool.acquire(s, create=False) as db:
+        with self._pool.acquire(s, create=False) as db:
             return fq.list_facts(
                 db, as_of=when, include_superseded=include_superseded, limit=limit, offset=offset
             )
@@ -563,7 +435,7 @@ class Memory:
     def history(self, scope: ScopeLike, fact_id: str) -> list[Fact]:
         """The versions of a fact, oldest to newest (every fact linked to it through SUPERSEDES edges)."""
         s = as_scope(scope)
-        with self.pool.acquire(s, create=False) as db:
+        with self._pool.acquire(s, create=False) as db:
             chain = fq.supersession_chain(db, fact_id)
         if not chain:
             raise NotFound(f"no fact {fact_id!r} in scope {s}")
@@ -575,7 +447,7 @@ class Memory:
         s = as_scope(scope)
         if old_id == new_id:
             raise InvalidInput(f"a fact cannot supersede itself ({old_id!r})", where="new_id")
-        with self.pool.acquire(s, create=False) as db, db.write_lock:
+        with self._pool.acquire(s, create=False) as db, db.write_lock:
             found = fq.get_facts(db, [old_id, new_id])
             for fid, where in ((old_id, "old_id"), (new_id, "new_id")):
                 if fid not in found:
@@ -605,45 +477,18 @@ class Memory:
     def entities(self, scope: ScopeLike) -> list[Entity]:
         """Every extracted entity with its aliases, by name."""
         s = as_scope(scope)
-        if not self.pool.exists(s):
+        if not self._pool.exists(s):
             return []
-        with self.pool.acquire(s, create=False) as db:
+        with self._pool.acquire(s, create=False) as db:
             return fq.list_entities(db)
 
     def events(self, scope: ScopeLike, *, limit: int = 1000, offset: int = 0) -> list[Event]:
         """Extracted events in time order (events without a time last)."""
         s = as_scope(scope)
-        if not self.pool.exists(s):
+        if not self._pool.exists(s):
             return []
-        with self.pool.acquire(s, create=False) as db:
+        with self._pool.acquire(s, create=False) as db:
             return fq.list_events(db, limit=limit, offset=offset)
-
-    def _search_kinds(
-        self,
-        s: Scope,
-        query: str,
-        k: int,
-        question_date: datetime | str | None,
-        time_range: TimeRange | None,
-        as_of: datetime | None,
-        kinds: Sequence[HitKind],
-    ) -> list[Hit]:
-        """Rounds and/or fact/event hits, merged by score (both on the RRF scale) and re-ranked 1..k."""
-        qd = ing.parse_date(question_date, where="question_date") if question_date is not None else None
-        hits: list[Hit] = []
-        try:
-            with self.pool.acquire(s, create=False) as db:
-                if "round" in kinds:
-                    hits += self.retriever.search(
-                        db, query, k, question_date=qd, time_range=time_range, as_of=as_of
-                    )
-                qvec = self.embedder.embed([query], kind="query")[0]
-                n = max(self.retriever.config.candidates, k)
-                hits += self.graph.node_hits(db, query, qvec, n, kinds=kinds, as_of=as_of, question_date=qd)
-        except NotFound:
-            return []
-        hits.sort(key=lambda h: (-h.score, h.kind, h.id))
-        return [h.model_copy(update={"rank": i}) for i, h in enumerate(hits[:k], start=1)]
 
     # == answering: the Reader (graphrecall.read) ==================================================================
     def answer(
@@ -661,12 +506,12 @@ class Memory:
         """Answer ``question`` from the scope's memory; returns a ``graphrecall.Answer`` (text, mode, whether it
         abstained, the verifier's verdict, cited evidence, tool trace, usage and latency per stage).
 
-        ``mode``: ``auto`` (the question classifier decides), ``recall`` or ``synthesis``. ``question_date`` anchors
-        relative time and hides later turns; it defaults to now, since the question is being asked now. The model is
+        ``mode``: ``auto`` (the question classifier decides), ``recall`` or ``synthesis``. ``question_date``: as
+        for ``search`` (anchors relative time, hides what was recorded later; ``None`` = now). The model is
         ``llm``, else this Memory's ``llm``, else ``GRAPHRECALL_LLM``; with none, ``NotAvailable``. ``token_budget``
         caps the context the reader sees (for models with a small context window)."""
         from graphrecall.llm import LLMNotConfigured, llm_from_settings
-        from graphrecall.read import Reader, ScopeAccess
+        from graphrecall.read import Reader
 
         s = as_scope(scope)
         if not isinstance(question, str) or not question.strip():
@@ -677,7 +522,7 @@ class Memory:
             raise InvalidInput(f"tools must be auto, native, text or none; got {tools!r}", where="tools")
         if max_tool_steps < 0:
             raise InvalidInput(f"max_tool_steps must be >= 0, got {max_tool_steps}", where="max_tool_steps")
-        qd = ing.parse_date(question_date, where="question_date") if question_date is not None else utcnow()
+        view = self.recall(s, question_date)
         model = llm or self.llm
         if model is None:
             try:
@@ -690,4 +535,4 @@ class Memory:
         if token_budget is not None and token_budget < 200:
             raise InvalidInput(f"token_budget must be at least 200, got {token_budget}", where="token_budget")
         reader = Reader(model, mode, max_tool_steps=max_tool_steps, tools=tools, token_budget=token_budget)
-        return reader.answer(ScopeAccess(self, s, qd), question, question_date=qd)
+        return reader.answer(view, question)

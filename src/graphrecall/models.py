@@ -104,6 +104,15 @@ class Message(BaseModel):
         return None if v is None else ensure_utc(v)
 
 
+class SessionInput(BaseModel):
+    """A session as callers hand it in (``Memory.add_sessions``): id, date, messages (dicts or ``Message``).
+    Loose on purpose: the facade validates each field itself so that errors name the caller's position."""
+
+    session_id: str
+    date: datetime | str | None = None
+    messages: list[Any] = Field(default_factory=list)
+
+
 class Session(BaseModel):
     """A conversation: the unit of ingest, of extraction and of session-level retrieval."""
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from graphrecall import Memory, NotAvailable
+from graphrecall import Memory, NotAvailable, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.extract import ExtractionConfig
 from graphrecall.llm import LLMTimeout, ScriptedLLM, Step
@@ -39,7 +39,7 @@ def session(text: str, reply: str = "Noted.") -> list[dict[str, str]]:
 
 
 def edges(m: Memory, cypher: str) -> list[list[Any]]:
-    with m.pool.acquire(m_scope(), create=False) as db:
+    with testing.database(m, m_scope(), create=False) as db:
         return db.query(cypher)
 
 
@@ -201,7 +201,7 @@ def test_unusable_answer_or_llm_failure_marks_the_session_failed_and_keeps_raw_h
         assert s.extract_status == "failed" and next(x.content for x in s.messages) == "I live in Porto."
         assert m.facts(SCOPE) == [] and m.stats(SCOPE).rounds == 1
         assert m.search(SCOPE, "Porto")[0].id == "s1@0"
-        with m.pool.acquire(m_scope(), create=False) as db:
+        with testing.database(m, m_scope(), create=False) as db:
             stored_error = db.query("MATCH (s:Session {id: 's1'}) RETURN s.extract_error")[0][0]
         assert error_part in stored_error
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from graphrecall import Memory, Scope, Settings, memory
+from graphrecall import Memory, Scope, Settings, memory, testing
 from graphrecall.embed import HashingEmbedder, TextKind, Vectors
 from graphrecall.store import rounds as q
 from graphrecall.store.database import WriteTxn
-from graphrecall.store.text import query_terms
+from graphrecall.text import query_terms
 
 
 def sessions(n: int) -> list[dict[str, object]]:
@@ -45,7 +45,7 @@ class CountingEmbedder(HashingEmbedder):
 
 
 def snapshot(mem: Memory, scope: Scope) -> dict[str, object]:
-    with mem.pool.acquire(scope, create=False) as db:
+    with testing.database(mem, scope, create=False) as db:
         rows = db.query(
             "MATCH (r:Round)-[:ROUND_IN]->(s:Session) OPTIONAL MATCH (r)-[:HAS_MESSAGE]->(m:Message) "
             "RETURN r.id, r.text, r.terms, s.id, count(m) ORDER BY r.id"

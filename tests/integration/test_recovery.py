@@ -29,9 +29,9 @@ for i in range(3):
     m.add_session(s, [{"role": "user", "content": f"note {i}"}], session_id=f"s{i}", date="2024-01-01")
 # Die with a committed transaction still only in the WAL, as a crash between commit and checkpoint leaves it
 # (graphrecall's own writes checkpoint at commit; a raw CREATE with auto-checkpoint off does not).
-with m.pool.acquire(s) as db, db.write() as txn:
+with testing.database(m, s) as db, db.write() as txn:
     txn.execute("CALL auto_checkpoint=false")
-with m.pool.acquire(s) as db, db.write() as txn:
+with testing.database(m, s) as db, db.write() as txn:
     txn.execute("CREATE (:Session {id: 's-wal', started_at: timestamp('2024-01-02'), extract_status: 'none'})")
 print("acked", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)

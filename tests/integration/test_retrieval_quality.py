@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from graphrecall import Memory, RetrievalConfig, Scope, Settings
+from graphrecall import Memory, RetrievalConfig, Scope, Settings, testing
 from graphrecall.retrieve.retriever import HybridRetriever
 from graphrecall.store import rounds as q
 
@@ -119,7 +119,7 @@ def top_sessions(mem: Memory, question: str, k: int = 3, config: RetrievalConfig
     if config is None:
         hits = mem.search(SCOPE, question, k)
     else:
-        with mem.pool.acquire(SCOPE, create=False) as db:
+        with testing.database(mem, SCOPE, create=False) as db:
             hits = HybridRetriever(mem.embedder, config).search(db, question, k)
     return [h.session_id for h in hits]
 
@@ -181,7 +181,7 @@ def test_fusion_beats_each_single_signal(mem: Memory) -> None:
 
 
 def _hits(mem: Memory, question: str, config: RetrievalConfig, **kw: object) -> list[tuple[str, float]]:
-    with mem.pool.acquire(SCOPE, create=False) as db:
+    with testing.database(mem, SCOPE, create=False) as db:
         hits = HybridRetriever(mem.embedder, config).search(db, question, 10, **kw)  # type: ignore[arg-type]
     return [(h.id, round(h.score, 12)) for h in hits]
 
@@ -201,7 +201,7 @@ def test_search_reports_the_time_of_each_stage(mem: Memory) -> None:
 
 
 def test_the_user_side_list_rescores_only_the_user_pool(mem: Memory) -> None:
-    with mem.pool.acquire(SCOPE, create=False) as db:
+    with testing.database(mem, SCOPE, create=False) as db:
         hits = HybridRetriever(mem.embedder, RetrievalConfig(user_pool=3)).search(db, "my back hurts", 10)
     assert 1 <= sum("bm25_user" in h.signals for h in hits) <= 3
 

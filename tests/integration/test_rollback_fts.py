@@ -23,7 +23,7 @@ SETUP = textwrap.dedent(
     from graphrecall.embed import HashingEmbedder
     from graphrecall.store import rounds as q
     from graphrecall.store.database import ScopeDatabase, WriteTxn
-    from graphrecall.store.text import query_terms
+    from graphrecall.text import query_terms
 
     root = Path(sys.argv[1])
     scope = Scope(org_id="acme", user_id="alice")
@@ -35,7 +35,7 @@ SETUP = textwrap.dedent(
         return Memory.open(root, embedder=HashingEmbedder(64), settings=Settings(root=root))
 
     def bm25(mem, word):
-        with mem.pool.acquire(scope, create=False) as db:
+        with testing.database(mem, scope, create=False) as db:
             return sorted({rid.split("@")[0] for rid, _ in q.fts_search(db, "Round", "round_fts", query_terms(word), 10)})
 
     def fail_after_round_copy(mem, session_id, text):

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from graphrecall import EmbedderMismatch, Memory, Scope, Settings
+from graphrecall import EmbedderMismatch, Memory, Scope, Settings, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.store import schema
 from graphrecall.store.database import ScopeDatabase, WriteTxn
@@ -96,13 +96,13 @@ def test_the_pool_serves_more_scopes_than_it_keeps_open(store_root: Path) -> Non
     with open_memory(store_root, pool_size=3) as mem:
         for i, s in enumerate(scopes):
             mem.add_session(s, chat(f"my favourite number is {i}"), session_id=f"s{i}")
-            assert mem.pool.open_count() <= 3
-        opens_before = mem.pool.opens
+            assert testing.pool(mem).open_count() <= 3
+        opens_before = testing.pool(mem).opens
         for i, s in enumerate(scopes):
             hits = mem.search(s, f"favourite number {i}", 5)
             assert [h.session_id for h in hits] == [f"s{i}"]
-        assert mem.pool.open_count() <= 3
-        assert mem.pool.opens > opens_before  # evicted databases were closed and reopened
+        assert testing.pool(mem).open_count() <= 3
+        assert testing.pool(mem).opens > opens_before  # evicted databases were closed and reopened
         assert sorted(mem.scopes(), key=str) == sorted(scopes, key=str)
 
 
@@ -111,7 +111,7 @@ def test_forget_deletes_the_files_and_only_that_scope(store_root: Path, scope: S
     with open_memory(store_root) as mem:
         mem.add_session(scope, chat("secret plans"), session_id="s1")
         mem.add_session(other, chat("bob's notes"), session_id="s1")
-        path = mem.pool.path_for(scope)
+        path = testing.pool(mem).path_for(scope)
         assert path.exists()
         assert mem.forget(scope) is True
         assert not any(path.parent.glob(path.name + "*"))
@@ -129,7 +129,7 @@ def test_a_write_that_fails_midway_leaves_nothing(
 ) -> None:
     with open_memory(store_root) as mem:
         mem.add_session(scope, chat("first question", "first answer"), session_id="s1")
-        with mem.pool.acquire(scope) as db:
+        with testing.database(mem, scope) as db:
             before = counts(db)
         real_copy = WriteTxn.copy
         copies: list[str] = []
@@ -149,7 +149,7 @@ def test_a_write_that_fails_midway_leaves_nothing(
         assert copies == ["Message"]
         monkeypatch.setattr(WriteTxn, "copy", real_copy)
 
-        with mem.pool.acquire(scope) as db:
+        with testing.database(mem, scope) as db:
             assert counts(db) == before
         assert [h.id for h in mem.search(scope, "first question", 3)] == ["s1@0"]
         mem.add_session(scope, chat("new question", "new answer"), session_id="s2")

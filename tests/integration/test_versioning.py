@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from graphrecall import InvalidInput, Memory, NotFound
+from graphrecall import InvalidInput, Memory, NotFound, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.extract import ExtractionConfig
 from graphrecall.llm import ScriptedLLM
@@ -63,7 +63,7 @@ def test_new_keeps_both_facts_current(tmp_path: Path) -> None:
 def test_duplicate_reinforces_the_stored_fact_without_a_new_row(tmp_path: Path) -> None:
     with mem(tmp_path) as m:
         say(m, "s1", "2024-01-10", "The user lives in Munich")
-        with m.pool.acquire(m.scopes()[0], create=False) as db:
+        with testing.database(m, m.scopes()[0], create=False) as db:
             db_conf = 0.5
             with db.write() as txn:
                 txn.execute("MATCH (f:Fact) SET f.confidence = $c", {"c": db_conf})
@@ -92,7 +92,7 @@ def test_update_and_contradict_supersede_the_old_fact_without_deleting_it(tmp_pa
         old, new = m.facts(SCOPE, include_superseded=True)
         assert old.text == "The user lives in Munich" and old.superseded_by == new.id
         assert old.valid_to == new.valid_from and old.expired_at is not None and not old.current
-        with m.pool.acquire(m.scopes()[0], create=False) as db:
+        with testing.database(m, m.scopes()[0], create=False) as db:
             (reason,) = db.query("MATCH (:Fact)-[s:SUPERSEDES]->(:Fact) RETURN s.reason")[0]
         assert reason.startswith(kind.lower())
         # valid time: what was true when

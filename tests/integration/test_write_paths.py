@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from graphrecall import Memory, Scope
+from graphrecall import Memory, Scope, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.store import rounds as q
-from graphrecall.store.text import query_terms
+from graphrecall.text import query_terms
 
 WORDS = ["zebra", "quartz", "violin", "harbor", "saffron", "glacier", "lantern", "orchid", "falcon", "meadow"]
 
@@ -33,7 +33,7 @@ def _ingest(root: Path, batch_sessions: int) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     with Memory(root, embedder=HashingEmbedder(64)) as m:
         m.add_sessions(scope, sessions, batch_sessions=batch_sessions)
-        with m.pool.acquire(scope) as db:
+        with testing.database(m, scope) as db:
             for i, w in enumerate(WORDS):
                 found[w] = [rid for rid, _ in q.fts_search(db, "Round", "round_fts", query_terms(w), 3)]
                 found[str(1000 + i)] = [

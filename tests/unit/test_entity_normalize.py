@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graphrecall.extract.entities import match_keys, normalize_name, types_compatible
+from graphrecall.extract.entities import types_compatible
+from graphrecall.names import match_keys, normalize_name
 
 names = st.text(max_size=40)
 words = st.lists(

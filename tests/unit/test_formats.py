@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 
 from graphrecall.errors import InvalidInput
 from graphrecall.formats import FORMATS, detect_format, parse_bytes, read_sessions, session_to_json
-from graphrecall.memory import SessionInput
-from graphrecall.models import Message, Role, Session
+from graphrecall.models import Message, Role, Session, SessionInput
 
 ROLES = [r.value for r in Role]
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

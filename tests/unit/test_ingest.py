@@ -9,9 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
-from graphrecall.ingest import MessageRow, build_rounds, message_rows, parse_date, validate_messages
+from graphrecall.ingest import build_rounds, message_rows, validate_messages
 from graphrecall.models import Message, Role
+from graphrecall.store.rows import MessageRow
 
 DAY = datetime(2024, 5, 20, 9, 0)
 

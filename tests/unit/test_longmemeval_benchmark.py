@@ -170,7 +170,7 @@ def test_variants_are_searched_over_the_same_scope_and_scored_beside_ours(tmp_pa
     (q,) = data.load(_write(tmp_path, [_raw_question()]))
     with Memory.open(tmp_path / "store", embedder=HashingEmbedder(64)) as mem:
         lexical_only = RetrievalConfig(weights={"vector": 0.0, "bm25": 1.0, "bm25_user": 0.0}, time_boost=0.0)
-        variant = HybridRetriever(mem.embedder, lexical_only, None, mem.retriever.extra_generators)
+        variant = HybridRetriever(mem.embedder, lexical_only)
         r = run_question(mem, q, [1, 5], [("lexical", variant)])
         assert mem.scopes() == []
     assert set(r.scores) == {"ours", "lexical", "bm25"}

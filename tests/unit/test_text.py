@@ -7,7 +7,7 @@ import re
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from graphrecall.store.text import NUMBER_PREFIX, STOPWORDS, TERM_PREFIX, index_terms, query_terms, tokenize
+from graphrecall.text import NUMBER_PREFIX, STOPWORDS, TERM_PREFIX, index_terms, query_terms, tokenize
 
 # One prefixed term: a word prefix then letters, or the number prefix then digits spelled as ASCII letters (Kuzu's
 # FTS tokenizer drops digits, so none may reach it).

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from graphrecall.embed.base import TextKind, Vectors, normalize_rows
-from graphrecall.store.text import tokenize
+from graphrecall.text import tokenize
 
 
 class HashingEmbedder:

@@ -13,73 +13,16 @@ Resolution is a cascade from cheap and certain to expensive and uncertain:
 from __future__ import annotations
 
 import logging
-import re
-import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from graphrecall.embed.base import Vectors
+from graphrecall.names import is_user, match_keys, normalize_name
+from graphrecall.store.rows import EntityRecord
 
 log = logging.getLogger(__name__)
-
-# Leading words that never distinguish one entity from another: articles, possessive determiners, honorifics.
-LEADING_STOP: frozenset[str] = frozenset(
-    "a an the my our your his her their its user users mr mrs ms miss mx dr doctor prof professor sir madam "
-    "dame lord lady".split()
-)
-# Role words: "sister ana" is also reachable as "ana" (but "sister" alone stays "sister").
-ROLE_WORDS: frozenset[str] = frozenset(
-    "sister brother mother father mom mum dad mama papa son daughter wife husband partner girlfriend "
-    "boyfriend fiance fiancee friend best cousin aunt uncle niece nephew grandma grandmother grandpa "
-    "grandfather grandson granddaughter boss manager coworker colleague roommate neighbor neighbour "
-    "dog cat pet puppy kitten teacher doctor dentist therapist coach".split()
-)
-USER_NAMES: frozenset[str] = frozenset({"user", "the user", "i", "me", "myself", "users"})
-
-_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b|(?<=s)['’](?=\s|$)")
-_NON_WORD = re.compile(r"[\W_]+", re.UNICODE)
-
-
-def normalize_name(name: str) -> str:
-    """A canonical form for comparing names: NFKC, casefolded, possessives and punctuation removed, leading
-    articles/possessive determiners/honorifics dropped, whitespace collapsed.
-
-    Never empty when the input has a letter or digit: if dropping leading words would leave nothing ("the",
-    "my"), the words are kept. Idempotent: ``normalize_name(normalize_name(x)) == normalize_name(x)``.
-    """
-    text = unicodedata.normalize("NFKC", name)
-    text = unicodedata.normalize("NFKC", text.casefold())
-    text = _POSSESSIVE.sub("", text)
-    tokens = _NON_WORD.sub(" ", text).split()
-    i = 0
-    while i < len(tokens) and tokens[i] in LEADING_STOP:
-        i += 1
-    kept = tokens[i:] or tokens
-    return " ".join(kept)
-
-
-def match_keys(name: str, aliases: Sequence[str] = ()) -> set[str]:
-    """Every normalized form under which an entity can be found: its name, its aliases, and each of those
-    without a leading role word ("sister ana" -> "ana")."""
-    keys: set[str] = set()
-    for raw in (name, *aliases):
-        n = normalize_name(raw)
-        if not n:
-            continue
-        keys.add(n)
-        parts = n.split()
-        while len(parts) > 1 and parts[0] in ROLE_WORDS:
-            parts = parts[1:]
-            keys.add(" ".join(parts))
-    return keys
-
-
-def is_user(name: str) -> bool:
-    """The user is implicit in every personal memory; it is not stored as an entity."""
-    return normalize_name(name) in USER_NAMES or name.strip().lower() in USER_NAMES
-
 
 _COMPATIBLE_DEFAULT = {"thing", "other", ""}
 
@@ -88,33 +31,6 @@ def types_compatible(a: str, b: str) -> bool:
     """Two entity types can name the same thing unless both are specific and differ (a person is no place)."""
     a, b = a.lower(), b.lower()
     return a == b or a in _COMPATIBLE_DEFAULT or b in _COMPATIBLE_DEFAULT
-
-
-@dataclass
-class EntityRecord:
-    """An entity as resolution sees it: stored ones have ``stored=True``; ``vec`` is the name embedding."""
-
-    id: str
-    name: str
-    type: str
-    aliases: list[str] = field(default_factory=list)
-    vec: Vectors | None = None
-    stored: bool = True
-    aliases_changed: bool = False
-
-    @property
-    def keys(self) -> set[str]:
-        return match_keys(self.name, self.aliases)
-
-    def absorb(self, name: str, aliases: Sequence[str]) -> None:
-        """Add the other mention's name and aliases as aliases (case-insensitively new ones only)."""
-        known = {normalize_name(a) for a in (self.name, *self.aliases)}
-        for a in (name, *aliases):
-            n = normalize_name(a)
-            if n and n not in known and not is_user(a):
-                self.aliases.append(a)
-                known.add(n)
-                self.aliases_changed = True
 
 
 @dataclass

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from graphrecall.embed.base import Embedder, Vectors
 from graphrecall.extract import dates
-from graphrecall.extract.entities import EntityRecord, EntityResolver, is_user, match_keys, normalize_name
+from graphrecall.extract.entities import EntityResolver
 from graphrecall.extract.schema import (
     EntityMatch,
     ExtractedEvent,
@@ -32,14 +32,15 @@ from graphrecall.extract.schema import (
     VersionDecisions,
 )
 from graphrecall.extract.versioning import NewFact, Verdict, decide, reinforced_confidence
-from graphrecall.ingest import MessageRow
 from graphrecall.llm import LLM, run_sync
 from graphrecall.models import ExtractionResult, utcnow
+from graphrecall.names import is_user, match_keys, normalize_name
 from graphrecall.prompts import load_prompt
 from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
-from graphrecall.store.text import index_terms
+from graphrecall.store.rows import EntityRecord, MessageRow
+from graphrecall.text import index_terms
 
 log = logging.getLogger(__name__)
 

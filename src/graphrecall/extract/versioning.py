@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from graphrecall.extract.entities import normalize_name
 from graphrecall.extract.schema import Decision, VersionDecisions
+from graphrecall.names import normalize_name
 from graphrecall.store.facts import Candidate
 
 log = logging.getLogger(__name__)

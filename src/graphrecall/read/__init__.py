@@ -1,6 +1,6 @@
 """Reading from memory: question analysis, the mode-aware Reader and its tools."""
 
-from graphrecall.read.access import MemoryAccess, ScopeAccess
+from graphrecall.read.access import MemoryAccess
 from graphrecall.read.classify import QuestionPlan, QuestionType, classify, classify_with_llm
 from graphrecall.read.decompose import Decomposition, decompose
 from graphrecall.read.models import Answer, Citation, StageStats, ToolTrace, VerifierJudgement
@@ -14,7 +14,6 @@ __all__ = [
     "QuestionPlan",
     "QuestionType",
     "Reader",
-    "ScopeAccess",
     "StageStats",
     "ToolTrace",
     "VerifierJudgement",

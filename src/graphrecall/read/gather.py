@@ -17,6 +17,10 @@ from graphrecall.retrieve import fusion
 from graphrecall.retrieve.context import build_context
 
 REPLY_CHARS = 240
+# Fusing the hit lists of the question and its sub-questions: each list is already a fused, reranked result, so
+# the textbook damping (60) that lets several lists agree is used, not the retriever's tuned ``rrf_k`` (which
+# fuses raw generator lists of one query).
+SUBQUERY_RRF_K = 60
 
 
 @dataclass
@@ -31,7 +35,7 @@ def kinds_for(access: MemoryAccess) -> tuple[HitKind, ...]:
     return ("round", "fact", "event") if access.has_extracted else ("round",)
 
 
-def fuse(lists: Sequence[list[Hit]], k: int, rrf_k: int = 60) -> list[Hit]:
+def fuse(lists: Sequence[list[Hit]], k: int, rrf_k: int = SUBQUERY_RRF_K) -> list[Hit]:
     """Reciprocal rank fusion of hit lists; a single list is returned as is (cut to ``k``)."""
     if len(lists) == 1:
         return list(lists[0][:k])

@@ -82,10 +82,11 @@ class Reader:
         return QuestionPlan(plan.type, mode, budget, plan.k, plan.rule)
 
     # -- the whole path ---------------------------------------------------------------------------------------
-    def answer(self, access: MemoryAccess, question: str, *, question_date: datetime | None = None) -> Answer:
+    def answer(self, access: MemoryAccess, question: str) -> Answer:
+        """Answer ``question`` as asked at ``access.question_date``, from what ``access`` can see."""
         if not question.strip():
             raise ValueError("question must not be empty")
-        qd = question_date if question_date is not None else access.question_date
+        qd = access.question_date
         stages: dict[Stage, StageStats] = {s: StageStats() for s in ("retrieve", "verify", "read", "tools")}
         plan = self.plan(question)
         t0 = time.perf_counter()

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from graphrecall.dates import parse_date
 from graphrecall.errors import GraphRecallError
-from graphrecall.ingest import parse_date
 from graphrecall.llm import ToolCall, ToolSpec
 from graphrecall.models import Hit, HitKind, TimeRange
 from graphrecall.read.access import MemoryAccess

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-Ranked = Sequence[tuple[str, float]]
+# A ranked list: (id, score), best first. Every generator returns one; fusion reads any sequence of pairs.
+Ranked = list[tuple[str, float]]
+Scored = Sequence[tuple[str, float]]
 
 
 def rrf(
-    lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None, k: int = 60
+    lists: Mapping[str, Scored], weights: Mapping[str, float] | None = None, k: int = 60
 ) -> dict[str, float]:
     """sum_over_lists weight / (k + rank), rank starting at 1. Items missing from a list get nothing from it."""
     out: dict[str, float] = {}
@@ -25,7 +27,7 @@ def rrf(
     return out
 
 
-def minmax(ranked: Ranked) -> dict[str, float]:
+def minmax(ranked: Scored) -> dict[str, float]:
     """Scores scaled to [0, 1] within one list; a constant list maps to 1.0."""
     if not ranked:
         return {}
@@ -36,7 +38,7 @@ def minmax(ranked: Ranked) -> dict[str, float]:
     return {item: (s - lo) / (hi - lo) for item, s in ranked}
 
 
-def weighted(lists: Mapping[str, Ranked], weights: Mapping[str, float] | None = None) -> dict[str, float]:
+def weighted(lists: Mapping[str, Scored], weights: Mapping[str, float] | None = None) -> dict[str, float]:
     """sum_over_lists weight * minmax(score). Items missing from a list get 0 from it."""
     out: dict[str, float] = {}
     for name, ranked in lists.items():

@@ -14,7 +14,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping
 
-from graphrecall.store.text import tokenize
+from graphrecall.text import tokenize
 
 K1 = 1.2  # Kuzu's FTS defaults, so both BM25 lists behave alike
 B = 0.75

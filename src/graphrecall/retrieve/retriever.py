@@ -4,8 +4,9 @@ Generators over raw history: HNSW over user-turn vectors and over reply vectors 
 two; replies hold what the assistant said, which "what did you recommend" questions ask for), and BM25 over the
 round text, then BM25 over the user side of that candidate pool (``retrieve.lexical``: what the user said in their
 own words, where a long reply on the same topic cannot crowd it out). A time range parsed from the question
-(relative to ``question_date``) boosts rounds inside it.
-Generators over extracted memory (facts, events, entity expansion) plug in through ``extra_generators``.
+(relative to the cutoff's question date) boosts rounds inside it, and nothing recorded after the cutoff is
+returned (``graphrecall.dates.Cutoff``). Candidates from extracted memory (facts, events, entity expansion) come
+from ``retrieve.graph.GraphCandidates``.
 Independent store queries of one search run side by side (``retrieve.stages``).
 """
 
@@ -13,17 +14,19 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from graphrecall.config import RetrievalConfig
+from graphrecall.dates import Cutoff
 from graphrecall.embed.base import Embedder, Vectors
 from graphrecall.models import Hit, Round, TimeRange
 from graphrecall.retrieve import fusion
+from graphrecall.retrieve.fusion import Ranked
+from graphrecall.retrieve.graph import GraphCandidates
 from graphrecall.retrieve.intent import asks_about_assistant
 from graphrecall.retrieve.lexical import pool_bm25
 from graphrecall.retrieve.rerank import Reranker
@@ -31,20 +34,9 @@ from graphrecall.retrieve.stages import StageRunner, on_search_worker, stage
 from graphrecall.retrieve.timeparse import parse_time_range
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
-from graphrecall.store.text import query_terms
+from graphrecall.text import query_terms
 
 log = logging.getLogger(__name__)
-
-Ranked = list[tuple[str, float]]
-
-
-class CandidateGenerator:
-    """Extra generators return ranked *round* ids (e.g. rounds that a matching fact came from) per signal name."""
-
-    def __call__(
-        self, db: ScopeDatabase, query: str, qvec: Vectors, n: int, as_of: datetime | None
-    ) -> dict[str, Ranked]:
-        raise NotImplementedError
 
 
 class HybridRetriever:
@@ -53,12 +45,14 @@ class HybridRetriever:
         embedder: Embedder,
         config: RetrievalConfig | None = None,
         reranker: Reranker | None = None,
-        extra_generators: Sequence[Callable[..., dict[str, Ranked]]] = (),
+        *,
+        graph: bool = True,
     ) -> None:
+        """``graph=False`` leaves extracted memory out of round ranking (a baseline for benchmarks)."""
         self.embedder = embedder
         self.config = config or RetrievalConfig()
         self.reranker = reranker
-        self.extra_generators = list(extra_generators)
+        self.graph = GraphCandidates(rrf_k=self.config.rrf_k) if graph else None
 
     def search(
         self,
@@ -66,13 +60,14 @@ class HybridRetriever:
         query: str,
         k: int = 10,
         *,
-        question_date: datetime | None = None,
+        cutoff: Cutoff | None = None,
         time_range: TimeRange | None = None,
         as_of: datetime | None = None,
         use_index: bool = True,
         timings: dict[str, float] | None = None,
     ) -> list[Hit]:
-        """The top ``k`` rounds for ``query``. ``timings``, when given, receives milliseconds per stage (stages
+        """The top ``k`` rounds for ``query`` visible at ``cutoff`` (``None``: no cutoff and no anchor for
+        relative time; the facade always passes one). ``timings``, when given, receives milliseconds per stage (stages
         that run on worker threads overlap, so they may add up to more than the wall time)."""
         cfg = self.config
         n = max(cfg.candidates, k)
@@ -83,7 +78,7 @@ class HybridRetriever:
                 k,
                 n,
                 run,
-                question_date=question_date,
+                cutoff=cutoff,
                 time_range=time_range,
                 as_of=as_of,
                 use_index=use_index,
@@ -97,7 +92,7 @@ class HybridRetriever:
         n: int,
         run: StageRunner,
         *,
-        question_date: datetime | None,
+        cutoff: Cutoff | None,
         time_range: TimeRange | None,
         as_of: datetime | None,
         use_index: bool,
@@ -129,13 +124,13 @@ class HybridRetriever:
         pool: dict[str, Round] = {}  # rounds read while generating candidates, reused for the hits
         if weights.get("bm25_user", 0.0):
             lists["bm25_user"] = self._user_side_list(db, query, lists, weights, pool, run)
-        with stage(timings, "extra_generators"):
-            for gen in self.extra_generators:
-                lists.update(gen(db, query, qvec, n, as_of))
+        if self.graph is not None:
+            with stage(timings, "graph"):
+                lists.update(self.graph(db, query, qvec, n, cutoff=cutoff, as_of=as_of))
         fused = (
             fusion.rrf(lists, weights, cfg.rrf_k) if cfg.fusion == "rrf" else fusion.weighted(lists, weights)
         )
-        tr = time_range or parse_time_range(query, question_date)
+        tr = time_range or parse_time_range(query, cutoff.question_date if cutoff is not None else None)
         in_range: set[str] = set()
         if tr is not None and cfg.time_boost > 0:
             with stage(timings, "time_range"):
@@ -148,10 +143,11 @@ class HybridRetriever:
         wanted = [rid for rid, _ in ranked[: max(3 * k, cfg.rerank_top)]]
         rounds = {rid: pool[rid] for rid in wanted if rid in pool}
         rounds.update(run.fetch_rounds(db, [rid for rid in wanted if rid not in pool]))
-        if question_date is not None and cfg.exclude_after_question_date:
-            cutoff = question_date + timedelta(hours=cfg.question_date_slack_hours)
-            ranked = [(rid, s) for rid, s in ranked if rid in rounds and rounds[rid].at <= cutoff]
-        ranked = [(rid, s) for rid, s in ranked if rid in rounds]
+        ranked = [
+            (rid, s)
+            for rid, s in ranked
+            if rid in rounds and (cutoff is None or cutoff.admits(rounds[rid].at))
+        ]
         rerank_scores: dict[str, float] = {}
         if self.reranker is not None and ranked:
             with stage(timings, "rerank"):

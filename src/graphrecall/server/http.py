@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 
 from graphrecall import __version__
-from graphrecall.memory import Memory, SessionInput
+from graphrecall.memory import Memory
 from graphrecall.models import (
     Context,
     Fact,
@@ -31,6 +31,7 @@ from graphrecall.models import (
     Scope,
     ScopeStats,
     Session,
+    SessionInput,
     ensure_utc,
     validate_identifier,
 )

@@ -23,7 +23,7 @@ from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy
 from graphrecall.models import utcnow
 from graphrecall.store import schema
 from graphrecall.store.recovery import recover
-from graphrecall.store.text import STOPWORDS
+from graphrecall.text import STOPWORDS
 
 log = logging.getLogger(__name__)
 

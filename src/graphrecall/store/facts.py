@@ -17,10 +17,12 @@ import numpy as np
 import pyarrow as pa
 
 from graphrecall.embed.base import Vectors
-from graphrecall.extract.entities import EntityRecord
 from graphrecall.models import Entity, Event, Fact, FactKind
+from graphrecall.names import normalize_name
 from graphrecall.store.arrow import TS, edge_table, vector_column
 from graphrecall.store.database import ScopeDatabase, WriteTxn
+from graphrecall.store.rows import EntityRecord
+from graphrecall.store.visibility import event_condition, fact_condition
 
 FACT_COLS = (
     "f.id, f.text, f.kind, f.polarity, f.confidence, f.valid_from, f.valid_to, f.recorded_at, f.expired_at, "
@@ -189,8 +191,6 @@ def _require_vec(e: EntityRecord) -> Vectors:
 
 
 def _norm(name: str) -> str:
-    from graphrecall.extract.entities import normalize_name
-
     return normalize_name(name)
 
 
@@ -354,17 +354,19 @@ def list_facts(
     include_superseded: bool,
     limit: int,
     offset: int,
+    until: datetime | None = None,
 ) -> list[Fact]:
-    """Facts, oldest valid_from first. ``as_of`` filters by valid time; otherwise only current ones unless
-    ``include_superseded``."""
+    """Facts, oldest valid_from first: the current ones, or those valid at ``as_of``, or with
+    ``include_superseded`` every one; with ``until`` only what was recorded by then (``store.visibility``)."""
     params: dict[str, Any] = {"o": offset, "n": limit}
-    if as_of is not None:
-        where = "WHERE (f.valid_from IS NULL OR f.valid_from <= $asof) AND (f.valid_to IS NULL OR f.valid_to > $asof)"
-        params["asof"] = as_of
-    elif include_superseded:
-        where = ""
+    if include_superseded and as_of is None:
+        where = "" if until is None else "WHERE f.recorded_at IS NULL OR f.recorded_at <= $cut_until"
+        if until is not None:
+            params["cut_until"] = until
     else:
-        where = "WHERE f.expired_at IS NULL"
+        cond, extra = fact_condition("f", until, as_of)
+        where = f"WHERE {cond}"
+        params.update(extra)
     return _facts_query(db, where, params, "ORDER BY f.valid_from, f.recorded_at, f.id SKIP $o LIMIT $n")
 
 
@@ -382,57 +384,73 @@ def supersession_chain(db: ScopeDatabase, fact_id: str) -> list[Fact]:
     return sorted(facts, key=lambda f: (f.valid_from or datetime.min, f.recorded_at or datetime.min, f.id))
 
 
-# -- retrieval -------------------------------------------------------------------------------------------------
-def _time_filter(alias: str, as_of: datetime | None) -> tuple[str, dict[str, Any]]:
-    if as_of is None:
-        return f"{alias}.expired_at IS NULL", {}
-    return (
-        f"({alias}.valid_from IS NULL OR {alias}.valid_from <= $asof) AND "
-        f"({alias}.valid_to IS NULL OR {alias}.valid_to > $asof)",
-        {"asof": as_of},
-    )
-
-
-def current_fact_ids(db: ScopeDatabase, ids: Sequence[str], as_of: datetime | None) -> set[str]:
-    """The subset of ``ids`` that is current (or, with ``as_of``, was valid then)."""
+# -- retrieval (every read applies ``store.visibility``) -----------------------------------------------------------
+def visible_fact_ids(
+    db: ScopeDatabase, ids: Sequence[str], until: datetime | None, as_of: datetime | None
+) -> set[str]:
+    """The subset of ``ids`` visible at the cutoff and current then (or valid at ``as_of``)."""
     if not ids:
         return set()
-    cond, params = _time_filter("f", as_of)
+    cond, params = fact_condition("f", until, as_of)
     rows = db.query(f"MATCH (f:Fact) WHERE f.id IN $ids AND {cond} RETURN f.id", {"ids": list(ids), **params})
     return {r[0] for r in rows}
 
 
-def event_ids_before(db: ScopeDatabase, ids: Sequence[str], as_of: datetime | None) -> set[str]:
-    """Events known at ``as_of`` (their session started by then); all of ``ids`` without ``as_of``."""
-    if not ids or as_of is None:
+def visible_event_ids(
+    db: ScopeDatabase, ids: Sequence[str], until: datetime | None, as_of: datetime | None
+) -> set[str]:
+    """The subset of ``ids`` visible at the cutoff (and known at ``as_of``)."""
+    if not ids:
+        return set()
+    if until is None and as_of is None:
         return set(ids)
+    cond, params = event_condition("s", until, as_of)
     rows = db.query(
-        "MATCH (e:Event), (s:Session) WHERE e.id IN $ids AND s.id = e.session_id AND s.started_at <= $asof "
-        "RETURN e.id",
-        {"ids": list(ids), "asof": as_of},
+        f"MATCH (e:Event), (s:Session) WHERE e.id IN $ids AND s.id = e.session_id AND {cond} RETURN e.id",
+        {"ids": list(ids), **params},
     )
     return {r[0] for r in rows}
 
 
 def entity_neighbourhood(
-    db: ScopeDatabase, entity_ids: Sequence[str], vec: Vectors, as_of: datetime | None, k: int
+    db: ScopeDatabase,
+    entity_ids: Sequence[str],
+    vec: Vectors,
+    k: int,
+    *,
+    until: datetime | None,
+    as_of: datetime | None,
 ) -> list[tuple[str, str, float]]:
-    """(kind, id, similarity) of the current facts about, and events involving, the given entities."""
+    """(kind, id, similarity) of the visible current facts about, and visible events involving, the entities."""
     if not entity_ids:
         return []
-    cond, params = _time_filter("f", as_of)
     v = np.asarray(vec, dtype=np.float32).tolist()
+    fcond, fparams = fact_condition("f", until, as_of)
     facts = db.query(
-        f"MATCH (f:Fact)-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND {cond} WITH DISTINCT f "
+        f"MATCH (f:Fact)-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND {fcond} WITH DISTINCT f "
         "RETURN f.id, array_cosine_similarity(f.embedding, $v) AS s ORDER BY s DESC LIMIT $k",
-        {"ents": list(entity_ids), "v": v, "k": k, **params},
+        {"ents": list(entity_ids), "v": v, "k": k, **fparams},
     )
+    econd, eparams = event_condition("s", until, as_of)
     events = db.query(
-        "MATCH (x:Event)-[]->(e:Entity) WHERE e.id IN $ents WITH DISTINCT x "
-        "RETURN x.id, array_cosine_similarity(x.embedding, $v) AS s ORDER BY s DESC LIMIT $k",
-        {"ents": list(entity_ids), "v": v, "k": k},
+        f"MATCH (x:Event)-[]->(e:Entity), (s:Session) WHERE e.id IN $ents AND s.id = x.session_id AND {econd} "
+        "WITH DISTINCT x RETURN x.id, array_cosine_similarity(x.embedding, $v) AS s ORDER BY s DESC LIMIT $k",
+        {"ents": list(entity_ids), "v": v, "k": k, **eparams},
     )
     return [("fact", r[0], float(r[1])) for r in facts] + [("event", r[0], float(r[1])) for r in events]
+
+
+def events_between(
+    db: ScopeDatabase, start: datetime, end: datetime, *, until: datetime | None, limit: int
+) -> list[Event]:
+    """Visible events whose time falls between ``start`` and ``end``, in time order."""
+    cond, params = event_condition("s", until, None)
+    rows = db.query(
+        f"MATCH (e:Event), (s:Session) WHERE s.id = e.session_id AND e.time_start >= $a AND e.time_start <= $b "
+        f"AND {cond} RETURN {EVENT_COLS} ORDER BY e.time_start, e.id LIMIT $n",
+        {"a": start, "b": end, "n": limit, **params},
+    )
+    return [_event(r) for r in rows]
 
 
 def source_rounds(db: ScopeDatabase, table: str, ids: Sequence[str]) -> dict[str, list[str]]:
@@ -469,18 +487,6 @@ def fetch_nodes(
     return {r[0]: (r[1], r[2], r[3], list(r[4] or [])) for r in rows}
 
 
-def recorded_before(db: ScopeDatabase, table: str, ids: Sequence[str], when: datetime) -> set[str]:
-    """The ids whose source session started on or before ``when`` (nothing said later leaks into an answer)."""
-    if not ids:
-        return set()
-    rows = db.query(
-        f"MATCH (x:{table}), (s:Session) WHERE x.id IN $ids AND s.id = x.session_id AND s.started_at <= $w "
-        "RETURN x.id",
-        {"ids": list(ids), "w": when},
-    )
-    return {r[0] for r in rows}
-
-
 def has_extracted(db: ScopeDatabase) -> bool:
     rows = db.query("MATCH (f:Fact) RETURN count(f) LIMIT 1")
     if rows and int(rows[0][0]) > 0:
@@ -489,31 +495,21 @@ def has_extracted(db: ScopeDatabase) -> bool:
     return bool(rows and int(rows[0][0]) > 0)
 
 
-def events_of_session(db: ScopeDatabase, session_id: str) -> list[Event]:
-    rows = db.query(
-        "MATCH (e:Event) WHERE e.session_id = $s RETURN e.id, e.subject, e.verb, e.object, e.text, e.time_start, "
-        "e.time_end, e.session_id, e.message_ids ORDER BY e.time_start, e.id",
-        {"s": session_id},
-    )
-    return [
-        Event(
-            id=r[0], subject=r[1], verb=r[2], object=r[3] or "", text=r[4], time_start=r[5], time_end=r[6],
-            session_id=r[7], message_ids=list(r[8] or []),
-        )
-        for r in rows
-    ]  # fmt: skip
+EVENT_COLS = (
+    "e.id, e.subject, e.verb, e.object, e.text, e.time_start, e.time_end, e.session_id, e.message_ids"
+)
+
+
+def _event(r: Sequence[Any]) -> Event:
+    return Event(
+        id=r[0], subject=r[1], verb=r[2], object=r[3] or "", text=r[4], time_start=r[5], time_end=r[6],
+        session_id=r[7], message_ids=list(r[8] or []),
+    )  # fmt: skip
 
 
 def list_events(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> list[Event]:
     rows = db.query(
-        "MATCH (e:Event) RETURN e.id, e.subject, e.verb, e.object, e.text, e.time_start, e.time_end, e.session_id, "
-        "e.message_ids ORDER BY e.time_start, e.id SKIP $o LIMIT $n",
+        f"MATCH (e:Event) RETURN {EVENT_COLS} ORDER BY e.time_start, e.id SKIP $o LIMIT $n",
         {"o": offset, "n": limit},
     )
-    return [
-        Event(
-            id=r[0], subject=r[1], verb=r[2], object=r[3] or "", text=r[4], time_start=r[5], time_end=r[6],
-            session_id=r[7], message_ids=list(r[8] or []),
-        )
-        for r in rows
-    ]  # fmt: skip
+    return [_event(r) for r in rows]

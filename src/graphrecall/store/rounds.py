@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from graphrecall.embed.base import Vectors
-from graphrecall.ingest import MessageRow, RoundRow
 from graphrecall.models import Message, Role, Round, Session, utcnow
 from graphrecall.store.arrow import TS, edge_table, vector_column
 from graphrecall.store.database import ScopeDatabase, WriteTxn
+from graphrecall.store.rows import MessageRow, RoundRow
 from graphrecall.store.schema import HNSW_SEARCH_EF
+from graphrecall.store.visibility import round_condition
 
 
 def existing_sessions(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, int]:
@@ -43,7 +43,7 @@ def session_messages(db: ScopeDatabase, session_id: str) -> list[MessageRow]:
     return [MessageRow(*r) for r in rows]
 
 
-def write_history(
+def write_batch(
     txn: WriteTxn,
     *,
     new_sessions: Sequence[tuple[str, datetime]],
@@ -54,7 +54,8 @@ def write_history(
     replaced_round_ids: Sequence[str],
     dim: int,
 ) -> None:
-    """Write one ingest batch inside the caller's transaction: bulk COPY for nodes and edges."""
+    """Write one ingest batch whose vectors are all known, inside the caller's transaction: bulk COPY for nodes
+    and edges. (A large batch is written in chunks while the next one embeds: ``graphrecall.writer``.)"""
     write_messages(txn, new_sessions=new_sessions, messages=messages, replaced_round_ids=replaced_round_ids)
     write_rounds(txn, rounds, user_vecs, reply_vecs, dim)
     touch_sessions(txn, messages)
@@ -162,7 +163,7 @@ def exact_vector_search(db: ScopeDatabase, column: str, vec: Vectors, k: int) ->
 
 
 def fts_search(db: ScopeDatabase, table: str, index: str, terms: str, k: int) -> list[tuple[str, float]]:
-    """BM25 top-k with OR semantics over normalized terms (see ``store.text``)."""
+    """BM25 top-k with OR semantics over normalized terms (see ``graphrecall.text``)."""
     if not terms:
         return []
     rows = db.query(
@@ -173,10 +174,14 @@ def fts_search(db: ScopeDatabase, table: str, index: str, terms: str, k: int) ->
     return [(r[0], float(r[1])) for r in rows]
 
 
-def rounds_between(db: ScopeDatabase, start: datetime, end: datetime, limit: int) -> list[str]:
+def rounds_between(
+    db: ScopeDatabase, start: datetime, end: datetime, limit: int, *, until: datetime | None = None
+) -> list[str]:
+    """Ids of the rounds dated between ``start`` and ``end`` (and visible at ``until``), oldest first."""
+    cond, params = round_condition("r", until)
     rows = db.query(
-        "MATCH (r:Round) WHERE r.at >= $a AND r.at <= $b RETURN r.id ORDER BY r.at LIMIT $n",
-        {"a": start, "b": end, "n": limit},
+        f"MATCH (r:Round) WHERE r.at >= $a AND r.at <= $b AND {cond} RETURN r.id ORDER BY r.at LIMIT $n",
+        {"a": start, "b": end, "n": limit, **params},
     )
     return [r[0] for r in rows]
 
@@ -226,7 +231,3 @@ def counts(db: ScopeDatabase) -> dict[str, int]:
     for label in ("Session", "Message", "Round", "Fact", "Event", "Entity"):
         out[label] = int(db.query(f"MATCH (n:{label}) RETURN count(n)")[0][0])
     return out
-
-
-def scalar(rows: list[list[Any]]) -> Any:
-    return rows[0][0] if rows else None

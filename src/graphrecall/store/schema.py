@@ -5,7 +5,7 @@ the embedder id and dimension; opening a database with another embedder is refus
 not comparable, and mixing them would return silent garbage).
 
 Indexes: HNSW (cosine) on every embedding column that retrieval searches, FTS (BM25) on the derived ``terms``
-columns (see ``store.text`` for why the terms are ours and not Kuzu's tokenizer's). Vector indexes are never
+columns (see ``graphrecall.text`` for why the terms are ours and not Kuzu's tokenizer's). Vector indexes are never
 dropped: ``DROP_VECTOR_INDEX`` followed by an insert crashes Kuzu 0.11.3 after a reopen.
 """
 

@@ -14,7 +14,8 @@ from graphrecall import Memory, Scope, Settings
 from graphrecall.embed import HashingEmbedder
 from graphrecall.llm import LLMError, ScriptedLLM, Step, ToolCall
 from graphrecall.models import Hit, HitKind, TimeRange
-from graphrecall.read import Reader, ScopeAccess
+from graphrecall.read import Reader
+from graphrecall.recall import ScopeRecall
 
 QD = datetime(2024, 4, 20, 12, 0)
 SESSIONS = [
@@ -29,19 +30,28 @@ SESSIONS = [
 ]
 
 
-class CountingAccess(ScopeAccess):
-    """ScopeAccess that records every search query, so tests can count retrievals."""
+class CountingAccess:
+    """The memory's own view of the scope (``Memory.recall``), recording every search query so tests can count
+    retrievals."""
 
-    def __init__(self, memory: Memory, scope: Scope, question_date: datetime | None) -> None:
-        super().__init__(memory, scope, question_date)
+    def __init__(self, view: ScopeRecall) -> None:
+        self.view = view
         self.queries: list[str] = []
+        self.question_date = view.question_date
+        self.rounds_between = view.rounds_between
+        self.events_between = view.events_between
+        self.facts = view.facts
+
+    @property
+    def has_extracted(self) -> bool:
+        return self.view.has_extracted
 
     def search(
         self, query: str, k: int, *, kinds: Sequence[HitKind] = ("round",),
         time_range: TimeRange | None = None,
     ) -> list[Hit]:  # fmt: skip
         self.queries.append(query)
-        return super().search(query, k, kinds=kinds, time_range=time_range)
+        return self.view.search(query, k, kinds=kinds, time_range=time_range)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +70,8 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Memory, S
 
 @pytest.fixture
 def access(stored: tuple[Memory, Scope]) -> CountingAccess:
-    return CountingAccess(*stored, QD)
+    mem, scope = stored
+    return CountingAccess(mem.recall(scope, QD))
 
 
 def verdict(v: str, missing: str = "", ids: list[str] | None = None) -> Step:

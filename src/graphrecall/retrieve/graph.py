@@ -1,12 +1,13 @@
 """Retrieval over extracted memory: fact, event and entity-expansion candidates for ``HybridRetriever``.
 
-Two outputs from the same candidates. As an ``extra_generators`` entry the object returns ranked *round* ids
+Two outputs from the same candidates. Called by the retriever, the object returns ranked *round* ids
 (the rounds whose messages a matching fact or event came from), so round search keeps its provenance and simply
 gains a "the user's facts say this round matters" signal. ``node_hits`` returns the facts and events themselves
 as ``Hit(kind="fact"|"event")`` for callers that ask for them (``Memory.search(kinds=...)``).
 
-Superseded facts are skipped unless ``as_of`` asks for the past, in which case the facts valid at ``as_of``
-(by valid time) are used instead. Entity expansion: entities whose name or alias occurs in the query pull in
+Only what is visible at the question's cutoff counts (``store.visibility``): facts and events recorded later, and
+supersessions recorded later, are ignored. Superseded facts are skipped unless ``as_of`` asks for the past, in
+which case the facts valid at ``as_of`` (by valid time) are used instead. Entity expansion: entities whose name or alias occurs in the query pull in
 their current facts and events through ABOUT/SUBJECT/OBJECT edges, ranked by similarity to the query.
 """
 
@@ -15,30 +16,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from graphrecall.dates import Cutoff
 from graphrecall.embed.base import Vectors
-from graphrecall.extract.entities import match_keys, normalize_name
 from graphrecall.models import Hit
+from graphrecall.names import match_keys, normalize_name
 from graphrecall.retrieve import fusion
+from graphrecall.retrieve.fusion import Ranked
 from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
-from graphrecall.store.text import query_terms
-
-Ranked = list[tuple[str, float]]
+from graphrecall.text import query_terms
 
 
 class GraphCandidates:
     """Callable as a candidate generator; ``node_hits`` for fact/event hits. Stateless apart from settings."""
 
-    def __init__(self, *, rrf_k: int = 60, oversample: int = 3) -> None:
+    def __init__(self, *, rrf_k: int, oversample: int = 3) -> None:
         self.rrf_k = rrf_k
         self.oversample = oversample
 
     # -- as a generator of round candidates ------------------------------------------------------------------------
     def __call__(
-        self, db: ScopeDatabase, query: str, qvec: Vectors, n: int, as_of: datetime | None
+        self,
+        db: ScopeDatabase,
+        query: str,
+        qvec: Vectors,
+        n: int,
+        *,
+        cutoff: Cutoff | None,
+        as_of: datetime | None,
     ) -> dict[str, Ranked]:
-        facts, events = self._ranked(db, query, qvec, n, as_of)
+        facts, events = self._ranked(db, query, qvec, n, cutoff, as_of)
         if not facts and not events:
             return {}
         out: dict[str, Ranked] = {}
@@ -46,9 +54,9 @@ class GraphCandidates:
             out["fact"] = self._to_rounds(db, "Fact", facts, n)
         if events:
             out["event"] = self._to_rounds(db, "Event", events, n)
-        expanded = self._entity_expansion(db, query, qvec, n, as_of)
+        expanded = self._entity_expansion(db, query, qvec, n, cutoff, as_of)
         if expanded:
-            by_kind: dict[str, Ranked] = {"fact": [], "event": []}
+            by_kind: dict[str, list[tuple[str, float]]] = {"fact": [], "event": []}
             for kind, node_id, sim in sorted(expanded, key=lambda x: -x[2]):
                 by_kind[kind].append((node_id, sim))
             merged: dict[str, float] = {}
@@ -59,22 +67,30 @@ class GraphCandidates:
         return out
 
     def _ranked(
-        self, db: ScopeDatabase, query: str, qvec: Vectors, n: int, as_of: datetime | None
+        self,
+        db: ScopeDatabase,
+        query: str,
+        qvec: Vectors,
+        n: int,
+        cutoff: Cutoff | None,
+        as_of: datetime | None,
     ) -> tuple[Ranked, Ranked]:
-        """Facts and events ranked by RRF of their vector and BM25 lists (current facts only, or valid at as_of)."""
+        """Visible facts and events ranked by RRF of their vector and BM25 lists (current facts only, or valid
+        at as_of)."""
         if not fq.has_extracted(db):
             return [], []
         m = n * self.oversample
         terms = query_terms(query)
+        until = cutoff.until if cutoff is not None else None
         out: list[Ranked] = []
         for table, vindex, findex in (("Fact", "fact_vec", "fact_fts"), ("Event", "event_vec", "event_fts")):
             vec = q.vector_search(db, table, vindex, qvec, m)
             bm25 = q.fts_search(db, table, findex, terms, m)
             ids = list(dict.fromkeys([i for i, _ in vec] + [i for i, _ in bm25]))
             ok = (
-                fq.current_fact_ids(db, ids, as_of)
+                fq.visible_fact_ids(db, ids, until, as_of)
                 if table == "Fact"
-                else fq.event_ids_before(db, ids, as_of)
+                else fq.visible_event_ids(db, ids, until, as_of)
             )
             lists = {"vector": [x for x in vec if x[0] in ok], "bm25": [x for x in bm25 if x[0] in ok]}
             out.append(fusion.order(fusion.rrf(lists, None, self.rrf_k))[:n])
@@ -91,10 +107,19 @@ class GraphCandidates:
         return fusion.order(best)[:n]
 
     def _entity_expansion(
-        self, db: ScopeDatabase, query: str, qvec: Vectors, n: int, as_of: datetime | None
+        self,
+        db: ScopeDatabase,
+        query: str,
+        qvec: Vectors,
+        n: int,
+        cutoff: Cutoff | None,
+        as_of: datetime | None,
     ) -> list[tuple[str, str, float]]:
         named = entities_named_in(db, query)
-        return fq.entity_neighbourhood(db, named, qvec, as_of, n) if named else []
+        if not named:
+            return []
+        until = cutoff.until if cutoff is not None else None
+        return fq.entity_neighbourhood(db, named, qvec, n, until=until, as_of=as_of)
 
     # -- as facts and events themselves ------------------------------------------------------------------------------
     def node_hits(
@@ -105,19 +130,15 @@ class GraphCandidates:
         n: int,
         *,
         kinds: Sequence[str],
+        cutoff: Cutoff | None,
         as_of: datetime | None = None,
-        question_date: datetime | None = None,
     ) -> list[Hit]:
         """Fact and/or event hits, scored on the RRF scale that round hits use so the two can be merged."""
-        facts, events = self._ranked(db, query, qvec, n, as_of)
+        facts, events = self._ranked(db, query, qvec, n, cutoff, as_of)
         hits: list[Hit] = []
         for kind, table, ranked in (("fact", "Fact", facts), ("event", "Event", events)):
             if kind not in kinds or not ranked:
                 continue
-            ids = [i for i, _ in ranked]
-            if question_date is not None:
-                allowed = fq.recorded_before(db, table, ids, question_date)
-                ranked = [x for x in ranked if x[0] in allowed]
             nodes = fq.fetch_nodes(db, table, [i for i, _ in ranked])
             for node_id, score in ranked:
                 if node_id not in nodes:

@@ -1,0 +1,146 @@
+"""The recall service: everything that reads one scope's memory for a question, below the facade.
+
+``Recall`` is built once per ``Memory`` and owns the retriever (with its graph candidates) over the shared pool of
+scope databases. ``Recall.scope(scope, cutoff)`` gives a ``ScopeRecall``: one question's view of one scope, which
+sees nothing recorded after its ``Cutoff``. ``Memory.search``, ``Memory.context`` and the Reader (through the
+``read.access.MemoryAccess`` protocol, which ``ScopeRecall`` implements) all read through it, so the cutoff is
+applied in one place for every kind of item and the Reader never reaches past it into the facade or the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from graphrecall.config import RetrievalConfig
+from graphrecall.dates import Cutoff
+from graphrecall.embed import Embedder
+from graphrecall.errors import NotFound
+from graphrecall.models import Context, Event, Fact, Hit, HitKind, Round, Scope, TimeRange
+from graphrecall.retrieve.context import build_context
+from graphrecall.retrieve.rerank import Reranker
+from graphrecall.retrieve.retriever import HybridRetriever
+from graphrecall.store import facts as fq
+from graphrecall.store import rounds as q
+from graphrecall.store.pool import DatabasePool
+
+
+class Recall:
+    """Reads for every scope of a store root. Thread-safe: it holds settings, the pool does the rest."""
+
+    def __init__(
+        self,
+        pool: DatabasePool,
+        embedder: Embedder,
+        config: RetrievalConfig,
+        reranker: Reranker | None = None,
+    ) -> None:
+        self.pool = pool
+        self.embedder = embedder
+        self.config = config
+        self.retriever = HybridRetriever(embedder, config, reranker)
+
+    def cutoff(self, question_date: datetime | str | None) -> Cutoff:
+        """The one cutoff for a question asked at ``question_date`` (``None``: now), with the configured slack."""
+        return Cutoff.at(question_date, slack_hours=self.config.question_date_slack_hours)
+
+    def scope(self, scope: Scope, cutoff: Cutoff) -> ScopeRecall:
+        return ScopeRecall(self, scope, cutoff)
+
+
+class ScopeRecall:
+    """One question's view of one scope (``read.access.MemoryAccess``): search, context, timeline, facts, all
+    limited to what was recorded by ``cutoff.until``. A scope with no database reads as empty."""
+
+    def __init__(self, recall: Recall, scope: Scope, cutoff: Cutoff) -> None:
+        self._recall = recall
+        self.scope = scope
+        self.cutoff = cutoff
+        self._extracted: bool | None = None
+
+    @property
+    def question_date(self) -> datetime:
+        return self.cutoff.question_date
+
+    @property
+    def has_extracted(self) -> bool:
+        """Whether this scope holds facts or events; checked once."""
+        if self._extracted is None:
+            self._extracted = False
+            try:
+                with self._recall.pool.acquire(self.scope, create=False) as db:
+                    self._extracted = fq.has_extracted(db)
+            except NotFound:
+                pass
+        return self._extracted
+
+    def search(
+        self,
+        query: str,
+        k: int,
+        *,
+        kinds: Sequence[HitKind] = ("round",),
+        time_range: TimeRange | None = None,
+        as_of: datetime | None = None,
+    ) -> list[Hit]:
+        """Rounds and/or fact/event hits; several kinds are merged by score (all on the RRF scale) and ranked
+        1..k. Fact and event kinds are skipped when the scope has none."""
+        if not self.has_extracted:
+            kinds = [x for x in kinds if x == "round"] or ["round"]
+        retriever = self._recall.retriever
+        try:
+            with self._recall.pool.acquire(self.scope, create=False) as db:
+                if tuple(kinds) == ("round",):
+                    return retriever.search(
+                        db, query, k, cutoff=self.cutoff, time_range=time_range, as_of=as_of
+                    )
+                hits: list[Hit] = []
+                if "round" in kinds:
+                    hits += retriever.search(
+                        db, query, k, cutoff=self.cutoff, time_range=time_range, as_of=as_of
+                    )
+                if retriever.graph is not None:
+                    qvec = self._recall.embedder.embed([query], kind="query")[0]
+                    n = max(retriever.config.candidates, k)
+                    hits += retriever.graph.node_hits(
+                        db, query, qvec, n, kinds=kinds, cutoff=self.cutoff, as_of=as_of
+                    )
+        except NotFound:
+            return []
+        hits.sort(key=lambda h: (-h.score, h.kind, h.id))
+        return [h.model_copy(update={"rank": i}) for i, h in enumerate(hits[:k], start=1)]
+
+    def context(self, query: str, token_budget: int, *, k: int) -> Context:
+        """The best round hits that fit ``token_budget`` tokens, dated, grouped by session, chronological."""
+        hits = self.search(query, k)
+        return build_context(query, hits, token_budget, question_date=self.cutoff.question_date)
+
+    def rounds_between(self, start: datetime, end: datetime, limit: int) -> list[Round]:
+        try:
+            with self._recall.pool.acquire(self.scope, create=False) as db:
+                ids = q.rounds_between(db, start, end, limit=limit, until=self.cutoff.until)
+                found = q.fetch_rounds(db, ids)
+        except NotFound:
+            return []
+        return [found[i] for i in ids if i in found]
+
+    def events_between(self, start: datetime, end: datetime, limit: int) -> list[Event]:
+        if not self.has_extracted:
+            return []
+        with self._recall.pool.acquire(self.scope, create=False) as db:
+            return fq.events_between(db, start, end, until=self.cutoff.until, limit=limit)
+
+    def facts(self, as_of: datetime | None, limit: int) -> list[Fact]:
+        """Facts current at the cutoff, or valid at ``as_of`` (default: the question date) among those recorded
+        by then."""
+        if not self.has_extracted:
+            return []
+        with self._recall.pool.acquire(self.scope, create=False) as db:
+            return fq.list_facts(
+                db,
+                as_of=as_of or self.cutoff.question_date,
+                include_superseded=False,
+                limit=limit,
+                offset=0,
+                until=self.cutoff.until,
+            )

@@ -1,0 +1,39 @@
+"""The one seam through which tests and benchmarks reach below the facade.
+
+``Memory`` keeps its pool, recall service and writer private; code that must look underneath (a test that checks
+rows or index entries, a benchmark that times retrieval stages or pool behaviour) asks here, so every such reach is
+explicit, greppable, and survives a refactor of the facade in one place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from graphrecall.memory import Memory, ScopeLike, as_scope
+from graphrecall.retrieve.retriever import HybridRetriever
+from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.pool import DatabasePool
+from graphrecall.writer import Writer
+
+
+def pool(memory: Memory) -> DatabasePool:
+    """The memory's pool of open scope databases (open counts, paths, eviction)."""
+    return memory._pool
+
+
+def retriever(memory: Memory) -> HybridRetriever:
+    """The memory's round retriever (stage timings, exact-scan comparisons, config variants)."""
+    return memory._recall.retriever
+
+
+def writer(memory: Memory) -> Writer:
+    """The memory's writer (the embedding texts and vectors ingest would produce)."""
+    return memory._writer
+
+
+@contextlib.contextmanager
+def database(memory: Memory, scope: ScopeLike, *, create: bool = False) -> Iterator[ScopeDatabase]:
+    """A scope's open database, held for the block (as a request would hold it)."""
+    with memory._pool.acquire(as_scope(scope), create=create) as db:
+        yield db
