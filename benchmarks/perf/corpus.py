@@ -77,7 +77,7 @@ def load(path: Path = DATA, *, max_sessions: int | None = None) -> Corpus:
 
 
 def embed_texts(rounds: list[RoundRow]) -> list[str]:
-    """Exactly the texts ``Memory._embed_rounds`` sends to the embedder for these rounds, in the same order."""
+    """Exactly the texts ``graphrecall.writer.Writer.embed_rounds`` sends to the embedder for these rounds, in the same order."""
     texts: list[str] = []
     for r in rounds:
         u, p = ing.embedding_texts(r)

@@ -35,7 +35,7 @@ from graphrecall.text import STOPWORDS
 
 @dataclass
 class BaseVectors:
-    """User-side and reply-side vectors per base round id (as ``Memory._embed_rounds`` pairs them)."""
+    """User-side and reply-side vectors per base round id (as ``graphrecall.writer.Writer.embed_rounds`` pairs them)."""
 
     user: dict[str, Vectors]
     reply: dict[str, Vectors]

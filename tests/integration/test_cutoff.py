@@ -21,20 +21,20 @@ AFTER = "2024-07-01"  # after both
 LATE = ("Berlin", "marathon")  # words that only the late session holds
 
 
-def _extraction(fact: str, event: str, when: str) -> dict[str, Any]:
-    return {
-        "facts": [{"text": fact, "kind": "attribute", "message_ids": ["m1"]}],
-        "events": [
-            {
-                "subject": "user",
-                "verb": "do",
-                "object": "",
-                "text": event,
-                "time_start": when,
-                "message_ids": ["m1"],
-            }
-        ],
-    }
+def _say(m: Memory, llm: ScriptedLLM, sid: str, date: str, said: str, fact: str, event: str) -> None:
+    """Store one session whose scripted extraction yields ``fact`` and ``event`` (the event on the day before)."""
+    day_before = f"{date[:8]}{int(date[8:10]) - 1:02d}"
+    llm.add(
+        f"Session id: {sid}\n",
+        {
+            "facts": [{"text": fact, "kind": "attribute", "message_ids": ["m1"]}],
+            "events": [
+                {"subject": "user", "verb": "do", "object": "", "text": event, "time_start": day_before,
+                 "message_ids": ["m1"]}
+            ],
+        },
+    )  # fmt: skip
+    m.add_session(SCOPE, [{"role": "user", "content": said}], session_id=sid, date=date, extract=True)
 
 
 @pytest.fixture(scope="module")
@@ -45,32 +45,14 @@ def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     with Memory.open(
         root, embedder=HashingEmbedder(64), llm=llm, extraction=ExtractionConfig(version_min_similarity=0.3)
     ) as m:
-        llm.add(
-            "Session id: early\n",
-            _extraction("The user lives in Munich", "The user adopted a cat.", "2024-01-09"),
-        )
-        m.add_session(
-            SCOPE,
-            [{"role": "user", "content": "I live in Munich and adopted a cat yesterday"}],
-            session_id="early",
-            date="2024-01-10",
-            extract=True,
-        )
-        llm.add(
-            "Session id: late\n",
-            _extraction("The user lives in Berlin", "The user ran a marathon.", "2024-06-09"),
-        )
+        said = "I live in Munich and adopted a cat yesterday"
+        _say(m, llm, "early", "2024-01-10", said, "The user lives in Munich", "The user adopted a cat.")
         llm.add(
             "New facts, each followed",
             {"decisions": [{"fact": "n1", "decision": "UPDATE", "target": "c1", "reason": "moved"}]},
         )
-        m.add_session(
-            SCOPE,
-            [{"role": "user", "content": "I moved to Berlin and ran a marathon yesterday"}],
-            session_id="late",
-            date="2024-06-10",
-            extract=True,
-        )
+        said = "I moved to Berlin and ran a marathon yesterday"
+        _say(m, llm, "late", "2024-06-10", said, "The user lives in Berlin", "The user ran a marathon.")
         yield m
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from graphrecall import Memory, Scope, Settings, memory, testing
+from graphrecall import Memory, Scope, Settings, testing, writer
 from graphrecall.embed import HashingEmbedder, TextKind, Vectors
 from graphrecall.store import rounds as q
 from graphrecall.store.database import WriteTxn
@@ -67,7 +67,7 @@ def test_chunked_ingest_stores_exactly_what_one_write_stores(
     ) as m:
         m.add_sessions(scope, data)
         expected = snapshot(m, scope)
-    monkeypatch.setattr(memory, "ROUND_CHUNK", 7)  # 9 chunks
+    monkeypatch.setattr(writer, "ROUND_CHUNK", 7)  # 9 chunks
     copies: list[str] = []
     real_copy = WriteTxn.copy
 
@@ -94,7 +94,7 @@ def test_chunked_ingest_stores_exactly_what_one_write_stores(
 def test_a_failure_in_a_later_chunk_writes_nothing(
     tmp_path: Path, scope: Scope, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(memory, "ROUND_CHUNK", 5)
+    monkeypatch.setattr(writer, "ROUND_CHUNK", 5)
     emb = CountingEmbedder()
     real_embed = emb.embed
 
@@ -121,7 +121,7 @@ def test_a_failure_in_a_later_chunk_writes_nothing(
 def test_searches_run_while_a_chunked_batch_is_written(
     tmp_path: Path, scope: Scope, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(memory, "ROUND_CHUNK", 8)
+    monkeypatch.setattr(writer, "ROUND_CHUNK", 8)
     errors: list[BaseException] = []
     done = threading.Event()
     results: list[int] = []
