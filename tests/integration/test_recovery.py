@@ -21,7 +21,7 @@ SCOPE = Scope(org_id="acme", user_id="ana")
 
 WRITE_THEN_DIE = """
 import os, signal, sys
-from graphrecall import Memory, Scope
+from graphrecall import Memory, Scope, testing
 from graphrecall.embed import HashingEmbedder
 m = Memory(sys.argv[1], embedder=HashingEmbedder(64))
 s = Scope(org_id="acme", user_id="ana")

@@ -19,7 +19,7 @@ SETUP = textwrap.dedent(
     """
     import json, os, sys
     from pathlib import Path
-    from graphrecall import Memory, Scope, Settings
+    from graphrecall import Memory, Scope, Settings, testing
     from graphrecall.embed import HashingEmbedder
     from graphrecall.store import rounds as q
     from graphrecall.store.database import ScopeDatabase, WriteTxn
