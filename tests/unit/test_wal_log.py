@@ -58,7 +58,7 @@ def test_reopen_returns_exactly_the_acknowledged_entries_and_seqs_are_never_reus
         written = [log.append(turn(i)) for i in range(4)]
     with WriteLog(path) as log:
         assert log.pending() == written
-        assert log.oldest_pending_at == 0.0  # found on open: due for flushing at once
+        assert log.oldest_pending_at == float("-inf")  # found on open: due for flushing at once
         assert log.mark_flushed(2) == 2
         assert [e.seq for e in log.pending()] == [3, 4]
         assert log.mark_flushed(4) == 2 and log.pending_count == 0 and log.oldest_pending_at is None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -91,7 +92,7 @@ class WriteLog:
         last = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name='entries'").fetchone()
         self._last_seq = int(last[0]) if last else 0
         # Monotonic time of the oldest unflushed append, for flushing by age; entries found on open are due now.
-        self._oldest: float | None = 0.0 if self._pending else None
+        self._oldest: float | None = -math.inf if self._pending else None
         self._closed = False
         if self._pending:
             log.info(
@@ -204,7 +205,7 @@ class WriteLog:
 
     @property
     def oldest_pending_at(self) -> float | None:
-        """``time.monotonic()`` of the oldest unflushed append (0.0 for entries found on open), None if none."""
+        """``time.monotonic()`` of the oldest unflushed append (-inf for entries found on open), None if none."""
         return self._oldest
 
     def size_bytes(self) -> int:
