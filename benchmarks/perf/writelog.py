@@ -6,7 +6,8 @@ vectors, as ingest would log it. Measured side by side in one run, on the same p
 - ``normal``: ``synchronous=NORMAL`` (no fsync per commit: survives a killed process, not a power loss), the
   floor that shows what the fsync costs on this disk;
 - ``full+flusher``: ``full`` while a flusher drains the log in the background with a no-op apply (the cost of
-  ``mark_flushed`` and its checkpoints competing with appends).
+  ``mark_flushed`` competing with appends);
+- ``scopelog``: ``ScopeLog.append`` (log append + tail index update + flusher wake-up), flusher running.
 
     PYTHONPATH=src python -m benchmarks.perf.writelog --n 200 [--dir /path/on/the/disk/to/test]
 """
@@ -28,7 +29,7 @@ import numpy as np
 
 from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message
-from graphrecall.store.wal import Flusher, WriteEntry, WriteLog
+from graphrecall.store.wal import Flusher, ScopeLog, WriteEntry, WriteLog
 
 
 def turn(i: int, rng: np.random.Generator) -> WriteEntry:
@@ -63,6 +64,15 @@ def percentiles(ms: Sequence[float]) -> dict[str, float]:
 
 def run(mode: str, entries: Sequence[WriteEntry], directory: Path) -> dict[str, Any]:
     path = directory / f"{mode}.log.sqlite"
+    if mode == "scopelog":
+        sl = ScopeLog(path, dim=384, apply=lambda es: None, batch_entries=32, max_age_s=0.05)
+        times = []
+        for e in entries:
+            t0 = time.perf_counter()
+            sl.append(e)
+            times.append((time.perf_counter() - t0) * 1000)
+        sl.close()
+        return {"mode": mode, "appends": len(entries), **percentiles(times)}
     log = WriteLog(path)
     if mode == "normal":
         log._db.execute("PRAGMA synchronous=NORMAL")
@@ -91,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     entries = [turn(i, rng) for i in range(args.n)]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        results = [run(mode, entries, Path(tmp)) for mode in ("full", "normal", "full+flusher")]
+        results = [run(mode, entries, Path(tmp)) for mode in ("full", "normal", "full+flusher", "scopelog")]
     full, normal = results[0], results[1]
     report = {
         "results": results,
