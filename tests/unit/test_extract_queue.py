@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from graphrecall.errors import InvalidInput
 from graphrecall.extract.queue import ExtractionQueue, QueueError
 from graphrecall.models import Scope
 
@@ -259,6 +260,11 @@ def test_a_session_that_kills_the_process_every_time_ends_failed(tmp_path: Path)
         assert q.wait(20) and run.sessions() == ["s1"]
 
 
-def test_bad_options_are_refused(tmp_path: Path) -> None:
+def test_bad_options_and_session_ids_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="max_attempts"):
         ExtractionQueue(tmp_path, FakeRunner(), max_attempts=0)
+    with (
+        ExtractionQueue(tmp_path, FakeRunner(), workers=0) as q,
+        pytest.raises(InvalidInput, match="session_id: session_id must not be empty"),
+    ):
+        q.enqueue(ANA, "")

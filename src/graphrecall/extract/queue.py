@@ -34,8 +34,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from graphrecall.errors import GraphRecallError
-from graphrecall.models import Scope
+from graphrecall.errors import GraphRecallError, InvalidInput
+from graphrecall.models import Scope, validate_identifier
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,10 @@ class ExtractionQueue:
     # -- jobs ------------------------------------------------------------------------------------------------
     def enqueue(self, scope: Scope, session_id: str) -> Job:
         """Queue a session for extraction (see the module docstring for what asking again does)."""
+        try:
+            validate_identifier(session_id, "session_id")
+        except ValueError as e:
+            raise InvalidInput(str(e), where="session_id") from None
         now = time.time()
         with self._lock:
             self._exec(

@@ -35,10 +35,10 @@ class ScopeLog:
         self.log = WriteLog(path, max_bytes=max_bytes)
         try:
             self.tail = TailIndex(dim, self.log.pending())
-        except Exception:
+            self.flusher = Flusher(self.log, apply, on_flushed=self.tail.trim, start=start, **flusher_options)
+        except Exception:  # a damaged entry (WriteLogCorrupt), bad options: nothing stays open
             self.log.close()
             raise
-        self.flusher = Flusher(self.log, apply, on_flushed=self.tail.trim, start=start, **flusher_options)
 
     def append(self, entry: WriteEntry) -> WriteEntry:
         """Durable and searchable when this returns; raises ``WriteLogError`` (nothing acknowledged) otherwise."""
