@@ -1,4 +1,4 @@
-"""The write log under a killed process and a file-size limit, in real child processes.
+"""The write log under a killed process, a file-size limit (real child processes) and a full file system.
 
 An acknowledgement is the child printing a seq after ``append`` returned; the parent then checks, on a reopen,
 that every acknowledged entry is there with its content.
@@ -12,9 +12,32 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
-from graphrecall.store.wal import WriteLog
+import numpy as np
+import pytest
+
+from graphrecall.ingest import build_rounds, message_rows
+from graphrecall.models import Message
+from graphrecall.store.wal import WriteEntry, WriteLog, WriteLogError
+
+
+def turn(i: int) -> WriteEntry:
+    """One 2-message turn with two 384-d vectors (~4 KB in the log)."""
+    sid = f"s{i}"
+    rows = message_rows(
+        sid, [Message(role="user", content=f"turn {i}"), Message(role="assistant", content="ok")],
+        start_idx=0, date=datetime(2024, 1, 1),
+    )  # fmt: skip
+    rounds = build_rounds(sid, rows)
+    rng = np.random.default_rng(i)
+    return WriteEntry.from_rows(
+        sessions=[(sid, datetime(2024, 1, 1))], messages=rows, rounds=rounds,
+        user_vectors=rng.random((1, 384)), reply_vectors=rng.random((1, 384)), dim=384,
+    )  # fmt: skip
+
 
 CHILD = textwrap.dedent(
     """
@@ -96,3 +119,43 @@ def test_a_file_size_limit_fails_appends_clearly_and_the_log_opens_afterwards(tm
     with WriteLog(path) as log:  # without the limit now
         assert [e.seq for e in log.pending()] == acked
         assert log.append(log.pending()[0].model_copy(update={"seq": 0})).seq > acked[-1]
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 512 KB file system (tmpfs), where the machine lets the test mount one (root with CAP_SYS_ADMIN)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a small file system here: {proc.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_a_full_file_system_fails_appends_and_flush_marks_and_all_recovers_when_space_returns(
+    small_fs: Path,
+) -> None:
+    ballast = small_fs / "ballast"
+    ballast.write_bytes(b"x" * 256 * 1024)  # the rest of the disk belongs to someone else
+    path = small_fs / "u.log.sqlite"
+    log = WriteLog(path)
+    acked: list[int] = []
+    with pytest.raises(WriteLogError, match=r"SQLITE_FULL\); nothing was acknowledged"):
+        for i in range(500):
+            acked.append(log.append(turn(i)).seq)
+    assert len(acked) >= 3
+    with pytest.raises(WriteLogError, match="could not mark"):  # deleting needs WAL space too: entries stay
+        log.mark_flushed(acked[-1])
+    log.close()
+    with WriteLog(path) as again:  # the disk is still full: it opens, with every acknowledged entry
+        assert [e.seq for e in again.pending()] == acked
+    ballast.unlink()
+    with WriteLog(path) as freed:
+        assert [e.seq for e in freed.pending()] == acked
+        assert freed.mark_flushed(acked[-1]) == len(acked)
+        assert freed.append(turn(999)).seq == acked[-1] + 1
