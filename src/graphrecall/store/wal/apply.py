@@ -1,0 +1,87 @@
+"""``apply_entries``: write a batch of log entries into a scope's Kuzu database, idempotently.
+
+This is the reference ``apply`` for a ``Flusher`` (the integrator may fold it into the store layer). It keeps the
+replay invariant of docs/design-writelog.md: the result of applying entries ``e_i..e_n`` in order to a database that
+already holds any prefix ``e_1..e_j`` (j >= i - 1) is the same as applying each once. It holds because every
+write is an assignment keyed by an id fixed at append time, never relative to what is stored:
+- a session is created only if absent (its ``started_at`` is the entry's, computed when it was acknowledged);
+- a message is created only if absent (a message id never changes content);
+- a round is replaced by id (delete then insert: Kuzu cannot SET an indexed vector column) with the newest version
+  in the batch; ``replaced_round_ids`` are deleted if present;
+- ``updated_at`` of touched sessions is the newest entry's ``written_at``, not the wall clock.
+One batch is one transaction: all of it or nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+
+from graphrecall.ingest import MessageRow, RoundRow
+from graphrecall.store import rounds as q
+from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.wal.entry import WriteEntry
+
+
+def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry]) -> None:
+    if not entries:
+        return
+    dim = entries[0].dim
+    sessions: dict[str, datetime] = {}
+    messages: dict[str, MessageRow] = {}
+    latest: dict[str, tuple[RoundRow, np.ndarray, np.ndarray]] = {}
+    deleted: set[str] = set()
+    for e in sorted(entries, key=lambda x: x.seq):
+        if e.dim != dim:
+            raise ValueError(f"entry seq {e.seq} has dim {e.dim}; the batch has dim {dim}")
+        for s in e.sessions:
+            sessions.setdefault(s.id, s.started_at)
+        for m in e.messages:
+            messages.setdefault(m.id, MessageRow(m.id, m.session_id, m.idx, m.role, m.text, m.at))
+        for rid in e.replaced_round_ids:
+            deleted.add(rid)
+            latest.pop(rid, None)
+        users, replies = e.user_matrix(), e.reply_matrix()
+        for i, r in enumerate(e.rounds):
+            row = RoundRow(
+                r.id,
+                r.session_id,
+                r.idx,
+                r.text,
+                r.user_text,
+                r.reply_text,
+                r.terms,
+                r.at,
+                list(r.message_ids),
+            )
+            latest[r.id] = (row, users[i], replies[i])
+    with db.write_lock:
+        known_sessions = q.existing_sessions(db, list(sessions))
+        new_sessions = [(sid, d) for sid, d in sessions.items() if sid not in known_sessions]
+        known_messages = q.existing_message_ids(db, list(messages))
+        new_messages = [m for mid, m in messages.items() if mid not in known_messages]
+        rows = [v[0] for v in latest.values()]
+        stale = sorted(deleted | set(latest))  # every round id written is replaced, if Kuzu has it
+        with db.write() as txn:
+            q.write_messages(
+                txn,
+                new_sessions=new_sessions,
+                messages=new_messages,
+                replaced_round_ids=stale,
+            )
+            if rows:
+                q.write_rounds(
+                    txn,
+                    rows,
+                    np.stack([v[1] for v in latest.values()]),
+                    np.stack([v[2] for v in latest.values()]),
+                    dim,
+                )
+            touched = sorted({m.session_id for m in messages.values()} | {r.session_id for r in rows})
+            if touched:
+                txn.execute(
+                    "UNWIND $ids AS i MATCH (s:Session {id: i}) SET s.updated_at = $t",
+                    {"ids": touched, "t": max(e.written_at for e in entries)},
+                )

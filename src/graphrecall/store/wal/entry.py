@@ -1,0 +1,217 @@
+"""What one acknowledged ingest call writes to the log: a pydantic ``WriteEntry``.
+
+An entry holds exactly what ingest would write to Kuzu for that call: the sessions it creates, its messages (with
+their final ids and positions), its rounds (texts, index terms) and both vectors of every round as raw float32
+bytes. So a flush is a pure copy (no embedding, no id assignment, no reading of what is stored) and a replay after
+a crash writes the same rows again.
+
+On disk an entry is two columns: the JSON of the model without its vectors (versioned: ``version``) and one BLOB
+with the user vectors followed by the reply vectors (``len(rounds) * dim`` float32 each, little-endian, row-major).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from graphrecall.models import Round, ensure_utc, utcnow
+
+# Version of the JSON payload. A reader accepts every version up to this one (older payloads are upgraded on read
+# by ``_upgrade``) and refuses newer ones: they were written by a newer graphrecall.
+ENTRY_VERSION = 1
+_F32 = np.dtype("<f4")
+
+
+class LoggedSession(BaseModel):
+    """A session this entry creates (sessions that exist already are not repeated)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    started_at: datetime
+
+
+class LoggedMessage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    session_id: str
+    idx: int
+    role: str
+    text: str
+    at: datetime
+
+
+class LoggedRound(BaseModel):
+    """A round as ingest builds it (``ingest.RoundRow``); a round id written again replaces the earlier version."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    session_id: str
+    idx: int
+    text: str
+    user_text: str
+    reply_text: str
+    terms: str
+    at: datetime
+    message_ids: list[str] = Field(default_factory=list)
+
+    def as_round(self) -> Round:
+        return Round(
+            id=self.id,
+            session_id=self.session_id,
+            idx=self.idx,
+            text=self.text,
+            user_text=self.user_text,
+            at=self.at,
+            message_ids=list(self.message_ids),
+        )
+
+
+class _MessageLike(Protocol):
+    id: str
+    session_id: str
+    idx: int
+    role: str
+    text: str
+    at: datetime
+
+
+class _RoundLike(Protocol):
+    id: str
+    session_id: str
+    idx: int
+    text: str
+    user_text: str
+    reply_text: str
+    terms: str
+    at: datetime
+    message_ids: list[str]
+
+
+class WriteEntry(BaseModel):
+    """One ingest call, acknowledged once it is in the log. ``seq`` is 0 until the log assigns it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    seq: int = 0
+    version: int = ENTRY_VERSION
+    written_at: datetime = Field(default_factory=utcnow)
+    dim: int = Field(ge=1)
+    sessions: list[LoggedSession] = Field(default_factory=list)
+    messages: list[LoggedMessage] = Field(default_factory=list)
+    rounds: list[LoggedRound] = Field(default_factory=list)
+    replaced_round_ids: list[str] = Field(default_factory=list)
+    user_vectors: bytes = b""
+    reply_vectors: bytes = b""
+
+    @model_validator(mode="after")
+    def _vectors_fit(self) -> WriteEntry:
+        want = len(self.rounds) * self.dim * _F32.itemsize
+        for name in ("user_vectors", "reply_vectors"):
+            got = len(getattr(self, name))
+            if got != want:
+                raise ValueError(
+                    f"{name} has {got} bytes; {len(self.rounds)} rounds of dim {self.dim} need {want}"
+                )
+        return self
+
+    @classmethod
+    def from_rows(
+        cls,
+        *,
+        sessions: Sequence[tuple[str, datetime]],
+        messages: Sequence[_MessageLike],
+        rounds: Sequence[_RoundLike],
+        user_vectors: Any,
+        reply_vectors: Any,
+        replaced_round_ids: Sequence[str] = (),
+        dim: int,
+    ) -> WriteEntry:
+        """From what ingest computes (``ingest.MessageRow``/``RoundRow`` and the two (n, dim) vector arrays)."""
+        return cls(
+            dim=dim,
+            sessions=[LoggedSession(id=s, started_at=ensure_utc(d)) for s, d in sessions],
+            messages=[
+                LoggedMessage(id=m.id, session_id=m.session_id, idx=m.idx, role=m.role, text=m.text, at=m.at)
+                for m in messages
+            ],
+            rounds=[
+                LoggedRound(
+                    id=r.id,
+                    session_id=r.session_id,
+                    idx=r.idx,
+                    text=r.text,
+                    user_text=r.user_text,
+                    reply_text=r.reply_text,
+                    terms=r.terms,
+                    at=r.at,
+                    message_ids=list(r.message_ids),
+                )
+                for r in rounds
+            ],
+            replaced_round_ids=list(replaced_round_ids),
+            user_vectors=_as_bytes(user_vectors, len(rounds), dim, "user_vectors"),
+            reply_vectors=_as_bytes(reply_vectors, len(rounds), dim, "reply_vectors"),
+        )
+
+    def user_matrix(self) -> np.ndarray[Any, np.dtype[np.float32]]:
+        """The user-side vectors as a read-only (rounds, dim) float32 array (no copy)."""
+        return np.frombuffer(self.user_vectors, dtype=_F32).reshape(len(self.rounds), self.dim)
+
+    def reply_matrix(self) -> np.ndarray[Any, np.dtype[np.float32]]:
+        return np.frombuffer(self.reply_vectors, dtype=_F32).reshape(len(self.rounds), self.dim)
+
+    # -- the on-disk form ------------------------------------------------------------------------------------
+    def payload_json(self) -> str:
+        return self.model_dump_json(exclude={"seq", "user_vectors", "reply_vectors"})
+
+    def vector_blob(self) -> bytes:
+        return self.user_vectors + self.reply_vectors
+
+    @classmethod
+    def from_stored(cls, seq: int, payload: str, blob: bytes) -> WriteEntry:
+        """Rebuild an entry read from the log; raises ``ValueError`` (with the reason) when it does not parse."""
+        data = json.loads(payload)
+        if not isinstance(data, dict):
+            raise ValueError("payload is not a JSON object")
+        data = _upgrade(data)
+        n = len(data.get("rounds") or [])
+        dim = data.get("dim")
+        if not isinstance(dim, int) or dim < 1:
+            raise ValueError(f"payload has no valid dim ({dim!r})")
+        half = n * dim * _F32.itemsize
+        if len(blob) != 2 * half:
+            raise ValueError(f"vector blob has {len(blob)} bytes; {n} rounds of dim {dim} need {2 * half}")
+        return cls.model_validate(
+            {**data, "seq": seq, "user_vectors": blob[:half], "reply_vectors": blob[half:]}
+        )
+
+
+def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """Bring an older payload to ``ENTRY_VERSION`` (nothing to do yet: version 1 is the first)."""
+    version = data.get("version")
+    if not isinstance(version, int) or version < 1:
+        raise ValueError(f"payload has no valid version ({version!r})")
+    if version > ENTRY_VERSION:
+        raise ValueError(
+            f"payload version {version} was written by a newer graphrecall (this one reads up to {ENTRY_VERSION})"
+        )
+    return data
+
+
+def _as_bytes(vectors: Any, rows: int, dim: int, what: str) -> bytes:
+    arr = np.ascontiguousarray(np.asarray(vectors, dtype=_F32))
+    if rows == 0 and arr.size == 0:
+        return b""
+    if arr.shape != (rows, dim):
+        raise ValueError(f"{what} has shape {arr.shape}; expected ({rows}, {dim})")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{what} holds NaN or infinite values")
+    return arr.tobytes()

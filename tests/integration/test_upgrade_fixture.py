@@ -1,0 +1,123 @@
+"""A store written by release 0.1.0 opens with the current code and has lost nothing.
+
+``tests/data/stores/v0_1_0.tar.gz`` was made once by ``scripts/make_store_fixture.py`` with the 0.1.0 code (see the
+README beside it) and is never regenerated: it is the old format. Whatever the storage becomes (a write log,
+derived indexes outside Kuzu, a new schema version), opening this store must migrate it or rebuild what is
+derived, and every check below must hold. Only the public API is used, so the test does not care how.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from graphrecall import Memory, Scope, Settings
+
+ARCHIVE = Path(__file__).resolve().parents[1] / "data" / "stores" / "v0_1_0.tar.gz"
+SCOPE = Scope(org_id="fixture", user_id="ana")
+
+# What the 0.1.0 store holds (written down here, not read from the script that made it: the archive is frozen).
+USER_TURNS = {
+    "s1": "I live in Munich and I love the beer gardens there.",
+    "s2": "We adopted a dog! His name is Biscuit, a beagle.",
+    "s3": "Big news: we moved from Munich to Berlin last month.",
+    "s4": "I started a new job as a data analyst at a bike-sharing company.",
+}
+SESSION_DATES = {
+    "s1": datetime(2024, 1, 10, 9, 0),
+    "s2": datetime(2024, 3, 2, 18, 30),
+    "s3": datetime(2024, 6, 15, 8, 15),
+    "s4": datetime(2024, 7, 1, 12, 0),
+}
+
+
+def unpack(dest: Path) -> Path:
+    root = dest / "store"
+    root.mkdir()
+    with tarfile.open(ARCHIVE, "r:gz") as tar:
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: refuse links and paths out of ``root``
+            tar.extractall(root, filter="data")
+        else:  # pragma: no cover
+            tar.extractall(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    root = unpack(tmp_path_factory.mktemp("upgrade"))
+    with Memory.open(root, settings=Settings(root=root)) as m:  # the default, real embedder it was made with
+        yield m
+
+
+def test_the_archive_is_small_and_holds_one_scope(tmp_path: Path, mem: Memory) -> None:
+    assert ARCHIVE.stat().st_size < 1_000_000
+    root = unpack(tmp_path)
+    with Memory.open(root, settings=Settings(root=root), embedder=mem.embedder) as m:
+        assert m.scopes() == [SCOPE]
+    shutil.rmtree(root)
+
+
+def test_every_row_survives(mem: Memory) -> None:
+    stats = mem.stats(SCOPE)
+    assert (stats.sessions, stats.messages, stats.rounds) == (4, 8, 4)
+    assert (stats.facts, stats.events, stats.entities) == (4, 3, 3)  # facts: 3 current + 1 superseded
+    assert stats.embedder_id == "sentence-transformers/all-MiniLM-L6-v2" and stats.dim == 384
+    sessions = {s.id: s for s in mem.sessions(SCOPE)}
+    assert {sid: s.started_at for sid, s in sessions.items()} == SESSION_DATES
+    for sid, text in USER_TURNS.items():
+        s = mem.get_session(SCOPE, sid)
+        assert s.extract_status == "done"
+        assert [m.id for m in s.messages] == [f"{sid}#0", f"{sid}#1"]
+        assert s.messages[0].content == text and s.messages[0].role == "user"
+    assert {e.name for e in mem.entities(SCOPE)} == {"Munich", "Biscuit", "Berlin"}
+    assert {e.text for e in mem.events(SCOPE)} == {
+        "The user adopted the dog Biscuit.",
+        "The user moved from Munich to Berlin.",
+        "The user started a job as a data analyst.",
+    }
+
+
+def test_search_finds_the_berlin_round_first(mem: Memory) -> None:
+    hits = mem.search(SCOPE, "When did we move to Berlin?", k=4)
+    assert hits[0].id == "s3@0" and hits[0].session_id == "s3"
+    assert hits[0].message_ids == ["s3#0", "s3#1"]
+    dog = mem.search(SCOPE, "What is my dog called?", k=4)
+    assert dog[0].session_id == "s2"
+
+
+def test_current_facts_say_berlin_and_the_history_keeps_munich(mem: Memory) -> None:
+    current = mem.facts(SCOPE)
+    texts = {f.text for f in current}
+    assert "The user lives in Berlin" in texts and "The user lives in Munich" not in texts
+    assert len(current) == 3
+    every = {f.text: f for f in mem.facts(SCOPE, include_superseded=True)}
+    munich, berlin = every["The user lives in Munich"], every["The user lives in Berlin"]
+    assert munich.superseded_by == berlin.id and not munich.current and berlin.current
+    assert munich.message_ids == ["s1#0"] and berlin.message_ids == ["s3#0"]
+    assert [f.id for f in mem.history(SCOPE, berlin.id)] == [munich.id, berlin.id]
+    assert [f.id for f in mem.history(SCOPE, munich.id)] == [munich.id, berlin.id]
+    # valid time: "last month" said on 2024-06-15 means the move happened in May
+    assert [f.text for f in mem.facts(SCOPE, as_of="2024-02-01")] == ["The user lives in Munich"]
+    fact_hits = mem.search(SCOPE, "Which city does the user live in?", k=3, kinds=("fact",))
+    assert "The user lives in Munich" not in {h.text for h in fact_hits}
+    assert fact_hits and fact_hits[0].text == "The user lives in Berlin"
+
+
+def test_the_upgraded_store_takes_new_writes(tmp_path: Path, mem: Memory) -> None:
+    root = unpack(tmp_path)
+    with Memory.open(root, settings=Settings(root=root), embedder=mem.embedder) as m:
+        r = m.add_session(
+            SCOPE,
+            [{"role": "user", "content": "Biscuit learned to fetch a frisbee in Tempelhof park."}],
+            session_id="s5",
+            date="2024-08-03",
+        )
+        assert r.messages_added == 1
+    with Memory.open(root, settings=Settings(root=root), embedder=mem.embedder) as m:
+        assert m.stats(SCOPE).sessions == 5
+        assert m.search(SCOPE, "frisbee", k=1)[0].session_id == "s5"

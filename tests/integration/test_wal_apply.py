@@ -1,0 +1,209 @@
+"""Log entries into real Kuzu: applying is idempotent, a replayed suffix changes nothing, and a kill -9 during a
+flush loses no acknowledged write and duplicates none."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphrecall.embed import HashingEmbedder
+from graphrecall.ingest import build_rounds, message_rows
+from graphrecall.models import Message
+from graphrecall.store import rounds as q
+from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.text import query_terms
+from graphrecall.store.wal import ScopeLog, WriteEntry
+from graphrecall.store.wal.apply import apply_entries
+
+EMB = HashingEmbedder(64)
+
+
+def entry(sid: str, turns: list[str], *, start: int = 0, replaced: list[str] | None = None) -> WriteEntry:
+    """What ingest would log for ``turns`` (alternating user/assistant) added to session ``sid`` at ``start``,
+    given the session's earlier turns are ``turns[:start]`` (rounds are rebuilt over the whole session)."""
+    date = datetime(2024, 2, 1)
+    msgs = [Message(role="user" if j % 2 == 0 else "assistant", content=t) for j, t in enumerate(turns)]
+    rows = message_rows(sid, msgs, start_idx=0, date=date)
+    rounds = [
+        r for r in build_rounds(sid, rows) if any(m in {x.id for x in rows[start:]} for m in r.message_ids)
+    ]
+    users = EMB.embed([r.user_text or r.reply_text for r in rounds])
+    replies = EMB.embed([r.reply_text or r.user_text for r in rounds])
+    return WriteEntry.from_rows(
+        sessions=[(sid, date)] if start == 0 else [],
+        messages=rows[start:],
+        rounds=rounds,
+        user_vectors=users,
+        reply_vectors=replies,
+        replaced_round_ids=replaced or [],
+        dim=EMB.dim,
+    )
+
+
+def seqd(entries: list[WriteEntry]) -> list[WriteEntry]:
+    return [e.model_copy(update={"seq": i + 1}) for i, e in enumerate(entries)]
+
+
+def dump(db: ScopeDatabase) -> dict[str, Any]:
+    """Everything a replay could change, compared field by field."""
+    return {
+        "counts": q.counts(db),
+        "sessions": db.query("MATCH (s:Session) RETURN s.id, s.started_at ORDER BY s.id"),
+        "messages": db.query(
+            "MATCH (m:Message)-[:MSG_IN]->(s) RETURN m.id, m.idx, m.text, s.id ORDER BY m.id"
+        ),
+        "rounds": db.query("MATCH (r:Round) RETURN r.id, r.text, r.message_ids, r.terms ORDER BY r.id"),
+        "round_edges": db.query("MATCH (r:Round)-[:HAS_MESSAGE]->(m) RETURN r.id, m.id ORDER BY r.id, m.id"),
+        "in_session": db.query("MATCH (r:Round)-[:ROUND_IN]->(s) RETURN r.id, s.id ORDER BY r.id"),
+    }
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[ScopeDatabase]:
+    d = ScopeDatabase(tmp_path / "u.kuzu", embedder_id=EMB.id, dim=EMB.dim)
+    yield d
+    d.close()
+
+
+def history() -> list[WriteEntry]:
+    return seqd(
+        [
+            entry("s1", ["I live in Munich"]),
+            # the reply arrives in a later call: round s1@0 is rebuilt with both messages
+            entry("s1", ["I live in Munich", "Munich is lovely"], start=1, replaced=["s1@0"]),
+            entry("s2", ["We adopted a dog named Biscuit", "Congratulations!", "He is a beagle", "Cute"]),
+        ]
+    )
+
+
+def test_applying_a_batch_twice_changes_nothing(db: ScopeDatabase) -> None:
+    es = history()
+    apply_entries(db, es)
+    once = dump(db)
+    assert once["counts"]["Session"] == 2 and once["counts"]["Message"] == 6 and once["counts"]["Round"] == 3
+    assert once["rounds"][0][:3] == [
+        "s1@0",
+        "user: I live in Munich\nassistant: Munich is lovely",
+        ["s1#0", "s1#1"],
+    ]
+    apply_entries(db, es)
+    assert dump(db) == once
+    assert q.fts_search(db, "Round", "round_fts", "wbiscuit", 5)[0][0] == "s2@0"
+
+
+@pytest.mark.parametrize("flushed", [0, 1, 2, 3])
+def test_replaying_the_unmarked_suffix_over_any_flushed_prefix_gives_the_same_store(
+    tmp_path: Path, flushed: int
+) -> None:
+    """A crash between the Kuzu commit and mark_flushed replays entries Kuzu has; one entry at a time each."""
+    es = history()
+    ref = ScopeDatabase(tmp_path / "ref.kuzu", embedder_id=EMB.id, dim=EMB.dim)
+    crashed = ScopeDatabase(tmp_path / "crashed.kuzu", embedder_id=EMB.id, dim=EMB.dim)
+    try:
+        for e in es:
+            apply_entries(ref, [e])
+        # entries up to ``flushed`` went in and the one after too, but the marks never made it to the log
+        for e in es[: min(flushed + 1, len(es))]:
+            apply_entries(crashed, [e])
+        apply_entries(crashed, es[flushed:])  # the replay: everything not marked, in one batch
+        assert dump(crashed) == dump(ref)
+    finally:
+        ref.close()
+        crashed.close()
+
+
+def test_the_scope_log_flushes_into_kuzu_and_search_moves_from_tail_to_store(
+    db: ScopeDatabase, tmp_path: Path
+) -> None:
+    with ScopeLog(
+        tmp_path / "u.log.sqlite", dim=EMB.dim, apply=lambda es: apply_entries(db, es), start=False
+    ) as sl:
+        for e in history():
+            sl.append(e.model_copy(update={"seq": 0}))
+        qv = EMB.embed(["adopted dog Biscuit"])[0]
+        before = sl.tail.snapshot().vector_search(qv, 1)
+        assert q.counts(db)["Round"] == 0 and before[0][0] == "s2@0"
+        assert sl.flush() == 3
+        assert len(sl.tail) == 0 and q.counts(db)["Round"] == 3
+        after = q.exact_vector_search(db, "embedding", qv, 1)
+        assert after[0][0] == before[0][0] and after[0][1] == pytest.approx(before[0][1], abs=1e-5)
+
+
+KILL_DURING_FLUSH = textwrap.dedent(
+    """
+    import sys
+    from datetime import datetime
+    from graphrecall.embed import HashingEmbedder
+    from graphrecall.ingest import build_rounds, message_rows
+    from graphrecall.models import Message
+    from graphrecall.store.database import ScopeDatabase
+    from graphrecall.store.wal import ScopeLog, WriteEntry
+    from graphrecall.store.wal.apply import apply_entries
+
+    emb = HashingEmbedder(64)
+    root = sys.argv[1]
+    db = ScopeDatabase(__import__("pathlib").Path(root) / "u.kuzu", embedder_id=emb.id, dim=64)
+
+    def apply(es):
+        print("APPLY", es[0].seq, es[-1].seq, flush=True)
+        apply_entries(db, es)
+
+    sl = ScopeLog(root + "/u.log.sqlite", dim=64, apply=apply, batch_entries=10, start=False)
+    for i in range(60):
+        sid = f"s{i}"
+        msgs = [Message(role="user", content=f"note {i} about topic{i}"), Message(role="assistant", content="ok")]
+        rows = message_rows(sid, msgs, start_idx=0, date=datetime(2024, 1, 1))
+        rounds = build_rounds(sid, rows)
+        v = emb.embed([r.user_text for r in rounds])
+        e = WriteEntry.from_rows(sessions=[(sid, datetime(2024, 1, 1))], messages=rows, rounds=rounds,
+                                 user_vectors=v, reply_vectors=v, dim=64)
+        print("ACK", sl.append(e).seq, flush=True)
+    sl.flush()  # batch after batch, until the parent kills us
+    print("DONE", flush=True)
+    """
+)
+
+
+def test_kill_9_during_a_flush_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(KILL_DURING_FLUSH)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    acked: list[int] = []
+    applies = 0
+    for line in proc.stdout:
+        if line.startswith("ACK"):
+            acked.append(int(line.split()[1]))
+        elif line.startswith("APPLY"):
+            applies += 1
+            if applies == 3:  # the third batch is being written to Kuzu: kill now
+                proc.send_signal(signal.SIGKILL)
+                break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL and acked == list(range(1, 61))
+    db = ScopeDatabase(tmp_path / "u.kuzu", embedder_id=EMB.id, dim=EMB.dim)
+    try:
+        flushed_before = q.counts(db)["Round"]
+        assert (
+            flushed_before % 10 == 0 and flushed_before >= 20
+        )  # whole batches only (a loaded parent may kill late)
+        with ScopeLog(
+            tmp_path / "u.log.sqlite", dim=EMB.dim, apply=lambda es: apply_entries(db, es), start=False
+        ) as sl:
+            assert sl.log.pending()[0].seq <= flushed_before + 1
+            sl.flush()
+        counts = q.counts(db)
+        assert (counts["Session"], counts["Message"], counts["Round"]) == (60, 120, 60)
+        ids = [r[0] for r in db.query("MATCH (r:Round) RETURN r.id")]
+        assert sorted(ids) == sorted(f"s{i}@0" for i in range(60))
+        assert [h for h, _ in q.fts_search(db, "Round", "round_fts", query_terms("42"), 3)] == ["s42@0"]
+    finally:
+        db.close()

@@ -1,0 +1,166 @@
+"""The flusher: batches by count and by age, retries with backoff, replays on open, and never makes readers or
+other scopes wait."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphrecall.ingest import build_rounds, message_rows
+from graphrecall.models import Message
+from graphrecall.store.wal import Flusher, FlushFailed, ScopeLog, WriteEntry, WriteLog
+
+DIM = 8
+
+
+def turn(i: int, text: str = "") -> WriteEntry:
+    sid = f"s{i}"
+    msgs = [Message(role="user", content=text or f"turn {i}"), Message(role="assistant", content="ok")]
+    rows = message_rows(sid, msgs, start_idx=0, date=datetime(2024, 1, 1))
+    rounds = build_rounds(sid, rows)
+    vec = np.eye(DIM)[[i % DIM]]
+    return WriteEntry.from_rows(
+        sessions=[(sid, datetime(2024, 1, 1))], messages=rows, rounds=rounds, user_vectors=vec,
+        reply_vectors=vec, dim=DIM,
+    )  # fmt: skip
+
+
+class FakeStore:
+    """Stands in for Kuzu: records each applied batch; ``fail`` makes the next n calls raise."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.batches: list[list[int]] = []
+        self.fail = fail
+        self.attempts = 0
+        self.gate: threading.Event | None = None
+        self.entered = threading.Event()
+
+    def __call__(self, entries: Sequence[WriteEntry]) -> None:
+        self.attempts += 1
+        self.entered.set()
+        if self.gate is not None:
+            assert self.gate.wait(30)
+        if self.fail:
+            self.fail -= 1
+            raise OSError("store unavailable")
+        self.batches.append([e.seq for e in entries])
+
+    @property
+    def applied(self) -> list[int]:
+        return [s for b in self.batches for s in b]
+
+
+def until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def test_batches_by_count_and_the_rest_waits_for_its_age_or_flush(tmp_path: Path) -> None:
+    store = FakeStore()
+    with ScopeLog(tmp_path / "u.log.sqlite", dim=DIM, apply=store, batch_entries=5, max_age_s=3600) as sl:
+        for i in range(12):
+            sl.append(turn(i))
+        until(lambda: len(store.batches) == 2)
+        time.sleep(0.2)
+        assert store.batches == [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]]  # 11 and 12 are too few and too young
+        assert sl.log.pending_count == 2 and [r.id for r in sl.tail.snapshot().rounds()] == ["s10@0", "s11@0"]
+        assert sl.flush() == 2
+        assert store.applied == list(range(1, 13)) and sl.log.pending_count == 0 and len(sl.tail) == 0
+
+
+def test_a_lone_entry_is_flushed_when_it_is_old_enough(tmp_path: Path) -> None:
+    store = FakeStore()
+    with ScopeLog(tmp_path / "u.log.sqlite", dim=DIM, apply=store, batch_entries=100, max_age_s=0.3) as sl:
+        t0 = time.monotonic()
+        sl.append(turn(0))
+        until(lambda: store.applied == [1])
+        assert time.monotonic() - t0 >= 0.25
+
+
+def test_a_failing_store_keeps_the_entries_and_retries_with_backoff_until_it_works(tmp_path: Path) -> None:
+    store = FakeStore(fail=2)
+    with ScopeLog(
+        tmp_path / "u.log.sqlite", dim=DIM, apply=store, batch_entries=3, max_age_s=0, backoff_s=0.2, jitter=0
+    ) as sl:
+        t0 = time.monotonic()
+        for i in range(3):
+            sl.append(turn(i))
+        until(lambda: store.attempts >= 1)
+        assert sl.log.pending_count == 3 and len(sl.tail) == 3  # nothing lost, still searchable
+        until(lambda: store.applied == [1, 2, 3])
+        assert store.attempts == 3  # failed, failed, then the same batch went through
+        assert time.monotonic() - t0 >= 0.2 + 0.4  # waited 0.2 s, then 0.4 s
+        until(lambda: len(sl.tail) == 0)  # trimmed: the last step of a successful batch
+        assert sl.log.pending_count == 0 and sl.flusher.failures == 0 and sl.flusher.last_error is None
+
+
+def test_a_synchronous_flush_reports_the_failure_and_loses_nothing(tmp_path: Path) -> None:
+    store = FakeStore(fail=1)
+    path = tmp_path / "u.log.sqlite"
+    sl = ScopeLog(path, dim=DIM, apply=store, start=False)
+    sl.append(turn(0))
+    with pytest.raises(FlushFailed, match=r"seq 1\.\.1 .*store unavailable.*stay in the log"):
+        sl.flush()
+    assert sl.log.pending_count == 1 and sl.flusher.failures == 1
+    assert sl.flush() == 1 and store.applied == [1]
+    sl.close()
+
+
+def test_entries_left_by_a_crash_are_replayed_on_open_before_any_new_write(tmp_path: Path) -> None:
+    path = tmp_path / "u.log.sqlite"
+    first = FakeStore(fail=1000)  # the process "dies" before any flush succeeds
+    sl = ScopeLog(path, dim=DIM, apply=first, batch_entries=1000, max_age_s=3600)
+    for i in range(4):
+        sl.append(turn(i))
+    sl.close(flush=False)
+    assert first.applied == []
+    second = FakeStore()
+    with ScopeLog(path, dim=DIM, apply=second, batch_entries=1000, max_age_s=3600) as sl2:
+        assert [r.id for r in sl2.tail.snapshot().rounds()] == ["s0@0", "s1@0", "s2@0", "s3@0"]
+        until(lambda: second.applied == [1, 2, 3, 4])  # due at once, although young and few
+
+
+def test_close_flushes_what_is_left(tmp_path: Path) -> None:
+    store = FakeStore()
+    path = tmp_path / "u.log.sqlite"
+    with ScopeLog(path, dim=DIM, apply=store, batch_entries=1000, max_age_s=3600) as sl:
+        sl.append(turn(0))
+        sl.append(turn(1))
+    assert store.applied == [1, 2]
+    with WriteLog(path) as log:
+        assert log.pending() == []
+
+
+def test_a_slow_flush_blocks_neither_searches_nor_appends_nor_another_scope(tmp_path: Path) -> None:
+    slow, fast = FakeStore(), FakeStore()
+    slow.gate = threading.Event()
+    a = ScopeLog(tmp_path / "a.log.sqlite", dim=DIM, apply=slow, batch_entries=1, max_age_s=0)
+    b = ScopeLog(tmp_path / "b.log.sqlite", dim=DIM, apply=fast, batch_entries=1, max_age_s=0)
+    try:
+        a.append(turn(0, "my dog Biscuit"))
+        assert slow.entered.wait(10)  # scope a's flush is now stuck inside the store
+        t0 = time.monotonic()
+        a.append(turn(1, "a second turn while the flush hangs"))  # a writer of the same scope
+        hits = a.tail.snapshot().bm25_search("Biscuit", 5)  # a reader of the same scope
+        b.append(turn(2))
+        b.flush()  # another scope, all the way into its store
+        assert time.monotonic() - t0 < 5
+        assert [h for h, _ in hits] == ["s0@0"] and fast.applied == [1]
+    finally:
+        slow.gate.set()
+        a.close()
+        b.close()
+    assert slow.applied == [1, 2]
+
+
+def test_options_are_checked(tmp_path: Path) -> None:
+    with WriteLog(tmp_path / "u.log.sqlite") as log, pytest.raises(ValueError, match="batch_entries"):
+        Flusher(log, FakeStore(), batch_entries=0, start=False)
