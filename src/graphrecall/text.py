@@ -17,6 +17,11 @@ import snowballstemmer
 
 TERM_PREFIX = "w"
 
+# BM25 parameters of every BM25 computed outside Kuzu (the user-side list, the write log's tail): Kuzu's FTS
+# defaults, so that all BM25 lists behave alike.
+BM25_K1 = 1.2
+BM25_B = 0.75
+
 # A deliberately small list: function words only. Content words (even common ones such as "new", "work", "home")
 # carry signal in personal-memory questions.
 STOPWORDS: frozenset[str] = frozenset(

@@ -19,9 +19,9 @@ from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
-from graphrecall.store.text import query_terms
 from graphrecall.store.wal import ScopeLog, WriteEntry
 from graphrecall.store.wal.apply import apply_entries
+from graphrecall.text import query_terms
 
 EMB = HashingEmbedder(64)
 

@@ -14,10 +14,9 @@ import math
 from collections import Counter
 from collections.abc import Mapping
 
+from graphrecall.text import BM25_B as B
+from graphrecall.text import BM25_K1 as K1
 from graphrecall.text import tokenize
-
-K1 = 1.2  # Kuzu's FTS defaults, so both BM25 lists behave alike
-B = 0.75
 
 
 def pool_bm25(query: str, docs: Mapping[str, str], k1: float = K1, b: float = B) -> list[tuple[str, float]]:

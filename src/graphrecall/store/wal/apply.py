@@ -19,9 +19,9 @@ from datetime import datetime
 
 import numpy as np
 
-from graphrecall.ingest import MessageRow, RoundRow
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.rows import MessageRow, RoundRow
 from graphrecall.store.wal.entry import WriteEntry
 
 

@@ -2,8 +2,8 @@
 
 Why: an acknowledged write must be visible to the next search (read-your-writes) although it reaches Kuzu only at
 the next flush. The tail is small (at most a few batches), so exact search costs less than a Kuzu index lookup:
-cosine over its user and reply vectors, and BM25 with the project's own tokenization (``store.text.tokenize``, the
-terms Kuzu's FTS indexes) and the same k1/b as the store's BM25 (``retrieve.lexical``).
+cosine over its user and reply vectors, and BM25 with the project's own tokenization (``graphrecall.text.tokenize``, the
+terms Kuzu's FTS indexes) and the same k1/b as every BM25 of the project (``graphrecall.text``).
 
 Life cycle: built from ``WriteLog.pending()`` on open, ``add`` after every append, ``trim(upto_seq)`` after every
 flush. A round id written again (a session that got more turns) keeps only its newest version, and ``shadowed()``
@@ -28,9 +28,10 @@ from typing import Any, Literal
 import numpy as np
 
 from graphrecall.models import Round
-from graphrecall.retrieve.lexical import K1, B
-from graphrecall.store.text import tokenize
 from graphrecall.store.wal.entry import LoggedMessage, WriteEntry
+from graphrecall.text import BM25_B as B
+from graphrecall.text import BM25_K1 as K1
+from graphrecall.text import tokenize
 
 Side = Literal["user", "reply"]
 
