@@ -45,6 +45,7 @@ from graphrecall.recall import Recall, ScopeRecall
 from graphrecall.retrieve.rerank import Reranker, load_reranker
 from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
+from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.pool import DatabasePool
 from graphrecall.writer import Writer
 
@@ -117,8 +118,11 @@ class Memory:
         )
         if reranker is None:
             reranker = load_reranker(self.settings.reranker)
-        self._recall = Recall(self._pool, embedder, retrieval or self.settings.retrieval, reranker)
-        self._writer = Writer(embedder)
+        self._logs = ScopeLogs(self._pool, embedder.dim, capacity=4 * self.settings.pool_size)
+        self._recall = Recall(
+            self._pool, self._logs, embedder, retrieval or self.settings.retrieval, reranker
+        )
+        self._writer = Writer(embedder, self._logs)
         self._closed = False
         self._lock = threading.Lock()
         # Extracted memory (facts, events, entities): see the "extraction" section at the end of the class.
@@ -143,7 +147,10 @@ class Memory:
     def close(self) -> None:
         with self._lock:
             if not self._closed:
-                self._pool.close()
+                try:
+                    self._logs.close()  # pending writes reach Kuzu
+                finally:
+                    self._pool.close()
                 self._closed = True
 
     # -- ingest ------------------------------------------------------------------------------------------------
@@ -186,10 +193,10 @@ class Memory:
         s = as_scope(scope)
         _check_id(session_id, "session_id")
         msgs = ing.validate_messages(_message_list(messages, "messages"))
-        with self._pool.acquire(s) as db, db.write_lock:
-            start = self._writer.next_index(db, session_id)
+        with self._logs.scope_lock(s), self._pool.acquire(s) as db:
+            start = self._writer.next_index(db, s, session_id)
             numbered = [m if m.id else m.model_copy(update={"idx": start + i}) for i, m in enumerate(msgs)]
-            return self._writer.write(db, [(session_id, numbered, date)], start_idx={session_id: start})
+            return self._writer.write(db, s, [(session_id, numbered, date)], start_idx={session_id: start})
 
     def add_sessions(
         self,
@@ -240,8 +247,8 @@ class Memory:
         with self._pool.acquire(s) as db:
             for start in range(0, len(items), batch_sessions):
                 batch = items[start : start + batch_sessions]
-                with db.write_lock:
-                    r = self._writer.write(db, batch)
+                with self._logs.scope_lock(s):
+                    r = self._writer.write(db, s, batch)
                 for field in ("sessions_added", "messages_added", "messages_skipped", "rounds_written"):
                     setattr(total, field, getattr(total, field) + getattr(r, field))
                 done += len(batch)
@@ -309,6 +316,7 @@ class Memory:
             return ScopeStats(
                 scope=s, sessions=0, messages=0, rounds=0, embedder_id=self.embedder.id, dim=self.embedder.dim
             )
+        self._logs.flush(s)
         with self._pool.acquire(s, create=False) as db:
             c = q.counts(db)
         path = self._pool.path_for(s)
@@ -330,12 +338,14 @@ class Memory:
         s = as_scope(scope)
         if not self._pool.exists(s):
             return []
+        self._logs.flush(s)
         with self._pool.acquire(s, create=False) as db:
             return q.list_sessions(db, limit=limit, offset=offset)
 
     def get_session(self, scope: ScopeLike, session_id: str) -> Session:
         s = as_scope(scope)
         try:
+            self._logs.flush(s)
             with self._pool.acquire(s, create=False) as db:
                 found = q.get_session(db, session_id)
         except NotFound:
@@ -350,8 +360,10 @@ class Memory:
         return [self.get_session(s, x.id) for x in self.sessions(s, limit=10**9)]
 
     def forget(self, scope: ScopeLike) -> bool:
-        """Erase a scope entirely (its database files). Returns whether anything was stored."""
-        return self._pool.drop(as_scope(scope))
+        """Erase a scope entirely (its database and write-log files). Returns whether anything was stored."""
+        s = as_scope(scope)
+        self._logs.drop(s)
+        return self._pool.drop(s)
 
     def scopes(self) -> list[Scope]:
         return self._pool.scopes()
@@ -382,6 +394,7 @@ class Memory:
         s = as_scope(scope)
         if session_id is not None:
             validate_identifier(session_id, "session_id")
+        self._logs.flush(s)  # extraction reads sessions from Kuzu
         try:
             ctx = self._pool.acquire(s, create=False)
             db = ctx.__enter__()

@@ -22,6 +22,7 @@ from graphrecall.retrieve.rerank import Reranker
 from graphrecall.retrieve.retriever import HybridRetriever
 from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
+from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.pool import DatabasePool
 
 
@@ -31,11 +32,13 @@ class Recall:
     def __init__(
         self,
         pool: DatabasePool,
+        logs: ScopeLogs,
         embedder: Embedder,
         config: RetrievalConfig,
         reranker: Reranker | None = None,
     ) -> None:
         self.pool = pool
+        self.logs = logs
         self.embedder = embedder
         self.config = config
         self.retriever = HybridRetriever(embedder, config, reranker)
@@ -88,16 +91,17 @@ class ScopeRecall:
         if not self.has_extracted:
             kinds = [x for x in kinds if x == "round"] or ["round"]
         retriever = self._recall.retriever
+        tail = self._recall.logs.snapshot(self.scope)  # before Kuzu: a flush commits there first, then trims
         try:
             with self._recall.pool.acquire(self.scope, create=False) as db:
                 if tuple(kinds) == ("round",):
                     return retriever.search(
-                        db, query, k, cutoff=self.cutoff, time_range=time_range, as_of=as_of
+                        db, query, k, cutoff=self.cutoff, time_range=time_range, as_of=as_of, tail=tail
                     )
                 hits: list[Hit] = []
                 if "round" in kinds:
                     hits += retriever.search(
-                        db, query, k, cutoff=self.cutoff, time_range=time_range, as_of=as_of
+                        db, query, k, cutoff=self.cutoff, time_range=time_range, as_of=as_of, tail=tail
                     )
                 if retriever.graph is not None:
                     qvec = self._recall.embedder.embed([query], kind="query")[0]
@@ -116,13 +120,21 @@ class ScopeRecall:
         return build_context(query, hits, token_budget, question_date=self.cutoff.question_date)
 
     def rounds_between(self, start: datetime, end: datetime, limit: int) -> list[Round]:
+        """Visible rounds dated between ``start`` and ``end``, oldest first (unflushed ones included)."""
+        tail = self._recall.logs.snapshot(self.scope)
         try:
             with self._recall.pool.acquire(self.scope, create=False) as db:
                 ids = q.rounds_between(db, start, end, limit=limit, until=self.cutoff.until)
                 found = q.fetch_rounds(db, ids)
         except NotFound:
             return []
-        return [found[i] for i in ids if i in found]
+        rounds = {i: found[i] for i in ids if i in found}
+        if tail is not None:
+            rounds = {i: r for i, r in rounds.items() if i not in tail.shadowed}
+            rounds.update(
+                {r.id: r for r in tail.rounds() if start <= r.at <= end and self.cutoff.admits(r.at)}
+            )
+        return sorted(rounds.values(), key=lambda r: (r.at, r.session_id, r.idx))[:limit]
 
     def events_between(self, start: datetime, end: datetime, limit: int) -> list[Event]:
         if not self.has_extracted:

@@ -1,14 +1,17 @@
-"""Writing chat history: what is new in a batch, its embeddings, and one transaction per batch.
+"""Writing chat history: what is new in a batch, its embeddings, and where it goes.
 
 The facade validates arguments and names them; this module decides what a batch changes (idempotent by message id:
-re-adding a session changes nothing, new messages of a known session rebuild only the rounds they touch), embeds
-the new rounds and writes everything in one transaction, so a failed batch leaves nothing behind.
+re-adding a session changes nothing, new messages of a known session rebuild only the rounds they touch, and the
+write log's unflushed messages count as stored), embeds the new rounds, and then either appends one entry to the
+scope's write log (a chat turn: durable and searchable when the call returns, in Kuzu after the next flush) or
+writes straight into Kuzu in one transaction (bulk ingest). Either way a failed call leaves nothing behind.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
@@ -17,10 +20,12 @@ from graphrecall import ingest as ing
 from graphrecall.dates import parse_date
 from graphrecall.embed import Embedder
 from graphrecall.embed.base import Vectors
-from graphrecall.models import IngestResult, Message, utcnow
+from graphrecall.models import IngestResult, Message, Scope, utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase, WriteTxn
+from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.rows import MessageRow, RoundRow
+from graphrecall.store.wal import WriteEntry
 
 # Rounds per COPY when a batch's rounds are written while the next chunk is embedded (``_embed_and_write``).
 ROUND_CHUNK = 48
@@ -28,42 +33,98 @@ ROUND_CHUNK = 48
 SessionBatch = Sequence[tuple[str, list[Message], datetime | str | None]]
 
 
+# A call that adds at most this many rounds goes through the scope's write log (acknowledged after an fsync,
+# searchable from the log's tail at once, moved into Kuzu by the flusher); a larger one (bulk ingest) is written
+# straight into Kuzu in one transaction, where chunked COPY overlapped with embedding is the fastest path.
+LOG_MAX_ROUNDS = 64
+
+
+@dataclass
+class Plan:
+    """What a batch adds to a scope, computed against Kuzu plus the unflushed tail: ids and positions are fixed
+    here, before anything is written, so a logged write replays to the same rows."""
+
+    new_sessions: list[tuple[str, datetime]] = field(default_factory=list)
+    messages: list[MessageRow] = field(default_factory=list)
+    rounds: list[RoundRow] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    skipped: int = 0
+
+    def result(self) -> IngestResult:
+        return IngestResult(
+            sessions_added=len(self.new_sessions),
+            messages_added=len(self.messages),
+            messages_skipped=self.skipped,
+            rounds_written=len(self.rounds),
+        )
+
+
 class Writer:
-    """Turns validated sessions into rows and writes them. The caller holds ``db.write_lock``."""
+    """Turns validated sessions into rows and writes them: small writes through the scope's log, large ones
+    straight into Kuzu. The caller serializes the writes of one scope (``ScopeLogs.scope_lock``)."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, logs: ScopeLogs) -> None:
         self.embedder = embedder
+        self.logs = logs
 
-    def next_index(self, db: ScopeDatabase, session_id: str) -> int:
-        """How many messages ``session_id`` already holds: where appended messages are numbered from."""
-        return q.existing_sessions(db, [session_id]).get(session_id, 0)
+    def next_index(self, db: ScopeDatabase, scope: Scope, session_id: str) -> int:
+        """How many messages ``session_id`` already holds (flushed or not): where appended ones are numbered
+        from."""
+        return len(self._stored_messages(db, scope, [session_id]).get(session_id, []))
 
-    def write(
+    def _stored_messages(
+        self, db: ScopeDatabase, scope: Scope, session_ids: Sequence[str]
+    ) -> dict[str, list[MessageRow]]:
+        """Every stored message of these sessions, the log's unflushed ones included, in order. The tail is read
+        before Kuzu: a flush commits to Kuzu before it trims the tail, so this order sees each message at least
+        once (merged by id)."""
+        log = self.logs.get(scope, create=False)
+        pending: dict[str, list[MessageRow]] = {}
+        if log is not None:
+            for sid in session_ids:
+                rows = [
+                    MessageRow(m.id, m.session_id, m.idx, m.role, m.text, m.at)
+                    for m in log.tail.messages(sid)
+                ]
+                if rows:
+                    pending[sid] = rows
+        existing = q.existing_sessions(db, list(session_ids))
+        out: dict[str, list[MessageRow]] = {}
+        for sid in session_ids:
+            by_id = {m.id: m for m in (q.session_messages(db, sid) if sid in existing else [])}
+            by_id.update({m.id: m for m in pending.get(sid, [])})
+            if by_id:
+                out[sid] = sorted(by_id.values(), key=lambda m: (m.idx, m.id))
+        return out
+
+    def _known_ids(self, db: ScopeDatabase, scope: Scope, ids: Sequence[str]) -> set[str]:
+        log = self.logs.get(scope, create=False)
+        pending = log.tail.message_ids() & set(ids) if log is not None else set()
+        return pending | q.existing_message_ids(db, list(ids))
+
+    def plan(
         self,
         db: ScopeDatabase,
-        batch: Sequence[tuple[str, list[Message], datetime | str | None]],
+        scope: Scope,
+        batch: SessionBatch,
         start_idx: Mapping[str, int] | None = None,
-    ) -> IngestResult:
-        """Compute what is new, embed it, write it in one transaction."""
-        existing = q.existing_sessions(db, [sid for sid, _, _ in batch])
-        new_sessions: list[tuple[str, datetime]] = []
-        all_msgs: list[MessageRow] = []
-        all_rounds: list[RoundRow] = []
-        replaced: list[str] = []
-        skipped = 0
+    ) -> Plan:
+        """What is new in ``batch``: sessions, messages not stored yet, and the rounds they create or change."""
+        plan = Plan()
+        stored_by_sid = self._stored_messages(db, scope, [sid for sid, _, _ in batch])
         for sid, msgs, date in batch:
             when = date if isinstance(date, datetime) else (parse_date(date, where="date") if date else None)
-            stored = q.session_messages(db, sid) if sid in existing else []
+            stored = stored_by_sid.get(sid, [])
             session_date = when or (stored[0].at if stored else utcnow())
             base = (start_idx or {}).get(sid, 0)
             rows = ing.message_rows(sid, msgs, start_idx=base, date=session_date)
-            known = {m.id for m in stored} | q.existing_message_ids(db, [r.id for r in rows])
+            known = {m.id for m in stored} | self._known_ids(db, scope, [r.id for r in rows])
             fresh = [r for r in rows if r.id not in known]
-            skipped += len(rows) - len(fresh)
+            plan.skipped += len(rows) - len(fresh)
             if not fresh:
                 continue
-            if sid not in existing:
-                new_sessions.append((sid, session_date))
+            if not stored:
+                plan.new_sessions.append((sid, session_date))
             combined = sorted([*stored, *fresh], key=lambda m: (m.idx, m.id))
             fresh_ids = {m.id for m in fresh}
             stored_round_ids = (
@@ -71,42 +132,70 @@ class Writer:
             )
             for rnd in ing.build_rounds(sid, combined):
                 if fresh_ids.intersection(rnd.message_ids) or rnd.id not in stored_round_ids:
-                    all_rounds.append(rnd)
+                    plan.rounds.append(rnd)
                     if rnd.id in stored_round_ids:
-                        replaced.append(rnd.id)
-            all_msgs.extend(fresh)
-        if not all_msgs:
-            return IngestResult(messages_skipped=skipped)
+                        plan.replaced.append(rnd.id)
+            plan.messages.extend(fresh)
+        return plan
+
+    def write(
+        self,
+        db: ScopeDatabase,
+        scope: Scope,
+        batch: SessionBatch,
+        start_idx: Mapping[str, int] | None = None,
+    ) -> IngestResult:
+        """Plan, embed and write one batch: through the log when it is small, else straight into Kuzu in one
+        transaction (after the log's pending writes, so that order is kept)."""
+        plan = self.plan(db, scope, batch, start_idx)
+        if not plan.messages:
+            return plan.result()
+        if len(plan.rounds) <= LOG_MAX_ROUNDS:
+            users, replies = self.embed_rounds(plan.rounds)
+            entry = WriteEntry.from_rows(
+                sessions=plan.new_sessions,
+                messages=plan.messages,
+                rounds=plan.rounds,
+                user_vectors=users,
+                reply_vectors=replies,
+                replaced_round_ids=plan.replaced,
+                dim=self.embedder.dim,
+            )
+            self.logs.append(scope, entry)
+            return plan.result()
+        self.logs.flush(scope)
+        with db.write_lock:
+            self._write_direct(db, plan)
+        return plan.result()
+
+    def _write_direct(self, db: ScopeDatabase, plan: Plan) -> None:
         # Chunks of rounds of similar length: each embed call then pads its batches as little as one call over
         # everything would (unsorted chunks made embedding 1.75x slower). The order rounds are written in is free.
-        by_length = sorted(all_rounds, key=lambda r: len(ing.embedding_texts(r)[0]))
+        by_length = sorted(plan.rounds, key=lambda r: len(ing.embedding_texts(r)[0]))
         chunks = [by_length[i : i + ROUND_CHUNK] for i in range(0, len(by_length), ROUND_CHUNK)]
         # One chunk: nothing to overlap, so embed before the transaction opens; more: embed while writing.
-        vecs = self.embed_rounds(all_rounds) if len(chunks) <= 1 else None
+        vecs = self.embed_rounds(plan.rounds) if len(chunks) <= 1 else None
         with db.write() as txn:
             if vecs is not None:
                 q.write_batch(
                     txn,
-                    new_sessions=new_sessions,
-                    messages=all_msgs,
-                    rounds=all_rounds,
+                    new_sessions=plan.new_sessions,
+                    messages=plan.messages,
+                    rounds=plan.rounds,
                     user_vecs=vecs[0],
                     reply_vecs=vecs[1],
-                    replaced_round_ids=replaced,
+                    replaced_round_ids=plan.replaced,
                     dim=self.embedder.dim,
                 )
             else:
                 q.write_messages(
-                    txn, new_sessions=new_sessions, messages=all_msgs, replaced_round_ids=replaced
+                    txn,
+                    new_sessions=plan.new_sessions,
+                    messages=plan.messages,
+                    replaced_round_ids=plan.replaced,
                 )
                 self._embed_and_write(txn, chunks)
-                q.touch_sessions(txn, all_msgs)
-        return IngestResult(
-            sessions_added=len(new_sessions),
-            messages_added=len(all_msgs),
-            messages_skipped=skipped,
-            rounds_written=len(all_rounds),
-        )
+                q.touch_sessions(txn, plan.messages)
 
     def _embed_and_write(self, txn: WriteTxn, chunks: Sequence[Sequence[RoundRow]]) -> None:
         """Embed chunk k+1 while chunk k is written, all inside the caller's transaction.

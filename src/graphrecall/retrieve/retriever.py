@@ -34,6 +34,7 @@ from graphrecall.retrieve.stages import StageRunner, on_search_worker, stage
 from graphrecall.retrieve.timeparse import parse_time_range
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.wal import TailSnapshot
 from graphrecall.text import query_terms
 
 log = logging.getLogger(__name__)
@@ -65,9 +66,11 @@ class HybridRetriever:
         as_of: datetime | None = None,
         use_index: bool = True,
         timings: dict[str, float] | None = None,
+        tail: TailSnapshot | None = None,
     ) -> list[Hit]:
         """The top ``k`` rounds for ``query`` visible at ``cutoff`` (``None``: no cutoff and no anchor for
-        relative time; the facade always passes one). ``timings``, when given, receives milliseconds per stage (stages
+        relative time; the facade always passes one), Kuzu's and the write log's unflushed ``tail`` together
+        (taken before this call: see ``store.wal``). ``timings``, when given, receives milliseconds per stage (stages
         that run on worker threads overlap, so they may add up to more than the wall time)."""
         cfg = self.config
         n = max(cfg.candidates, k)
@@ -82,6 +85,7 @@ class HybridRetriever:
                 time_range=time_range,
                 as_of=as_of,
                 use_index=use_index,
+                tail=tail if tail is not None and (len(tail) or tail.shadowed) else None,
             )
 
     def _search(
@@ -96,6 +100,7 @@ class HybridRetriever:
         time_range: TimeRange | None,
         as_of: datetime | None,
         use_index: bool,
+        tail: TailSnapshot | None,
     ) -> list[Hit]:
         cfg = self.config
         timings = run.timings
@@ -122,6 +127,9 @@ class HybridRetriever:
             "bm25": bm25_job.result() if bm25_job is not None else [],
         }
         pool: dict[str, Round] = {}  # rounds read while generating candidates, reused for the hits
+        if tail is not None:
+            vec, weights = self._merge_tail(tail, qvec, query, n, vec, lists, weights, reply_penalty)
+            pool.update(tail.get(list(vec) + [rid for rid, _ in lists["bm25_tail"]]))
         if weights.get("bm25_user", 0.0):
             lists["bm25_user"] = self._user_side_list(db, query, lists, weights, pool, run)
         if self.graph is not None:
@@ -135,6 +143,9 @@ class HybridRetriever:
         if tr is not None and cfg.time_boost > 0:
             with stage(timings, "time_range"):
                 in_range = set(q.rounds_between(db, tr.start, tr.end, limit=5 * n))
+            if tail is not None:
+                in_range -= tail.shadowed
+                in_range |= {r.id for r in tail.rounds() if tr.start <= r.at <= tr.end}
             unit = 1.0 / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else 1.0
             for rid in in_range:
                 if rid in fused:
@@ -165,6 +176,34 @@ class HybridRetriever:
                 sig["rerank"] = rerank_scores[rid]
             hits.append(_hit(r, score, rank, sig))
         return hits
+
+    def _merge_tail(
+        self,
+        tail: TailSnapshot,
+        qvec: Vectors,
+        query: str,
+        n: int,
+        vec: dict[str, float],
+        lists: dict[str, Ranked],
+        weights: dict[str, float],
+        reply_penalty: float,
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """Kuzu's lists without the rows the tail rewrote or deleted, plus the tail's own candidates: its cosine
+        scores are Kuzu's measure, so they join the vector list by score; its BM25 has the tail's own statistics,
+        so it is a list of its own (``bm25_tail``) that fusion weighs like ``bm25``."""
+        shadowed = tail.shadowed
+        merged = {rid: s for rid, s in vec.items() if rid not in shadowed}
+        if weights.get("vector", 1.0):
+            for rid, s in tail.vector_search(qvec, n, "user"):
+                merged[rid] = max(merged.get(rid, -1.0), s)
+            if self.config.use_reply_vectors:
+                for rid, s in tail.vector_search(qvec, n, "reply"):
+                    merged[rid] = max(merged.get(rid, -1.0), s - reply_penalty)
+        lists["vector"] = fusion.order(merged)[:n]
+        lists["bm25"] = [(rid, s) for rid, s in lists["bm25"] if rid not in shadowed]
+        bm25_weight = weights.get("bm25", 1.0)
+        lists["bm25_tail"] = tail.bm25_search(query, n) if bm25_weight else []
+        return merged, {**weights, "bm25_tail": bm25_weight}
 
     def _embed_query(self, query: str) -> Vectors:
         if on_search_worker():
@@ -216,7 +255,7 @@ class HybridRetriever:
         """BM25 over the user side of the best ``user_pool`` candidates so far (``retrieve.lexical``)."""
         head = fusion.order(fusion.rrf(lists, weights, self.config.rrf_k))[: self.config.user_pool]
         ids = [rid for rid, _ in head]
-        pool.update(run.fetch_rounds(db, ids))
+        pool.update(run.fetch_rounds(db, [rid for rid in ids if rid not in pool]))
         with stage(run.timings, "bm25_user"):
             return pool_bm25(query, {rid: pool[rid].user_text for rid in ids if rid in pool})
 
