@@ -171,14 +171,15 @@ def test_bad_scope_ids_name_the_flag(run: Run) -> None:
     assert "--org" in err and "'/'" in err
 
 
-def test_extract_is_refused_while_extraction_does_not_exist(
+def test_extract_without_an_llm_names_both_ways_to_configure_one_and_stores_nothing(
     run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delattr(Memory, "extract", raising=False)
-    code, _, err = run("ingest", EXAMPLE, *SCOPE, "--extract")
-    assert code == 2
-    assert "extraction is not available yet" in err
-    assert run.json("stats") == []
+    monkeypatch.delenv("GRAPHRECALL_LLM", raising=False)
+    code, out, err = run("ingest", EXAMPLE, *SCOPE, "--extract")
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert "needs an LLM" in line and "--llm" in line and "GRAPHRECALL_LLM" in line
+    assert not run.root.exists()
 
 
 # -- recall --------------------------------------------------------------------------------------------------------------
@@ -211,8 +212,24 @@ def test_context_respects_the_budget_and_renders_dates(run: Run) -> None:
     assert "### Session" in out
 
 
-def test_searching_an_unknown_scope_finds_nothing(run: Run) -> None:
-    assert run.json("search", "anything", "--org", "x", "--user", "y") == []
+def test_reading_an_unknown_user_says_so_and_suggests_the_close_ones(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    for command in (["search", "anything"], ["context", "anything"], ["sessions"], ["export"], ["facts"]):
+        code, out, err = run(*command, "--org", "acme", "--user", "anne")
+        assert code == 1 and out == "", command
+        assert "no memory stored for acme/anne" in err and "did you mean acme/ann?" in err, command
+    code, out, _ = run("stats", "--org", "acme", "--user", "anne", "--json")
+    assert code == 1
+    error = json.loads(out)["error"]
+    assert error["code"] == "not_found" and error["where"] == "--user" and "acme/ann" in error["message"]
+    code, _, err = run("stats", "--org", "acmee")
+    assert code == 1 and "no organisation 'acmee'" in err and "acme" in err
+
+
+def test_read_commands_never_create_the_store_root(run: Run) -> None:
+    for command in (["search", "x", *SCOPE], ["stats"], ["sessions", *SCOPE], ["facts", *SCOPE]):
+        run(*command)
+    assert not run.root.exists() and not run.root.parent.joinpath("store").exists()
 
 
 # -- administration ------------------------------------------------------------------------------------------------------

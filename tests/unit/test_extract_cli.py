@@ -86,5 +86,6 @@ def test_extract_without_an_llm_is_a_usage_error(tmp_path: Path, files: tuple[Pa
     base = ["--root", str(tmp_path / "store"), "--embedder", "hashing", "--org", "o", "--user", "u"]
     assert main(["ingest", str(files[0]), *base, "--extract"]) == 2
     assert "GRAPHRECALL_LLM" in capsys.readouterr().err
-    assert main(["sessions", *base]) == 0  # nothing was ingested: the check runs first
-    assert "s1" not in capsys.readouterr().out
+    assert main(["sessions", *base]) == 1  # nothing was ingested: the check runs first
+    assert "no memory stored for o/u" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()
