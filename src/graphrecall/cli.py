@@ -458,7 +458,9 @@ def _embedding_window(args: argparse.Namespace) -> _Window | None:
         info = read_model_info(path)
         if info is None or info.max_tokens is None:
             return None
-        return _Window(info.max_tokens, Tokenizer.from_file(str(path / "tokenizer.json")))
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        tokenizer.no_truncation()  # the file carries its own cut-off (128): count every token
+        return _Window(info.max_tokens, tokenizer)
     except (ImportError, OSError, ValueError, RuntimeError):  # no tokenizer to count with: say nothing
         return None
 

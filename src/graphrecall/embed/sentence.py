@@ -96,9 +96,8 @@ class SentenceTransformerEmbedder:
         model = SentenceTransformer(path, device=self._device)
         if self._max_seq_length:
             model.max_seq_length = self._max_seq_length
-        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-        dim = get_dim()
-        dim = int(dim) if dim is not None else int(model.encode(["x"]).shape[1])
+        # Measured, not read back from the model's own config (the loader trusts the same files we read).
+        dim = int(model.encode(["x"], show_progress_bar=False).shape[1])
         if self._dim is not None and dim != self._dim:  # the config files said otherwise: trust neither
             raise EmbedderMismatch(
                 f"embedder {self.id}: the model's config files give dimension {self._dim}, the loaded model {dim}"
