@@ -138,7 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("--user", required=True, help="user id")
 
     as_json = _Parser(add_help=False)
-    as_json.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    as_json.add_argument(
+        "--json", action="store_true", help="print machine-readable JSON on stdout, errors included"
+    )
 
     qdate = _Parser(add_help=False)
     qdate.add_argument(
