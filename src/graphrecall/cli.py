@@ -251,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.debug:
         _quiet_model_loading()
     as_json = bool(getattr(args, "json", False))
-    remove_notice = _announce_model_loads(quiet=as_json or getattr(args, "quiet", False))
+    remove_notice = _announce_model_loads(quiet=getattr(args, "quiet", False))
     try:
         return int(COMMANDS[args.command](args))
     except KeyboardInterrupt:

@@ -230,7 +230,7 @@ def test_reading_an_unknown_user_says_so_and_suggests_the_close_ones(run: Run) -
 def test_read_commands_never_create_the_store_root(run: Run) -> None:
     for command in (["search", "x", *SCOPE], ["stats"], ["sessions", *SCOPE], ["facts", *SCOPE]):
         run(*command)
-    assert not run.root.exists() and not run.root.parent.joinpath("store").exists()
+    assert not run.root.exists()
 
 
 # -- administration ------------------------------------------------------------------------------------------------------
@@ -450,7 +450,7 @@ def test_a_terminal_hears_once_that_the_model_is_loading(
     finally:
         remove()
     assert capsys.readouterr().err == "graphrecall: loading the embedding model…\n"
-    remove = cli._announce_model_loads(quiet=True)  # --json / --quiet: nothing
+    remove = cli._announce_model_loads(quiet=True)  # --quiet: nothing
     LoadOnce(lambda: 1, what="embedding model").get()
     remove()
     assert capsys.readouterr().err == ""
