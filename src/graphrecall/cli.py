@@ -56,6 +56,9 @@ from graphrecall.cli_common import (
     root_of,
     scope_of,
 )
+from graphrecall.cli_common import (
+    positive_int as _positive,
+)
 from graphrecall.embed import lazy
 from graphrecall.errors import (
     ConfigurationError,
@@ -221,16 +224,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 # -- entry point -----------------------------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -310,7 +303,7 @@ def _describe(e: Exception, args: argparse.Namespace) -> tuple[dict[str, str], i
     if isinstance(e, NotAvailable):
         return err(e.code, str(e)), EXIT_USAGE
     if isinstance(e, NotFound):
-        return err(e.code, str(e), "--user"), EXIT_FAIL
+        return err(e.code, str(e)), EXIT_FAIL
     if isinstance(e, Unreachable | EmbedderMismatch | SchemaMismatch | GraphRecallError):
         return err(e.code, str(e)), EXIT_FAIL
     message = f"unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)"
@@ -522,7 +515,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
         scopes = [s for s in known if args.org is None or s.org_id == args.org]
         if args.org is not None and not scopes and known:
             orgs = sorted({s.org_id for s in known})
-            raise NotFound(f"no organisation {args.org!r} under {mem.root}; stored: {', '.join(orgs[:10])}")
+            message = f"no organisation {args.org!r} under {mem.root}; stored: {', '.join(orgs[:10])}"
+            raise CliError(message, EXIT_FAIL, error_code=NotFound.code, where="--org")
         rows = [mem.stats(s) for s in scopes]
     if args.json:
         print_json([r.model_dump(mode="json") for r in rows])

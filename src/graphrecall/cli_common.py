@@ -47,6 +47,17 @@ class CliError(Exception):
         self.where = where
 
 
+def positive_int(text: str) -> int:
+    """argparse type for counts and limits: a whole number of at least 1, else a usage error naming the value."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 # -- store and scope -------------------------------------------------------------------------------------------------
 def root_of(args: argparse.Namespace) -> Path:
     root: Path | None = args.root
@@ -76,7 +87,7 @@ def scope_of(args: argparse.Namespace) -> Scope:
 
 
 def require_scope(mem: Memory, scope: Scope) -> None:
-    """A read of a scope that holds nothing is almost always a typo: say so (``NotFound``, exit 1) and name the
+    """A read of a scope that holds nothing is almost always a typo: say so (``not_found``, exit 1) and name the
     stored scopes that look closest, instead of printing an empty result that reads like "no memory"."""
     known = mem.scopes()
     if scope in known:
@@ -91,7 +102,8 @@ def require_scope(mem: Memory, scope: Scope) -> None:
         hint = f"; {len(names)} scope(s) are stored there (graphrecall stats --root {mem.root} lists them)"
     else:
         hint = "; nothing is stored there yet (graphrecall ingest adds sessions)"
-    raise NotFound(f"no memory stored for {scope} under {mem.root}{hint}")
+    message = f"no memory stored for {scope} under {mem.root}{hint}"
+    raise CliError(message, EXIT_FAIL, error_code=NotFound.code, where="--user")
 
 
 # -- LLM -------------------------------------------------------------------------------------------------------------

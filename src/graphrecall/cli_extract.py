@@ -20,6 +20,7 @@ from graphrecall.cli_common import (
     llm_from_args,
     minute,
     open_memory,
+    positive_int,
     print_json,
     progress,
     require_scope,
@@ -45,6 +46,15 @@ def register(sub: Any, *, common: argparse.ArgumentParser, scope: argparse.Argum
         "--all", action="store_true", help="include superseded facts, marked, with what replaced them"
     )
     s.add_argument("--limit", type=int, default=1000)
+    s = sub.add_parser(
+        "history", parents=[common, scope, as_json], help="the versions of one fact, oldest first"
+    )
+    s.add_argument("fact_id", help="a fact id, as `graphrecall facts` prints it")
+    sub.add_parser(
+        "entities", parents=[common, scope, as_json], help="list extracted entities and their aliases"
+    )
+    s = sub.add_parser("events", parents=[common, scope, as_json], help="list extracted events in time order")
+    s.add_argument("--limit", type=positive_int, default=1000, help="at most this many events")
 
 
 def run_extract(mem: Memory, scope: Scope, llm: LLM, *, session_id: str | None = None,
@@ -113,4 +123,55 @@ def cmd_facts(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"extract": cmd_extract, "facts": cmd_facts}
+def cmd_history(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        chain = mem.history(scope, args.fact_id)  # NotFound (exit 1) names the fact when it is not stored
+    if args.json:
+        print_json([jsonable(f) for f in chain])
+    else:
+        for f in chain:
+            print(_fact_line(f))
+    return EXIT_OK
+
+
+def cmd_entities(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        found = mem.entities(scope)
+    if args.json:
+        print_json([jsonable(e) for e in found])
+        return EXIT_OK
+    for e in found:
+        aliases = f"  (also: {', '.join(e.aliases)})" if e.aliases else ""
+        print(f"{e.id}  {e.type:<12} {e.name}{aliases}")
+    if not found:
+        print(f"no entities for {scope}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        found = mem.events(scope, limit=args.limit)
+    if args.json:
+        print_json([jsonable(e) for e in found])
+        return EXIT_OK
+    for e in found:
+        until = f" to {minute(e.time_end)}" if e.time_end and e.time_end != e.time_start else ""
+        print(f"{e.id}  {minute(e.time_start)}{until}  {e.text}")
+    if not found:
+        print(f"no events for {scope}", file=sys.stderr)
+    return EXIT_OK
+
+
+COMMANDS = {
+    "extract": cmd_extract,
+    "facts": cmd_facts,
+    "history": cmd_history,
+    "entities": cmd_entities,
+    "events": cmd_events,
+}
