@@ -106,13 +106,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _HelpFormatter(argparse.HelpFormatter):
-    """Shows each option's default after its help, unless the help already names it or there is none to show."""
+    """Shows each option's default after its help, unless the help already names it or there is none to show
+    (argparse prints nothing at all for an option without help text, so every option should have one)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default
         if (
             text
+            and text != argparse.SUPPRESS
             and "default" not in text
             and default not in (None, False, argparse.SUPPRESS)
             and (action.option_strings or action.nargs in ("?", "*"))
