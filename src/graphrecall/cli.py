@@ -1,12 +1,19 @@
 """The ``graphrecall`` command line: ingest files, search and render context, inspect, export and erase scopes,
 and start the HTTP or MCP server.
 
-Exit codes: 0 success; 1 an unexpected failure or a store that cannot be used (embedder or schema mismatch);
-2 bad input or usage (the one stderr line names the file, item and field) or a missing optional component;
-3 the store is busy (another process holds the scope's database); 130 interrupted.
+Exit codes: 0 success; 1 an unexpected failure, a store that cannot be used (embedder or schema mismatch), a scope
+that holds nothing, or an LLM that cannot be reached; 2 bad input, usage or configuration (the one stderr line names
+the file, item, field or setting) or a missing optional component; 3 the store is busy (another process holds the
+scope's database); 130 interrupted.
 
 Errors are one line on stderr, never a traceback (``--debug`` shows it), because the usual reader is a person who
 has to fix a file, not read our stack. Data goes to stdout (``--json`` for machines), progress and notes to stderr.
+Under ``--json`` stdout holds exactly one JSON document: the result, or ``{"error": {"code", "message", "where"}}``
+with the codes of the HTTP API's errors.
+
+Commands that do not embed (``stats``, ``sessions``, ``export``, ``forget``, ``facts``, every error) never load the
+embedding model: the default embedder knows its id and dimension from the model's config files and loads the
+weights on the first text it embeds (``embed.lazy``).
 """
 
 from __future__ import annotations
@@ -23,45 +30,101 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from pydantic import ValidationError
-
-from graphrecall import cli_extract, formats
-from graphrecall.config import default_root
+from graphrecall import __version__, cli_extract, formats
+from graphrecall.cli_common import (
+    EXIT_BUSY,
+    EXIT_FAIL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    CliError,
+    add_llm_options,
+    jsonable,
+    llm_from_args,
+    minute,
+    notice,
+    open_memory,
+    print_json,
+    progress,
+    require_scope,
+    root_of,
+    scope_of,
+)
+from graphrecall.cli_common import (
+    positive_int as _positive,
+)
 from graphrecall.dates import parse_date
-from graphrecall.embed import Embedder, HashingEmbedder
+from graphrecall.embed import lazy
 from graphrecall.errors import (
+    ConfigurationError,
     EmbedderMismatch,
     GraphRecallError,
     InvalidInput,
     NotAvailable,
+    NotFound,
     SchemaMismatch,
     StoreBusy,
+    Unreachable,
 )
-from graphrecall.memory import Memory
-from graphrecall.models import Hit, IngestResult, Scope, SessionInput
+from graphrecall.models import Hit, IngestResult, SessionInput
 
-PROG = "graphrecall"
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+__all__ = [
+    "EXIT_BUSY",
+    "EXIT_FAIL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "CliError",
+    "build_parser",
+    "main",
+]
+
 SNIPPET_CHARS = 160
 _COUNTERS = ("sessions_added", "messages_added", "messages_skipped", "rounds_written")
 
 
-class CliError(Exception):
-    """A problem the user must fix, reported as one line with a chosen exit code."""
+class _UsageError(Exception):
+    """argparse found the command line malformed; ``main`` reports it (as JSON under ``--json``)."""
 
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+    def __init__(self, message: str, parser: argparse.ArgumentParser) -> None:
         super().__init__(message)
-        self.code = code
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises instead of exiting on a usage error, so ``--json`` can make it JSON."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message, self)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Shows each option's default after its help, unless the help already names it or there is none to show
+    (argparse prints nothing at all for an option without help text, so every option should have one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            text
+            and text != argparse.SUPPRESS
+            and "default" not in text
+            and default not in (None, False, argparse.SUPPRESS)
+            and (action.option_strings or action.nargs in ("?", "*"))
+        ):
+            text += " (default: %(default)s)"
+        return text
 
 
 # -- parser ----------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--root",
         type=Path,
@@ -74,20 +137,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--embedder", choices=("default", "hashing"), default="default", help=argparse.SUPPRESS
     )
 
-    scope = argparse.ArgumentParser(add_help=False)
+    scope = _Parser(add_help=False)
     scope.add_argument("--org", required=True, help="organisation id")
     scope.add_argument("--user", required=True, help="user id")
 
-    as_json = argparse.ArgumentParser(add_help=False)
-    as_json.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    as_json = _Parser(add_help=False)
+    as_json.add_argument(
+        "--json", action="store_true", help="print machine-readable JSON on stdout, errors included"
+    )
 
-    qdate = argparse.ArgumentParser(add_help=False)
+    qdate = _Parser(add_help=False)
     qdate.add_argument(
         "--question-date",
         help="when the question is asked (ISO-8601): anchors 'last week', hides later turns",
     )
 
-    p = argparse.ArgumentParser(prog=PROG, description="Long-term memory for chat assistants.")
+    p = _Parser(
+        prog=PROG, description="Long-term memory for chat assistants.", formatter_class=_HelpFormatter
+    )
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("ingest", parents=[common, scope, as_json], help="add chat sessions from a file")
@@ -95,11 +163,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--format", choices=formats.FORMATS, help="skip detection and read the file as this format"
     )
-    s.add_argument("--date", help="date (ISO-8601) for sessions without one, e.g. a plain message list")
-    s.add_argument("--batch", type=_positive, default=64, help="sessions per transaction (default 64)")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.add_argument(
+        "--date",
+        help="date (ISO-8601) for sessions without one; a plain message list without it is dated by the "
+        "file's modification time",
+    )
+    s.add_argument("--batch", type=_positive, default=64, help="sessions per transaction")
+    s.add_argument("--quiet", action="store_true", help="no progress bar, no notices")
     s.add_argument("--extract", action="store_true", help="also extract facts/events with the configured LLM")
-    cli_extract.add_llm_options(s)  # -- extraction (cli_extract.py) --
+    add_llm_options(s)  # -- extraction (cli_common.py) --
 
     s = sub.add_parser("search", parents=[common, scope, qdate, as_json], help="hybrid search over a scope")
     s.add_argument("query")
@@ -122,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("-o", "--output", type=Path, help="output file (.gz compresses); default stdout")
 
-    s = sub.add_parser("forget", parents=[common, scope], help="erase a scope's memory")
+    s = sub.add_parser("forget", parents=[common, scope, as_json], help="erase a scope's memory")
     s.add_argument("--yes", action="store_true", help="confirm: the scope's data is deleted for good")
 
     s = sub.add_parser("serve", parents=[common], help="run the HTTP API")
@@ -148,29 +220,32 @@ def build_parser() -> argparse.ArgumentParser:
     # -- extraction commands: extract, facts (see cli_extract.py) --------------------------------------------------
     cli_extract.register(sub, common=common, scope=scope, as_json=as_json)
     # -- end extraction commands -----------------------------------------------------------------------------------
+    for command in sub.choices.values():
+        command.formatter_class = _HelpFormatter
     return p
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 # -- entry point -----------------------------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    wants_json = "--json" in argv
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse has printed usage/help; report its code instead of leaving the process
+    except _UsageError as e:
+        if wants_json:
+            _report({"code": "invalid_input", "message": str(e), "where": ""}, as_json=True)
+        else:
+            e.parser.print_usage(sys.stderr)
+            _fail(str(e))
+        return EXIT_USAGE
+    except SystemExit as e:  # --help / --version: argparse has printed; report its code instead of leaving
         return e.code if isinstance(e.code, int) else EXIT_USAGE
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, stream=sys.stderr)
     if not args.debug:
         _quiet_model_loading()
+    as_json = bool(getattr(args, "json", False))
+    remove_notice = _announce_model_loads(quiet=getattr(args, "quiet", False))
     try:
         return int(COMMANDS[args.command](args))
     except KeyboardInterrupt:
@@ -179,9 +254,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if args.debug:
             raise
-        message, code = _describe(e, args)
-        _fail(message)
+        error, code = _describe(e, args)
+        _report(error, as_json=as_json)
         return code
+    finally:
+        remove_notice()
+
+
+def _announce_model_loads(*, quiet: bool) -> Callable[[], None]:
+    """Say once, on a terminal, that the embedding model is loading: the only slow start a command has, and
+    only the commands that embed pay it."""
+    if quiet or not sys.stderr.isatty():
+        return lambda: None
+    return lazy.on_load(lambda what: notice(f"loading the {what}…"))
 
 
 def _quiet_model_loading() -> None:
@@ -192,26 +277,45 @@ def _quiet_model_loading() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
 
 
-def _describe(e: Exception, args: argparse.Namespace) -> tuple[str, int]:
-    """The one line (and exit code) a person sees for an error."""
+def _describe(e: Exception, args: argparse.Namespace) -> tuple[dict[str, str], int]:
+    """The error a person (or, under ``--json``, a program) sees, and the exit code: ``code`` is stable (the
+    HTTP API's error codes where one fits), ``message`` one sentence, ``where`` the flag, file or field."""
+
+    def err(code: str, message: str, where: str = "") -> dict[str, str]:
+        return {"code": code, "message": message, "where": where}
+
     if isinstance(e, CliError):
-        return str(e), e.code
+        return err(e.error_code, str(e), e.where), e.code
     if isinstance(e, InvalidInput):
-        return str(e), EXIT_USAGE
+        return err(e.code, str(e), e.where), EXIT_USAGE
+    if isinstance(e, ConfigurationError):
+        return err(e.code, f"{e.where}: {e}" if e.where else str(e), e.where), EXIT_USAGE
     if isinstance(e, StoreBusy):
         where = (
-            f"scope {args.org}/{args.user}" if getattr(args, "user", None) else f"a scope under {_root(args)}"
+            f"scope {args.org}/{args.user}"
+            if getattr(args, "user", None)
+            else f"a scope under {root_of(args)}"
         )
-        return (
+        message = (
             f"store busy: another process (a running server?) holds the database of {where}; "
-            "stop it or go through its API",
-            EXIT_BUSY,
+            "stop it or go through its API"
         )
-    if isinstance(e, NotAvailable) or getattr(e, "code", None) == "server_config":
-        return str(e), EXIT_USAGE
-    if isinstance(e, EmbedderMismatch | SchemaMismatch | GraphRecallError):
-        return str(e), EXIT_FAIL
-    return f"unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)", EXIT_FAIL
+        return err(e.code, message), EXIT_BUSY
+    if isinstance(e, NotAvailable):
+        return err(e.code, str(e)), EXIT_USAGE
+    if isinstance(e, NotFound):
+        return err(e.code, str(e)), EXIT_FAIL
+    if isinstance(e, Unreachable | EmbedderMismatch | SchemaMismatch | GraphRecallError):
+        return err(e.code, str(e)), EXIT_FAIL
+    message = f"unexpected {type(e).__name__}: {e} (rerun with --debug for the traceback)"
+    return err("internal", message), EXIT_FAIL
+
+
+def _report(error: dict[str, str], *, as_json: bool) -> None:
+    if as_json:  # stdout: under --json it carries exactly one document, the result or this
+        print(json.dumps({"error": error}, ensure_ascii=False))
+    else:
+        _fail(error["message"])
 
 
 def _fail(message: str) -> None:
@@ -219,30 +323,6 @@ def _fail(message: str) -> None:
 
 
 # -- shared helpers --------------------------------------------------------------------------------------------------
-def _root(args: argparse.Namespace) -> Path:
-    root: Path | None = args.root
-    return (root if root is not None else default_root()).expanduser()
-
-
-def _embedder(args: argparse.Namespace) -> Embedder | None:
-    return HashingEmbedder(64) if args.embedder == "hashing" else None
-
-
-@contextlib.contextmanager
-def _memory(args: argparse.Namespace) -> Iterator[Memory]:
-    with Memory.open(_root(args), embedder=_embedder(args)) as mem:
-        yield mem
-
-
-def _scope(args: argparse.Namespace) -> Scope:
-    try:
-        return Scope(org_id=args.org, user_id=args.user)
-    except ValidationError as e:
-        first = e.errors()[0]
-        flag = {"org_id": "--org", "user_id": "--user"}.get(str(first["loc"][0]), "scope")
-        raise InvalidInput(first["msg"].removeprefix("Value error, "), where=flag) from None
-
-
 def _batches(items: Iterable[SessionInput], size: int) -> Iterator[list[SessionInput]]:
     it = iter(items)
     while batch := list(itertools.islice(it, size)):
@@ -254,43 +334,40 @@ def _question_date(args: argparse.Namespace) -> datetime | None:
     return None if text is None else parse_date(text, where="--question-date")
 
 
-def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
-
-
 def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
-def _date(d: datetime | None) -> str:
-    return d.strftime("%Y-%m-%d") if d else "?"
 
 
 # -- commands --------------------------------------------------------------------------------------------------------
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Validate the whole file first (one streaming pass), then write it batch by batch: a bad file changes
     nothing, and a large JSONL file is never held in memory as a whole."""
-    if args.extract and not hasattr(Memory, "extract"):
-        raise CliError("extraction is not available yet (ingest without --extract)")
-    llm = cli_extract.llm_from_args(args) if args.extract else None  # fail before ingesting, not after
-    scope = _scope(args)
+    llm = (
+        llm_from_args(args, "ingest --extract") if args.extract else None
+    )  # fail before ingesting, not after
+    scope = scope_of(args)
     if args.date is not None:
         parse_date(args.date, where="--date")
     fmt = args.format or formats.detect_format(args.file)
     total_sessions = total_messages = 0
+    window = _embedding_window(args)
+    overlong = 0
     cached: list[SessionInput] | None = [] if fmt != "jsonl" else None
     for s in formats.iter_sessions(args.file, fmt=fmt, default_date=args.date):
         total_sessions += 1
         total_messages += len(s.messages)
+        overlong += sum(1 for m in s.messages if window is not None and window.too_long(_content(m)))
         if cached is not None:
             cached.append(s)
     sessions = (
         cached if cached is not None else formats.iter_sessions(args.file, fmt=fmt, default_date=args.date)
     )
+    if not args.quiet:
+        _ingest_notices(args, fmt, cached, overlong, window)
 
     result = IngestResult()
-    with _memory(args) as mem, _progress(total_sessions, quiet=args.quiet) as bar:
+    with open_memory(args) as mem, progress(total_sessions, quiet=args.quiet) as bar:
         started = time.perf_counter()  # after the model has loaded: the rate is the store's, not start-up's
         for batch in _batches(sessions, args.batch):
             r = mem.add_sessions(scope, batch, batch_sessions=args.batch)
@@ -308,8 +385,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         }
         out |= {"seconds": round(seconds, 3), "messages_per_second": round(rate, 1), "format": fmt}
         if extracted is not None:
-            out["extract"] = _jsonable(extracted)
-        _print_json(out)
+            out["extract"] = jsonable(extracted)
+        print_json(out)
     else:
         print(
             f"{args.file.name} ({fmt}) -> {scope}: {result.sessions_added} sessions, {result.messages_added} "
@@ -321,30 +398,77 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@contextlib.contextmanager
-def _progress(total: int, *, quiet: bool) -> Iterator[Any]:
-    """A tqdm bar on stderr, only for a person watching a terminal."""
-    if quiet or not sys.stderr.isatty():
-        yield lambda n: None
-        return
-    from tqdm import tqdm
-
-    with tqdm(total=total, unit="session", file=sys.stderr, dynamic_ncols=True) as bar:
-        yield bar.update
+def _content(message: Any) -> str:
+    text = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
+    return text if isinstance(text, str) else ""
 
 
-def _jsonable(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if callable(dump) else value
+def _ingest_notices(
+    args: argparse.Namespace,
+    fmt: str,
+    sessions: Sequence[SessionInput] | None,
+    overlong: int,
+    window: _Window | None,
+) -> None:
+    """Say what was filled in for the user (a session id, a date) and what will not reach the vectors: silent
+    defaults are how a history ends up dated on the day it was imported."""
+    if fmt == "messages" and sessions:
+        only = sessions[0]
+        when = only.date if isinstance(only.date, datetime) else None
+        source = "--date" if args.date is not None else "the file's modification time; pass --date to set it"
+        notice(
+            f"{args.file.name} is a plain message list: stored as one session {only.session_id!r} (named after "
+            f"the file), dated {minute(when)} ({source})"
+        )
+    if overlong and window is not None:
+        notice(
+            f"{overlong} message(s) are longer than the embedding model's window ({window.tokens} tokens): only "
+            "their first part reaches the vector (the full text is stored and found by keyword search)"
+        )
+
+
+class _Window:
+    """The embedding model's window, to count messages whose tail the vector will not see (its own tokenizer,
+    read from the model's ``tokenizer.json`` without loading the model)."""
+
+    def __init__(self, tokens: int, tokenizer: Any) -> None:
+        self.tokens = tokens
+        self._tokenizer = tokenizer
+
+    def too_long(self, text: str) -> bool:
+        if len(text) <= self.tokens - 2:  # a token covers at least one character; [CLS] and [SEP] take two
+            return False
+        return len(self._tokenizer.encode(text).ids) > self.tokens
+
+
+def _embedding_window(args: argparse.Namespace) -> _Window | None:
+    if args.embedder == "hashing":
+        return None  # the hashing embedder reads the whole text
+    from graphrecall.embed import bundled_model_path
+    from graphrecall.embed.modelinfo import read_model_info
+
+    try:
+        from tokenizers import Tokenizer
+
+        path = bundled_model_path()
+        info = read_model_info(path)
+        if info is None or info.max_tokens is None:
+            return None
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        tokenizer.no_truncation()  # the file carries its own cut-off (128): count every token
+        return _Window(info.max_tokens, tokenizer)
+    except (ImportError, OSError, ValueError, RuntimeError):  # no tokenizer to count with: say nothing
+        return None
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    scope = _scope(args)
+    scope = scope_of(args)
     qdate = _question_date(args)
-    with _memory(args) as mem:
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
         hits = mem.search(scope, args.query, args.k, question_date=qdate)
     if args.json:
-        _print_json([h.model_dump(mode="json") for h in hits])
+        print_json([h.model_dump(mode="json") for h in hits])
         return EXIT_OK
     if not hits:
         print(f"no hits for {args.query!r} in {scope}", file=sys.stderr)
@@ -356,17 +480,18 @@ def cmd_search(args: argparse.Namespace) -> int:
 def _format_hit(h: Hit) -> str:
     signals = " ".join(f"{k}={v:.3f}" for k, v in sorted(h.signals.items()))
     return (
-        f"{h.rank:>3}. {h.score:.4f}  {_date(h.date)}  {h.session_id}  [{signals}]\n     {_snippet(h.text)}"
+        f"{h.rank:>3}. {h.score:.4f}  {minute(h.date)}  {h.session_id}  [{signals}]\n     {_snippet(h.text)}"
     )
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    scope = _scope(args)
+    scope = scope_of(args)
     qdate = _question_date(args)
-    with _memory(args) as mem:
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
         ctx = mem.context(scope, args.query, args.budget, question_date=qdate)
     if args.json:
-        _print_json(ctx.model_dump(mode="json"))
+        print_json(ctx.model_dump(mode="json"))
         return EXIT_OK
     sys.stdout.write(ctx.text)
     note = f"{len(ctx.hits)} hits, {ctx.token_count}/{ctx.token_budget} tokens"
@@ -376,23 +501,29 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     if args.user is not None and args.org is None:
-        raise CliError("--user needs --org")
-    with _memory(args) as mem:
+        raise CliError("--user needs --org", where="--user")
+    with open_memory(args) as mem:
         if args.user is not None:
-            one = mem.stats(_scope(args))
+            scope = scope_of(args)
+            require_scope(mem, scope)
+            one = mem.stats(scope)
             if args.json:
-                _print_json(one.model_dump(mode="json"))
+                print_json(one.model_dump(mode="json"))
             else:
-                for key, value in one.model_dump(mode="json").items():
-                    print(f"{key:<12} {value}")
+                print(_stats_text(one))
             return EXIT_OK
-        scopes = [s for s in mem.scopes() if args.org is None or s.org_id == args.org]
+        known = mem.scopes()
+        scopes = [s for s in known if args.org is None or s.org_id == args.org]
+        if args.org is not None and not scopes and known:
+            orgs = sorted({s.org_id for s in known})
+            message = f"no organisation {args.org!r} under {mem.root}; stored: {', '.join(orgs[:10])}"
+            raise CliError(message, EXIT_FAIL, error_code=NotFound.code, where="--org")
         rows = [mem.stats(s) for s in scopes]
     if args.json:
-        _print_json([r.model_dump(mode="json") for r in rows])
+        print_json([r.model_dump(mode="json") for r in rows])
         return EXIT_OK
     if not rows:
-        print(f"no scopes under {_root(args)}", file=sys.stderr)
+        print(f"no scopes under {root_of(args)}", file=sys.stderr)
         return EXIT_OK
     width = max(len(str(r.scope)) for r in rows)
     print(f"{'scope':<{width}}  {'sessions':>8}  {'messages':>8}  {'rounds':>8}  {'facts':>6}  {'MB':>8}")
@@ -404,23 +535,40 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _stats_text(st: Any) -> str:
+    rows = [
+        ("scope", str(st.scope)),
+        ("sessions", str(st.sessions)),
+        ("messages", str(st.messages)),
+        ("rounds", str(st.rounds)),
+        ("facts", str(st.facts)),
+        ("events", str(st.events)),
+        ("entities", str(st.entities)),
+        ("on disk", f"{st.disk_bytes / 1e6:.1f} MB"),
+        ("embedder", f"{st.embedder_id} ({st.dim} dimensions)"),
+    ]
+    return "\n".join(f"{name:<9} {value}" for name, value in rows)
+
+
 def cmd_sessions(args: argparse.Namespace) -> int:
-    scope = _scope(args)
-    with _memory(args) as mem:
+    scope = scope_of(args)
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
         listed = mem.sessions(scope, limit=10**9)
     if args.json:
-        _print_json([s.model_dump(mode="json", exclude={"messages"}) for s in listed])
+        print_json([s.model_dump(mode="json", exclude={"messages"}) for s in listed])
         return EXIT_OK
     for s in listed:
-        print(f"{s.started_at.isoformat(sep=' ')}  {s.id}  (extract: {s.extract_status})")
+        print(f"{minute(s.started_at)}  {s.id}  (extract: {s.extract_status})")
     if not listed:
         print(f"no sessions in {scope}", file=sys.stderr)
     return EXIT_OK
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    scope = _scope(args)
-    with _memory(args) as mem:
+    scope = scope_of(args)
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
         data = [formats.session_to_json(s) for s in mem.export_sessions(scope)]
     text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
     if args.output is None:
@@ -451,13 +599,17 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    scope = _scope(args)
+    scope = scope_of(args)
     if not args.yes:
-        raise CliError(f"refusing to erase {scope} without --yes")
-    with _memory(args) as mem:
+        raise CliError(f"refusing to erase {scope} without --yes", where="--yes")
+    with open_memory(args) as mem:
         before = mem.stats(scope)  # opens the database: a scope held by a running server is reported busy
         erased = mem.forget(scope)
-    if erased:
+    if args.json:
+        print_json(
+            {"scope": str(scope), "erased": erased, "sessions": before.sessions, "messages": before.messages}
+        )
+    elif erased:
         print(f"erased {scope}: {before.sessions} sessions, {before.messages} messages")
     else:
         print(f"nothing stored for {scope}")
@@ -480,7 +632,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from graphrecall.server import run_server
     except ImportError as e:
         raise CliError(f"the HTTP server cannot be loaded ({e}); pip install 'graphrecall[server]'") from None
-    args.root = _root(args)
+    args.root = root_of(args)
     run_server(args)  # reads root, host, port, keys, insecure_local and the embedder spec
     return EXIT_OK
 
@@ -491,7 +643,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         from graphrecall.server.mcp import run_server
     except ImportError as e:
         raise CliError(f"the MCP server cannot be loaded ({e}); pip install 'graphrecall[mcp]'") from None
-    args.root = _root(args)
+    args.root = root_of(args)
     args.hashing_dim = 64 if args.embedder == "hashing" else None
     run_server(args)
     return EXIT_OK
@@ -529,20 +681,16 @@ def _add_answer_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
-    from graphrecall.llm import LLMConfigError, llm_from_settings_or_none
-
-    scope = _scope(args)
-    try:
-        llm = llm_from_settings_or_none(args.llm, args.llm_base_url)
-    except LLMConfigError as e:
-        raise CliError(f"--llm: {e}") from None
-    with _memory(args) as mem:
+    scope = scope_of(args)
+    llm = llm_from_args(args, "answer")
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
         ans = mem.answer(
             scope, args.question, question_date=args.question_date, mode=args.mode, llm=llm,
             tools=args.tools, max_tool_steps=args.max_tool_steps,
         )  # fmt: skip
     if args.json:
-        _print_json({**ans.model_dump(mode="json"), "usage": ans.usage.model_dump()})
+        print_json({**ans.model_dump(mode="json"), "usage": ans.usage.model_dump()})
         return EXIT_OK
     print(ans.text)
     verdict = f", verifier {ans.verdict}" if ans.verdict else ""
@@ -557,7 +705,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
     if ans.citations:
         print("evidence:")
         for c in ans.citations:
-            print(f"  [{c.hit_id}] {_date(c.date)}  session {c.session_id}: {_snippet(c.snippet, 120)}")
+            print(f"  [{c.hit_id}] {minute(c.date)}  session {c.session_id}: {_snippet(c.snippet, 120)}")
     return EXIT_OK
 
 

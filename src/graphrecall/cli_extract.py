@@ -1,8 +1,9 @@
 """CLI commands for extracted memory: ``extract``, ``facts``, and the LLM part of ``ingest --extract``.
 
 Kept apart from ``cli.py`` (which registers these through ``register``) so the extraction commands evolve with
-the extraction code. The LLM comes from ``--llm provider:model`` / ``--llm-base-url``, else from
-``GRAPHRECALL_LLM`` / ``GRAPHRECALL_LLM_BASE_URL`` (docs/llm.md).
+the extraction code; both build on ``cli_common`` and neither imports the other's helpers. The LLM comes from
+``--llm provider:model`` / ``--llm-base-url``, else from ``GRAPHRECALL_LLM`` / ``GRAPHRECALL_LLM_BASE_URL``
+(docs/llm.md).
 """
 
 from __future__ import annotations
@@ -11,15 +12,23 @@ import argparse
 import sys
 from typing import Any
 
-from graphrecall.errors import NotAvailable
-from graphrecall.llm import LLM, LLMError, llm_from_settings
+from graphrecall.cli_common import (
+    EXIT_FAIL,
+    EXIT_OK,
+    add_llm_options,
+    jsonable,
+    llm_from_args,
+    minute,
+    open_memory,
+    positive_int,
+    print_json,
+    progress,
+    require_scope,
+    scope_of,
+)
+from graphrecall.llm import LLM
 from graphrecall.memory import Memory
 from graphrecall.models import ExtractionResult, Fact, Scope
-
-
-def add_llm_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--llm", help="provider:model, e.g. openai:gpt-4o-mini (default: $GRAPHRECALL_LLM)")
-    p.add_argument("--llm-base-url", help="OpenAI-compatible server URL (default: $GRAPHRECALL_LLM_BASE_URL)")
 
 
 def register(sub: Any, *, common: argparse.ArgumentParser, scope: argparse.ArgumentParser,
@@ -37,24 +46,23 @@ def register(sub: Any, *, common: argparse.ArgumentParser, scope: argparse.Argum
         "--all", action="store_true", help="include superseded facts, marked, with what replaced them"
     )
     s.add_argument("--limit", type=int, default=1000)
-
-
-def llm_from_args(args: argparse.Namespace) -> LLM:
-    """The configured LLM, or a usage error that says how to configure one."""
-    try:
-        return llm_from_settings(getattr(args, "llm", None), getattr(args, "llm_base_url", None))
-    except LLMError as e:  # not configured, malformed spec, missing SDK key...
-        raise NotAvailable(f"extraction needs an LLM: {e}") from None
+    s = sub.add_parser(
+        "history", parents=[common, scope, as_json], help="the versions of one fact, oldest first"
+    )
+    s.add_argument("fact_id", help="a fact id, as `graphrecall facts` prints it")
+    sub.add_parser(
+        "entities", parents=[common, scope, as_json], help="list extracted entities and their aliases"
+    )
+    s = sub.add_parser("events", parents=[common, scope, as_json], help="list extracted events in time order")
+    s.add_argument("--limit", type=positive_int, default=1000, help="at most this many events")
 
 
 def run_extract(mem: Memory, scope: Scope, llm: LLM, *, session_id: str | None = None,
                 quiet: bool = False) -> ExtractionResult:  # fmt: skip
     """Extract with a progress bar on stderr (sessions), using ``llm`` for this Memory."""
-    from graphrecall.cli import _progress
-
     mem.llm = llm
     todo = 1 if session_id else sum(1 for s in mem.sessions(scope, limit=10**9) if s.extract_status != "done")
-    with _progress(todo, quiet=quiet) as bar:
+    with progress(todo, quiet=quiet) as bar:
         last = [0]
 
         def tick(done: int, total: int) -> None:
@@ -78,14 +86,13 @@ def summary(r: ExtractionResult) -> str:
 
 
 def cmd_extract(args: argparse.Namespace) -> int:
-    from graphrecall.cli import EXIT_FAIL, EXIT_OK, _jsonable, _memory, _print_json, _scope
-
-    scope = _scope(args)
-    llm = llm_from_args(args)
-    with _memory(args) as mem:
+    scope = scope_of(args)
+    llm = llm_from_args(args, "extraction")
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
         r = run_extract(mem, scope, llm, session_id=args.session, quiet=args.quiet)
     if args.json:
-        _print_json(_jsonable(r))
+        print_json(jsonable(r))
     else:
         print(summary(r))
         for sid, err in r.errors.items():
@@ -94,21 +101,20 @@ def cmd_extract(args: argparse.Namespace) -> int:
 
 
 def _fact_line(f: Fact) -> str:
-    when = f.valid_from.strftime("%Y-%m-%d") if f.valid_from else "?"
-    until = f" until {f.valid_to:%Y-%m-%d}" if f.valid_to else ""
+    when = minute(f.valid_from)
+    until = f" until {minute(f.valid_to)}" if f.valid_to else ""
     mark = "" if f.current else f"  [superseded by {f.superseded_by}]"
     neg = " (not)" if f.polarity == "negative" else ""
     return f"{f.id}  {when}{until}  {f.kind.value:<12} {f.text}{neg}{mark}"
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
-    from graphrecall.cli import EXIT_OK, _jsonable, _memory, _print_json, _scope
-
-    scope = _scope(args)
-    with _memory(args) as mem:
+    scope = scope_of(args)
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
         facts = mem.facts(scope, as_of=args.as_of, include_superseded=args.all, limit=max(1, args.limit))
     if args.json:
-        _print_json([_jsonable(f) for f in facts])
+        print_json([jsonable(f) for f in facts])
     else:
         for f in facts:
             print(_fact_line(f))
@@ -117,4 +123,55 @@ def cmd_facts(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"extract": cmd_extract, "facts": cmd_facts}
+def cmd_history(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        chain = mem.history(scope, args.fact_id)  # NotFound (exit 1) names the fact when it is not stored
+    if args.json:
+        print_json([jsonable(f) for f in chain])
+    else:
+        for f in chain:
+            print(_fact_line(f))
+    return EXIT_OK
+
+
+def cmd_entities(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        found = mem.entities(scope)
+    if args.json:
+        print_json([jsonable(e) for e in found])
+        return EXIT_OK
+    for e in found:
+        aliases = f"  (also: {', '.join(e.aliases)})" if e.aliases else ""
+        print(f"{e.id}  {e.type:<12} {e.name}{aliases}")
+    if not found:
+        print(f"no entities for {scope}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        found = mem.events(scope, limit=args.limit)
+    if args.json:
+        print_json([jsonable(e) for e in found])
+        return EXIT_OK
+    for e in found:
+        until = f" to {minute(e.time_end)}" if e.time_end and e.time_end != e.time_start else ""
+        print(f"{e.id}  {minute(e.time_start)}{until}  {e.text}")
+    if not found:
+        print(f"no events for {scope}", file=sys.stderr)
+    return EXIT_OK
+
+
+COMMANDS = {
+    "extract": cmd_extract,
+    "facts": cmd_facts,
+    "history": cmd_history,
+    "entities": cmd_entities,
+    "events": cmd_events,
+}

@@ -47,3 +47,20 @@ class NotAvailable(GraphRecallError):
     """A feature needs a component that is not configured (an LLM, a reranker model)."""
 
     code = "not_available"
+
+
+class ConfigurationError(GraphRecallError, ValueError):
+    """A setting cannot be used as given (a malformed ``--llm`` spec, an unknown provider, a missing API key).
+    ``where`` names the setting (``--llm``, ``GRAPHRECALL_LLM``, ``OPENAI_API_KEY``) so the person knows what to fix."""
+
+    code = "invalid_config"
+
+    def __init__(self, message: str, *, where: str = "") -> None:
+        self.where = where
+        super().__init__(message)
+
+
+class Unreachable(GraphRecallError):
+    """A configured service (an LLM provider) did not accept a connection; the message names the URL tried."""
+
+    code = "unreachable"

@@ -102,8 +102,7 @@ class Memory:
         self.settings = settings or Settings.from_env(root=Path(root) if root is not None else None)
         if root is not None:
             self.settings.root = Path(root)
-        self.root = self.settings.root.expanduser()
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = self.settings.root.expanduser()  # created by the first write, never by a read
         if embedder is None:
             embedder = default_embedder()
             if self.settings.embed_cache is not None and isinstance(embedder, CachedEmbedder):

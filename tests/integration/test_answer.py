@@ -125,7 +125,7 @@ def test_cli_answer_prints_answer_mode_abstention_and_dated_evidence(
         assert code == 0, out
         assert out.startswith("Porto, since 2024-03-01.")
         assert "mode: recall" in out and "abstained: no" in out and "1 tool calls" in out
-        assert "[s1@0] 2024-03-01  session s1" in out
+        assert "[s1@0] 2024-03-01 10:00  session s1" in out  # dates to the minute in human output
         tools_sent = [b.get("tools") for b in srv.bodies("/chat/completions") if "response_format" not in b]
         assert tools_sent[0] and {t["function"]["name"] for t in tools_sent[0]} >= {"date_math", "timeline"}
         code = cli_main(["answer", "Where does my sister live?", *base, "--question-date", "2024-04-01",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -171,14 +172,15 @@ def test_bad_scope_ids_name_the_flag(run: Run) -> None:
     assert "--org" in err and "'/'" in err
 
 
-def test_extract_is_refused_while_extraction_does_not_exist(
+def test_extract_without_an_llm_names_both_ways_to_configure_one_and_stores_nothing(
     run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delattr(Memory, "extract", raising=False)
-    code, _, err = run("ingest", EXAMPLE, *SCOPE, "--extract")
-    assert code == 2
-    assert "extraction is not available yet" in err
-    assert run.json("stats") == []
+    monkeypatch.delenv("GRAPHRECALL_LLM", raising=False)
+    code, out, err = run("ingest", EXAMPLE, *SCOPE, "--extract")
+    assert code == 2 and out == ""
+    [line] = err.splitlines()
+    assert "needs an LLM" in line and "--llm" in line and "GRAPHRECALL_LLM" in line
+    assert not run.root.exists()
 
 
 # -- recall --------------------------------------------------------------------------------------------------------------
@@ -211,8 +213,24 @@ def test_context_respects_the_budget_and_renders_dates(run: Run) -> None:
     assert "### Session" in out
 
 
-def test_searching_an_unknown_scope_finds_nothing(run: Run) -> None:
-    assert run.json("search", "anything", "--org", "x", "--user", "y") == []
+def test_reading_an_unknown_user_says_so_and_suggests_the_close_ones(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    for command in (["search", "anything"], ["context", "anything"], ["sessions"], ["export"], ["facts"]):
+        code, out, err = run(*command, "--org", "acme", "--user", "anne")
+        assert code == 1 and out == "", command
+        assert "no memory stored for acme/anne" in err and "did you mean acme/ann?" in err, command
+    code, out, _ = run("stats", "--org", "acme", "--user", "anne", "--json")
+    assert code == 1
+    error = json.loads(out)["error"]
+    assert error["code"] == "not_found" and error["where"] == "--user" and "acme/ann" in error["message"]
+    code, _, err = run("stats", "--org", "acmee")
+    assert code == 1 and "no organisation 'acmee'" in err and "acme" in err
+
+
+def test_read_commands_never_create_the_store_root(run: Run) -> None:
+    for command in (["search", "x", *SCOPE], ["stats"], ["sessions", *SCOPE], ["facts", *SCOPE]):
+        run(*command)
+    assert not run.root.exists()
 
 
 # -- administration ------------------------------------------------------------------------------------------------------
@@ -338,3 +356,211 @@ def test_a_bad_question_date_names_the_flag(run: Run) -> None:
     code, out, err = run("search", "hello", *SCOPE, "--question-date", "someday")
     assert code == 2 and out == ""
     assert err.startswith("graphrecall: error: --question-date:") and "'someday'" in err
+
+
+# -- only what a command needs -------------------------------------------------------------------------------------------
+class _SameIdAsTheDefault:
+    """Vectors from the hashing embedder under the default model's id and size, so that a store written without
+    loading the model opens with the CLI's default embedder."""
+
+    id = "sentence-transformers/all-MiniLM-L6-v2"
+    dim = 384
+
+    def __init__(self) -> None:
+        from graphrecall.embed import HashingEmbedder
+
+        self._inner = HashingEmbedder(384)
+
+    def embed(self, texts: Any, *, kind: Any = "document") -> Any:
+        return self._inner.embed(texts, kind=kind)
+
+
+_PROBE = """
+import json, sys
+HEAVY = ("torch", "sentence_transformers", "transformers")
+root, report_path = sys.argv[1], sys.argv[2]
+commands = json.loads(sys.argv[3])
+report = []
+def note(name, code):
+    from graphrecall.embed.lazy import load_count
+    report.append({"command": name, "code": code, "loads": load_count(),
+                   "heavy": [m for m in HEAVY if m in sys.modules]})
+import graphrecall
+with graphrecall.Memory.open(root) as m:
+    m.stats(("acme", "ann"))
+note("import graphrecall + Memory.open + stats", 0)
+from graphrecall import cli
+for argv in commands:
+    note(" ".join(argv[:2]), cli.main([*argv, "--root", root]))
+open(report_path, "w").write(json.dumps(report))
+"""
+
+
+def test_commands_that_do_not_embed_never_load_the_model(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with Memory.open(root, embedder=_SameIdAsTheDefault()) as mem:
+        for user in ("ann", "bob"):
+            mem.add_sessions(("acme", user), [s for s in example_sessions()[:2]])  # type: ignore[misc]
+    scope = ["--org", "acme", "--user", "ann"]
+    no_model = [
+        ["stats"],
+        ["stats", *scope],
+        ["sessions", *scope],
+        ["export", *scope, "-o", str(tmp_path / "out.json")],
+        ["facts", *scope],
+        ["entities", *scope],
+        ["events", *scope],
+        ["history", "no-such-fact", *scope],  # not stored: exit 1
+        ["answer", "where do I live?", *scope],  # no LLM configured: an error, before anything loads
+        ["ingest", str(EXAMPLE), *scope, "--extract"],  # the same error for extraction
+        ["search", "beagle", "--org", "acme", "--user", "anne"],  # unknown user
+        ["--help"],
+        ["--version"],
+        ["forget", "--org", "acme", "--user", "bob", "--yes"],
+    ]
+    embeds = [["search", "beagle puppy", *scope]]
+    report_path = tmp_path / "report.json"
+    env = {k: v for k, v in __import__("os").environ.items() if k != "GRAPHRECALL_LLM"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(root), str(report_path), json.dumps(no_model + embeds)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(report_path.read_text())
+    *quiet, search = report
+    assert [r["code"] for r in quiet] == [0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 1, 0, 0, 0]
+    for r in quiet:
+        assert r["loads"] == 0 and r["heavy"] == [], r
+    assert (
+        search["code"] == 0 and search["loads"] == 1 and "torch" in search["heavy"]
+    )  # the control: it can fail
+
+
+def test_a_terminal_hears_once_that_the_model_is_loading(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphrecall.embed.lazy import LoadOnce
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    remove = cli._announce_model_loads(quiet=False)
+    try:
+        loader: LoadOnce[int] = LoadOnce(lambda: 1, what="embedding model")
+        loader.get()
+        loader.get()
+    finally:
+        remove()
+    assert capsys.readouterr().err == "graphrecall: loading the embedding model…\n"
+    remove = cli._announce_model_loads(quiet=True)  # --quiet: nothing
+    LoadOnce(lambda: 1, what="embedding model").get()
+    remove()
+    assert capsys.readouterr().err == ""
+
+
+def test_version_and_defaults_in_help(run: Run) -> None:
+    code, out, _ = run("--version")
+    assert code == 0 and out.strip() == f"graphrecall {__import__('graphrecall').__version__}"
+    code, out, _ = run("ingest", "--help")
+    assert code == 0 and "(default: 64)" in " ".join(out.split())
+    assert "(default: None)" not in out and "(default: False)" not in out
+
+
+# -- errors --------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("llm", "code", "error_code", "words"),
+    [
+        (None, 2, "not_available", ["--llm", "GRAPHRECALL_LLM"]),
+        ("openai:gpt-4o-mini", 2, "invalid_config", ["OPENAI_API_KEY"]),
+        ("nosuch:model", 2, "invalid_config", ["unknown LLM provider", "nosuch"]),
+        ("gpt-4o-mini", 2, "invalid_config", ["provider:model"]),
+    ],
+)
+def test_llm_configuration_errors_are_named_and_exit_2(
+    run: Run, monkeypatch: pytest.MonkeyPatch, llm: str | None, code: int, error_code: str, words: list[str]
+) -> None:
+    for name in ("GRAPHRECALL_LLM", "GRAPHRECALL_LLM_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    flags = ["--llm", llm] if llm else []
+    got, out, err = run("answer", "where do I live?", *SCOPE, *flags)
+    assert got == code and out == ""
+    [line] = err.splitlines()
+    assert "unexpected" not in line and all(w in line for w in words), line
+    got, out, _ = run("answer", "where do I live?", *SCOPE, *flags, "--json")
+    assert got == code
+    error = json.loads(out)["error"]
+    assert error["code"] == error_code and set(error) == {"code", "message", "where"}
+
+
+def test_an_unreachable_llm_fails_at_once_naming_the_url(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import time
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    started = time.monotonic()
+    code, _, err = run(
+        "answer", "where do I live?", *SCOPE, "--llm", "ollama:llama3.1", "--llm-base-url", url
+    )
+    assert time.monotonic() - started < 5
+    assert code == 1 and url in err and "cannot reach the LLM" in err and "unexpected" not in err
+
+
+def test_usage_errors_are_json_under_json(run: Run) -> None:
+    code, out, err = run("search", *SCOPE, "--json")  # no query
+    assert code == 2 and err == ""
+    assert json.loads(out)["error"]["code"] == "invalid_input"
+
+
+# -- what ingest fills in, how things are printed ----------------------------------------------------------------------
+def test_a_plain_message_list_says_which_session_and_date_it_got(run: Run, tmp_path: Path) -> None:
+    chat = tmp_path / "monday-chat.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "I moved to Lisbon."}]))
+    code, _, err = run("ingest", chat, *SCOPE)
+    assert code == 0
+    assert "plain message list" in err and "'monday-chat'" in err and "modification time" in err
+    assert re.search(r"dated \d{4}-\d\d-\d\d \d\d:\d\d \(", err)
+    code, _, err = run("ingest", chat, "--org", "acme", "--user", "bo", "--date", "2024-05-01T10:30:15")
+    assert code == 0 and "dated 2024-05-01 10:30 (--date)" in err
+    code, out, _ = run("sessions", "--org", "acme", "--user", "bo")
+    assert code == 0 and out.startswith("2024-05-01 10:30  monday-chat")
+
+
+def test_stats_for_one_scope_reads_as_a_table(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    code, out, _ = run("stats", *SCOPE)
+    assert code == 0 and "{" not in out
+    lines = dict(line.split(None, 1) for line in out.splitlines() if not line.startswith("on disk"))
+    assert lines["scope"] == "acme/ann" and int(lines["sessions"]) == len(example_sessions())
+    assert lines["embedder"].endswith("(64 dimensions)")
+
+
+def test_messages_longer_than_the_model_window_are_reported(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from graphrecall.embed.lazy import load_count
+
+    before = load_count()
+    window = cli._embedding_window(argparse.Namespace(embedder="default"))
+    assert window is not None and window.tokens == 256
+    assert load_count() == before  # a tokenizer, not the model
+    monkeypatch.setattr(cli, "_embedding_window", lambda args: window)
+    long = " ".join(f"word{i}" for i in range(400))
+    history = tmp_path / "h.json"
+    history.write_text(
+        json.dumps(
+            [{"session_id": "s1", "date": "2024-01-01", "messages": [{"role": "user", "content": long},
+                                                                      {"role": "user", "content": "short"}]}]
+        )
+    )  # fmt: skip
+    code, _, err = run("ingest", history, *SCOPE)
+    assert code == 0 and "1 message(s) are longer than the embedding model's window (256 tokens)" in err
+    code, _, err = run("ingest", EXAMPLE, "--org", "acme", "--user", "bo")
+    assert code == 0 and "window" not in err

@@ -78,6 +78,15 @@ def test_ingest_extract_then_facts(
     assert main(["facts", *base, "--all", "--json"]) == 0
     every = json.loads(capsys.readouterr().out)
     assert {f["text"] for f in every} == {"The user lives in Munich", "The user lives in Berlin"}
+    berlin = next(f for f in every if "Berlin" in f["text"])
+    assert main(["history", berlin["id"], *base, "--json"]) == 0
+    chain = json.loads(capsys.readouterr().out)
+    assert chain[-1]["id"] == berlin["id"] and all("lives in" in f["text"] for f in chain)
+    assert main(["history", "no-such-fact", *base]) == 1
+    assert "no-such-fact" in capsys.readouterr().err
+    for command in ("entities", "events"):  # this fake model extracts neither
+        assert main([command, *base]) == 0
+        assert f"no {command} for o/u" in capsys.readouterr().err
 
 
 def test_extract_without_an_llm_is_a_usage_error(tmp_path: Path, files: tuple[Path, Path], capsys: Any,
@@ -86,5 +95,6 @@ def test_extract_without_an_llm_is_a_usage_error(tmp_path: Path, files: tuple[Pa
     base = ["--root", str(tmp_path / "store"), "--embedder", "hashing", "--org", "o", "--user", "u"]
     assert main(["ingest", str(files[0]), *base, "--extract"]) == 2
     assert "GRAPHRECALL_LLM" in capsys.readouterr().err
-    assert main(["sessions", *base]) == 0  # nothing was ingested: the check runs first
-    assert "s1" not in capsys.readouterr().out
+    assert main(["sessions", *base]) == 1  # nothing was ingested: the check runs first
+    assert "no memory stored for o/u" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()

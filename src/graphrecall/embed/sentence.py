@@ -4,13 +4,15 @@ Loaded fully offline (``HF_HUB_OFFLINE=1``): the default never touches the netwo
 run on ONNX Runtime when it is installed (the ``onnx`` extra; same vectors, ~3x faster per query, see
 ``embed.onnx``), large batches on PyTorch; ``backend=`` or ``$GRAPHRECALL_EMBED_BACKEND`` (``auto``, ``onnx``,
 ``torch``) chooses whether ONNX is used at all.
+
+``id`` and ``dim`` come from the model's config files (``embed.modelinfo``), so building the embedder and opening a
+store load nothing; the weights (and PyTorch) load on the first ``embed`` (``embed.lazy``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -19,11 +21,14 @@ import numpy as np
 
 from graphrecall.embed import onnx
 from graphrecall.embed.base import TextKind, Vectors, normalize_rows
-from graphrecall.errors import InvalidInput, NotAvailable
+from graphrecall.embed.lazy import LoadOnce
+from graphrecall.embed.modelinfo import read_model_info
+from graphrecall.errors import EmbedderMismatch, InvalidInput, NotAvailable
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+LOAD_WHAT = "embedding model"  # the name ``embed.lazy`` counts and announces loads under
 Backend = Literal["auto", "onnx", "torch"]
 BACKENDS: tuple[Backend, ...] = ("auto", "onnx", "torch")
 # ONNX Runtime serves small calls (a search query: ~5 ms instead of ~15); PyTorch keeps large ingest batches, where
@@ -65,36 +70,42 @@ class SentenceTransformerEmbedder:
         self._batch_size = batch_size
         self._device = device
         self._max_seq_length = max_seq_length
-        self._model: Any = None
-        self._lock = threading.Lock()
-        self._dim: int | None = None
+        self._loader: LoadOnce[Any] = LoadOnce(self._load_model, what=LOAD_WHAT)
+        info = read_model_info(self._path())
+        self._dim: int | None = info.dim if info else None
+        self.max_tokens: int | None = max_seq_length or (info.max_tokens if info else None)
+        """The model's window in tokens: the part of a longer text beyond it does not reach the vector."""
 
     @property
     def id(self) -> str:
         return f"sentence-transformers/{self._name}"
 
-    def _load(self) -> Any:
-        if self._model is None:
-            with self._lock:
-                if self._model is None:
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                    from sentence_transformers import SentenceTransformer
+    def _path(self) -> str:
+        return str(bundled_model_path() if self._model_ref is None else self._model_ref)
 
-                    path = str(bundled_model_path() if self._model_ref is None else self._model_ref)
-                    model = SentenceTransformer(path, device=self._device)
-                    if self._max_seq_length:
-                        model.max_seq_length = self._max_seq_length
-                    get_dim = (
-                        getattr(model, "get_embedding_dimension", None)
-                        or model.get_sentence_embedding_dimension
-                    )
-                    dim = get_dim()
-                    self._dim = int(dim) if dim is not None else int(model.encode(["x"]).shape[1])
-                    self._onnx = self._load_onnx(model, Path(path))
-                    self._model = model
-        return self._model
+    def _load(self) -> Any:
+        return self._loader.get()
+
+    def _load_model(self) -> Any:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        path = self._path()
+        model = SentenceTransformer(path, device=self._device)
+        if self._max_seq_length:
+            model.max_seq_length = self._max_seq_length
+        # Measured, not read back from the model's own config (the loader trusts the same files we read).
+        dim = int(model.encode(["x"], show_progress_bar=False).shape[1])
+        if self._dim is not None and dim != self._dim:  # the config files said otherwise: trust neither
+            raise EmbedderMismatch(
+                f"embedder {self.id}: the model's config files give dimension {self._dim}, the loaded model {dim}"
+            )
+        self._dim = dim
+        self.max_tokens = int(model.max_seq_length) if model.max_seq_length else self.max_tokens
+        self._onnx = self._load_onnx(model, Path(path))
+        return model
 
     def _load_onnx(self, model: Any, model_dir: Path) -> onnx.OnnxEncoder | None:
         if self._backend == "torch":

@@ -7,7 +7,12 @@ same way. The model part may itself contain colons (``ollama:llama3.1:8b``); onl
 from __future__ import annotations
 
 import os
+import socket
+import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
+
+from graphrecall.errors import Unreachable
 
 from .base import LLM
 from .errors import LLMError, LLMNotConfigured
@@ -15,6 +20,12 @@ from .errors import LLMError, LLMNotConfigured
 ENV_SPEC = "GRAPHRECALL_LLM"
 ENV_BASE_URL = "GRAPHRECALL_LLM_BASE_URL"
 PROVIDERS = ("openai", "anthropic", "ollama")
+# Where each provider's client connects when no base URL is given, and the variables its SDK reads instead.
+DEFAULT_ENDPOINTS = {
+    "openai": ("https://api.openai.com/v1", "OPENAI_BASE_URL"),
+    "anthropic": ("https://api.anthropic.com", "ANTHROPIC_BASE_URL"),
+    "ollama": ("http://127.0.0.1:11434", "OLLAMA_HOST"),
+}
 
 
 class LLMConfigError(LLMError, ValueError):
@@ -70,3 +81,37 @@ def llm_from_settings_or_none(spec: str | None = None, base_url: str | None = No
         if (spec if spec is not None else os.environ.get(ENV_SPEC, "")).strip():
             raise
         return None
+
+
+def endpoint(spec: str | None = None, base_url: str | None = None) -> str:
+    """The URL ``llm_from_settings(spec, base_url)`` will send requests to (same precedence as the providers)."""
+    provider, _ = parse_spec(spec if spec is not None else os.environ.get(ENV_SPEC, ""))
+    default, sdk_env = DEFAULT_ENDPOINTS[provider]
+    url = base_url or os.environ.get(ENV_BASE_URL) or os.environ.get(sdk_env) or default
+    if "://" not in url:  # OLLAMA_HOST is often just host:port
+        url = f"http://{url}"
+    if provider == "ollama" and urlsplit(url).port is None and url.count(":") == 1:
+        url = f"{url.rstrip('/')}:11434"  # the Ollama client's port when the host names none
+    return url
+
+
+def check_reachable(url: str, timeout: float = 3.0) -> None:
+    """Open (and close) a TCP connection to ``url``'s host within ``timeout`` s, or raise ``Unreachable`` naming it.
+
+    A provider's client retries dropped connections with backoff, which is right inside a long extraction but makes
+    a command line wait ~12 s to say that nothing listens at the URL; one cheap probe up front fails at once
+    instead. Skipped when a proxy is configured for the URL, since the client then never connects directly."""
+    parts = urlsplit(url)
+    host = parts.hostname
+    if not host or (urllib.request.getproxies() and not urllib.request.proxy_bypass(host)):
+        return
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise Unreachable(f"the LLM URL {url!r} has an invalid port") from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as e:
+        reason = "timed out" if isinstance(e, TimeoutError) else (e.strerror or type(e).__name__)
+        raise Unreachable(f"cannot reach the LLM at {url} ({host}:{port}: {reason})") from None

@@ -348,7 +348,9 @@ def create_app(
     async def readyz() -> HealthResponse:
         if not ready["ok"]:
             raise ApiError(503, "not_ready", "the server is shutting down")
-        if not os.access(memory.root, os.W_OK):
+        # The root is created by the first write (reads never create it): writable, or creatable, is ready.
+        existing = next((p for p in (memory.root, *memory.root.parents) if p.exists()), memory.root)
+        if not os.access(existing, os.W_OK):
             raise ApiError(503, "not_ready", "the store root is not writable")
         return HealthResponse(status="ready")
 

@@ -1,0 +1,176 @@
+"""What every ``graphrecall`` subcommand shares: exit codes, the usage error, opening the store and the scope, the
+LLM from ``--llm``, progress bars and the way dates and JSON are printed.
+
+``cli.py`` (the parser and the core commands) and ``cli_extract.py`` (the extraction commands) both build on this
+module and import nothing from each other's private parts, so neither has to be loaded to change the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from graphrecall.config import default_root
+from graphrecall.embed import Embedder, HashingEmbedder
+from graphrecall.errors import ConfigurationError, InvalidInput, NotAvailable, NotFound
+from graphrecall.models import Scope
+
+if TYPE_CHECKING:
+    from graphrecall.llm import LLM
+    from graphrecall.memory import Memory
+
+PROG = "graphrecall"
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+LLM_CONNECT_TIMEOUT_S = 3.0
+
+
+class CliError(Exception):
+    """A problem the user must fix, reported as one line with a chosen exit code and a stable ``error_code``
+    (the same names as the HTTP API's error codes where one fits)."""
+
+    def __init__(
+        self, message: str, code: int = EXIT_USAGE, *, error_code: str = "invalid_input", where: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.error_code = error_code
+        self.where = where
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts and limits: a whole number of at least 1, else a usage error naming the value."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+# -- store and scope -------------------------------------------------------------------------------------------------
+def root_of(args: argparse.Namespace) -> Path:
+    root: Path | None = args.root
+    return (root if root is not None else default_root()).expanduser()
+
+
+def embedder_of(args: argparse.Namespace) -> Embedder | None:
+    """``None`` means the default model (loaded only when something embeds); ``hashing`` is the model-free one."""
+    return HashingEmbedder(64) if args.embedder == "hashing" else None
+
+
+@contextlib.contextmanager
+def open_memory(args: argparse.Namespace) -> Iterator[Memory]:
+    from graphrecall.memory import Memory
+
+    with Memory.open(root_of(args), embedder=embedder_of(args)) as mem:
+        yield mem
+
+
+def scope_of(args: argparse.Namespace) -> Scope:
+    try:
+        return Scope(org_id=args.org, user_id=args.user)
+    except ValidationError as e:
+        first = e.errors()[0]
+        flag = {"org_id": "--org", "user_id": "--user"}.get(str(first["loc"][0]), "scope")
+        raise InvalidInput(first["msg"].removeprefix("Value error, "), where=flag) from None
+
+
+def require_scope(mem: Memory, scope: Scope) -> None:
+    """A read of a scope that holds nothing is almost always a typo: say so (``not_found``, exit 1) and name the
+    stored scopes that look closest, instead of printing an empty result that reads like "no memory"."""
+    known = mem.scopes()
+    if scope in known:
+        return
+    names = [str(s) for s in known]
+    close = difflib.get_close_matches(str(scope), names, n=3, cutoff=0.6)
+    if not close:
+        close = [n for n in names if n.startswith(f"{scope.org_id}/")][:3]
+    if close:
+        hint = f"; did you mean {' or '.join(close)}?"
+    elif names:
+        hint = f"; {len(names)} scope(s) are stored there (graphrecall stats --root {mem.root} lists them)"
+    else:
+        hint = "; nothing is stored there yet (graphrecall ingest adds sessions)"
+    message = f"no memory stored for {scope} under {mem.root}{hint}"
+    raise CliError(message, EXIT_FAIL, error_code=NotFound.code, where="--user")
+
+
+# -- LLM -------------------------------------------------------------------------------------------------------------
+def add_llm_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--llm", help="provider:model, e.g. openai:gpt-4o-mini (default: $GRAPHRECALL_LLM)")
+    p.add_argument(
+        "--llm-base-url",
+        help="OpenAI-compatible server or Ollama host (default: $GRAPHRECALL_LLM_BASE_URL)",
+    )
+
+
+def llm_from_args(args: argparse.Namespace, purpose: str) -> LLM:
+    """The LLM from ``--llm``/``--llm-base-url`` or the environment, checked to be reachable.
+
+    Every way this can fail is a named error before any store is opened: nothing configured (``NotAvailable``),
+    a spec, provider or key that cannot be used (``ConfigurationError``), a provider SDK that is not installed
+    (``NotAvailable``), nothing listening at the URL (``Unreachable``, within a few seconds)."""
+    from graphrecall.llm import LLMError, LLMNotConfigured
+    from graphrecall.llm.factory import ENV_SPEC, check_reachable, endpoint, llm_from_settings
+
+    spec: str | None = getattr(args, "llm", None)
+    base_url: str | None = getattr(args, "llm_base_url", None)
+    where = "--llm" if spec else ENV_SPEC
+    if not (spec if spec is not None else os.environ.get(ENV_SPEC, "")).strip():
+        raise NotAvailable(
+            f"{purpose} needs an LLM: pass --llm provider:model (e.g. --llm openai:gpt-4o-mini) or set {ENV_SPEC}"
+        )
+    try:
+        llm = llm_from_settings(spec, base_url)
+        url = endpoint(spec, base_url)
+    except LLMNotConfigured as e:  # the provider's own settings are incomplete, e.g. no API key
+        raise ConfigurationError(str(e), where=where) from None
+    except LLMError as e:  # malformed spec, unknown provider
+        raise ConfigurationError(str(e), where=where) from None
+    except ImportError as e:
+        raise NotAvailable(str(e)) from None
+    check_reachable(url, timeout=LLM_CONNECT_TIMEOUT_S)
+    return llm
+
+
+# -- output ----------------------------------------------------------------------------------------------------------
+def print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
+
+
+def minute(d: datetime | None) -> str:
+    """Dates in human output: to the minute; seconds and microseconds are noise to a person reading a list."""
+    return d.strftime("%Y-%m-%d %H:%M") if d else "?"
+
+
+def notice(message: str) -> None:
+    """A note for the person at the terminal (stderr, so it never mixes with data on stdout)."""
+    print(f"{PROG}: {message}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def progress(total: int, *, quiet: bool) -> Iterator[Any]:
+    """A tqdm bar on stderr, only for a person watching a terminal."""
+    if quiet or not sys.stderr.isatty():
+        yield lambda n: None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, unit="session", file=sys.stderr, dynamic_ncols=True) as bar:
+        yield bar.update
