@@ -1,5 +1,5 @@
 """The write path of a live service: a durable per-scope log that acknowledges writes, a flusher that moves them
-into Kuzu in batches, and an exact index over the not-yet-flushed tail (see ``docs/design-writelog.md``)."""
+into Kuzu in batches, and an exact index over the not-yet-flushed tail (see ``docs/write-log.md``)."""
 
 from graphrecall.store.wal.entry import ENTRY_VERSION, LoggedMessage, LoggedRound, LoggedSession, WriteEntry
 from graphrecall.store.wal.flusher import Apply, Flusher, FlushFailed

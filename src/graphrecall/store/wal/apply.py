@@ -1,7 +1,7 @@
 """``apply_entries``: write a batch of log entries into a scope's Kuzu database, idempotently.
 
 This is the reference ``apply`` for a ``Flusher`` (the integrator may fold it into the store layer). It keeps the
-replay invariant of docs/design-writelog.md: the result of applying entries ``e_i..e_n`` in order to a database that
+replay invariant of docs/write-log.md: the result of applying entries ``e_i..e_n`` in order to a database that
 already holds any prefix ``e_1..e_j`` (j >= i - 1) is the same as applying each once. It holds because every
 write is an assignment keyed by an id fixed at append time, never relative to what is stored:
 - a session is created only if absent (its ``started_at`` is the entry's, computed when it was acknowledged);

@@ -7,7 +7,7 @@ for many turns. A batch is due when ``batch_entries`` entries wait or the oldest
 
 The Kuzu write is the caller's ``apply(entries)``: one transaction, all or nothing. Entries are marked flushed (and
 deleted from the log) only after ``apply`` returned, so a crash or an error in between leaves them in the log and
-they are applied again later; ``apply`` must therefore be idempotent (docs/design-writelog.md). On failure the
+they are applied again later; ``apply`` must therefore be idempotent (docs/write-log.md). On failure the
 flusher keeps the entries and retries with exponential backoff (with jitter, so many scopes failing together do not
 retry in lockstep); ``flush()`` drains synchronously for close, shutdown and tests.
 

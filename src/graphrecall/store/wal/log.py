@@ -15,7 +15,7 @@ Contract: ``append`` returns only after the entry's transaction committed (fsync
 nothing was acknowledged and nothing was stored. ``pending`` returns the unflushed entries in ``seq`` order;
 ``mark_flushed(upto)`` deletes them once the caller has them in Kuzu. An entry may be applied to Kuzu more than once
 (a crash between the Kuzu commit and ``mark_flushed``), which is why entries must be idempotent to replay (see
-``docs/design-writelog.md``).
+``docs/write-log.md``).
 """
 
 from __future__ import annotations
