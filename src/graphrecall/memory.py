@@ -6,8 +6,9 @@ the storage layout, not of query filters.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -21,11 +22,13 @@ from graphrecall.dates import parse_date
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
 from graphrecall.errors import InvalidInput, NotAvailable, NotFound
 from graphrecall.extract.extractor import ExtractionConfig, Extractor
+from graphrecall.extract.queue import QUEUE_FILE, ExtractionQueue
 from graphrecall.llm import LLM
 from graphrecall.models import (
     Context,
     Entity,
     Event,
+    ExtractionJob,
     ExtractionResult,
     Fact,
     Hit,
@@ -45,6 +48,7 @@ from graphrecall.recall import Recall, ScopeRecall
 from graphrecall.retrieve.rerank import Reranker, load_reranker
 from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
+from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.pool import DatabasePool
 from graphrecall.writer import Writer
@@ -128,6 +132,9 @@ class Memory:
         self.llm = llm
         self.extraction = extraction or ExtractionConfig()
         self._extract_locks: dict[Scope, threading.Lock] = {}
+        self._queue: ExtractionQueue | None = None
+        if llm is not None and self.extraction.background and self._queue_file().exists():
+            self._extraction_queue()  # resume what an earlier process left queued
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     @classmethod
@@ -147,6 +154,8 @@ class Memory:
         with self._lock:
             if not self._closed:
                 try:
+                    if self._queue is not None:
+                        self._queue.close()  # waits for running jobs; pending ones resume at the next open
                     self._logs.close()  # pending writes reach Kuzu
                 finally:
                     self._pool.close()
@@ -164,8 +173,10 @@ class Memory:
     ) -> IngestResult:
         """Store one session (its messages, rounds, embeddings and index entries). Re-adding the same ids changes
         nothing; messages beyond those stored are appended. ``extract=True`` then extracts facts/events/entities
-        with the configured LLM (raw ingest is committed first; an extraction failure only marks the session
-        ``failed``, see ``result.extraction``)."""
+        with the configured LLM: by default in the background (the session is queued, ``result.extraction_job``
+        says so, ``wait_for_extraction`` waits, failures are retried and end ``failed`` with their reason); with
+        ``ExtractionConfig(background=False)`` inside this call (``result.extraction``). Raw ingest is stored
+        first either way; an extraction failure never loses it."""
         if extract:
             self._require_llm()
         # Validate here too so that errors name this call's arguments ("messages[0]"), not "sessions[0]...".
@@ -175,7 +186,9 @@ class Memory:
             parse_date(date, where="date")
         ing.validate_messages(msgs)
         result = self.add_sessions(scope, [SessionInput(session_id=session_id, date=date, messages=msgs)])
-        if extract:
+        if extract and self.extraction.background:
+            result.extraction_job = self._extraction_queue().enqueue(as_scope(scope), session_id)
+        elif extract:
             result.extraction = self.extract(scope, session_id=session_id)
         return result
 
@@ -308,6 +321,14 @@ class Memory:
             raise InvalidInput(f"k must be at least 1, got {k}", where="k")
         return self.recall(scope, question_date).context(query, token_budget, k=k)
 
+    @contextlib.contextmanager
+    def _flushed(self, s: Scope) -> Iterator[ScopeDatabase]:
+        """The scope's database with its write log flushed into it: for reads that only Kuzu answers. The
+        database is taken first, so a store held by another process is reported busy before its log is touched."""
+        with self._pool.acquire(s, create=False) as db:
+            self._logs.flush(s)
+            yield db
+
     # -- administration ----------------------------------------------------------------------------------------
     def stats(self, scope: ScopeLike) -> ScopeStats:
         s = as_scope(scope)
@@ -315,8 +336,7 @@ class Memory:
             return ScopeStats(
                 scope=s, sessions=0, messages=0, rounds=0, embedder_id=self.embedder.id, dim=self.embedder.dim
             )
-        self._logs.flush(s)
-        with self._pool.acquire(s, create=False) as db:
+        with self._flushed(s) as db:
             c = q.counts(db)
         path = self._pool.path_for(s)
         size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
@@ -334,18 +354,22 @@ class Memory:
         )
 
     def sessions(self, scope: ScopeLike, *, limit: int = 1000, offset: int = 0) -> list[Session]:
+        """The scope's sessions, oldest first; ``extract_status`` includes the background queue's state."""
         s = as_scope(scope)
         if not self._pool.exists(s):
             return []
-        self._logs.flush(s)
-        with self._pool.acquire(s, create=False) as db:
-            return q.list_sessions(db, limit=limit, offset=offset)
+        with self._flushed(s) as db:
+            found = q.list_sessions(db, limit=limit, offset=offset)
+        queued = {j.session_id: j for j in self.extraction_jobs(s) if j.status != "done"}
+        return [
+            x.model_copy(update={"extract_status": queued[x.id].status}) if x.id in queued else x
+            for x in found
+        ]
 
     def get_session(self, scope: ScopeLike, session_id: str) -> Session:
         s = as_scope(scope)
         try:
-            self._logs.flush(s)
-            with self._pool.acquire(s, create=False) as db:
+            with self._flushed(s) as db:
                 found = q.get_session(db, session_id)
         except NotFound:
             found = None
@@ -362,6 +386,8 @@ class Memory:
         """Erase a scope entirely (its database and write-log files). Returns whether anything was stored."""
         s = as_scope(scope)
         self._logs.drop(s)
+        if self._queue is not None or self._queue_file().exists():
+            self._extraction_queue(start=False).forget(s)
         return self._pool.drop(s)
 
     def scopes(self) -> list[Scope]:
@@ -393,9 +419,8 @@ class Memory:
         s = as_scope(scope)
         if session_id is not None:
             validate_identifier(session_id, "session_id")
-        self._logs.flush(s)  # extraction reads sessions from Kuzu
         try:
-            ctx = self._pool.acquire(s, create=False)
+            ctx = self._flushed(s)  # extraction reads sessions from Kuzu
             db = ctx.__enter__()
         except NotFound:
             if session_id is not None:
@@ -420,6 +445,56 @@ class Memory:
                 return total
         finally:
             ctx.__exit__(None, None, None)
+
+    # -- background extraction ---------------------------------------------------------------------------------
+    def _queue_file(self) -> Path:
+        return self.root / QUEUE_FILE
+
+    def _extraction_queue(self, *, start: bool = True) -> ExtractionQueue:
+        with self._lock:
+            if self._queue is None:
+                cfg = self.extraction
+                self._queue = ExtractionQueue(
+                    self.root,
+                    self._extract_job,
+                    workers=cfg.workers,
+                    max_attempts=cfg.max_attempts,
+                    backoff_s=cfg.retry_backoff_s,
+                    max_backoff_s=max(cfg.retry_backoff_s, 3600.0),
+                    start=False,
+                )
+            if start and self.llm is not None:
+                self._queue.start()  # idempotent: workers are started once
+            return self._queue
+
+    def _extract_job(self, scope: Scope, session_id: str) -> None:
+        """One queued session: raises when it failed, so the queue retries it and finally records the reason."""
+        result = self.extract(scope, session_id=session_id)
+        if result.sessions_failed:
+            raise RuntimeError(result.errors.get(session_id) or "extraction failed")
+
+    def extraction_jobs(self, scope: ScopeLike | None = None) -> list[ExtractionJob]:
+        """Background extraction jobs (pending, running, done, failed with the reason), of one scope or all."""
+        if self._queue is None and not self._queue_file().exists():
+            return []
+        return self._extraction_queue(start=False).jobs(as_scope(scope) if scope is not None else None)
+
+    def retry_extraction(self, scope: ScopeLike) -> int:
+        """Queue the scope's failed background extractions again, with a fresh attempt count; returns how many."""
+        self._require_llm()
+        return self._extraction_queue().requeue_failed(as_scope(scope))
+
+    def wait_for_extraction(self, timeout: float | None = None) -> bool:
+        """Block until no background extraction is pending or running (True), or ``timeout`` seconds pass
+        (False). For tests and batch jobs; a live service never needs to wait."""
+        if self._queue is None:
+            return True
+        return self._queue.wait(timeout)
+
+    def flush(self) -> None:
+        """Move every acknowledged write still in a write log into Kuzu now (the flusher does this on its own
+        within ``max_age``; for tests, backups and benchmarks that read the files)."""
+        self._logs.flush_all()
 
     def facts(
         self,

@@ -119,7 +119,7 @@ class Session(BaseModel):
     id: str
     started_at: datetime
     messages: list[Message] = Field(default_factory=list)
-    extract_status: Literal["none", "pending", "done", "failed"] = "none"
+    extract_status: Literal["none", "pending", "running", "done", "failed"] = "none"
 
     @field_validator("id")
     @classmethod
@@ -261,14 +261,32 @@ class ScopeStats(BaseModel):
     dim: int = 0
 
 
+JobStatus = Literal["pending", "running", "done", "failed"]
+
+
+class ExtractionJob(BaseModel):
+    """One session's place in the background extraction queue, as the API, CLI and HTTP show it."""
+
+    scope: Scope
+    session_id: str
+    status: JobStatus
+    attempts: int
+    reason: str | None = None
+    next_attempt_at: datetime | None = None
+    enqueued_at: datetime
+    updated_at: datetime
+
+
 class IngestResult(BaseModel):
-    """What an ingest call changed: new ids are counted, known ids are skipped (ingest is idempotent)."""
+    """What an ingest call changed: new ids are counted, known ids are skipped (ingest is idempotent).
+    ``extraction``: what a synchronous extraction did; ``extraction_job``: the queued background extraction."""
 
     sessions_added: int = 0
     messages_added: int = 0
     messages_skipped: int = 0
     rounds_written: int = 0
     extraction: ExtractionResult | None = None
+    extraction_job: ExtractionJob | None = None
 
 
 class ExtractionResult(BaseModel):

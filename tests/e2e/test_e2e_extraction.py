@@ -36,7 +36,7 @@ def test_a_moved_user_ends_with_the_old_city_superseded_and_the_new_one_current(
         return reply
 
     monkeypatch.setattr(llm, "_structured", spy)
-    cfg = ExtractionConfig(llm_timeout_s=1200.0, max_tokens=1024)
+    cfg = ExtractionConfig(llm_timeout_s=1200.0, max_tokens=1024, background=False)
     started = time.monotonic()
     with Memory.open(tmp_path / "store", llm=llm, extraction=cfg) as m:
         first = m.add_session(

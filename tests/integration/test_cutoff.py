@@ -43,7 +43,10 @@ def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     llm = ScriptedLLM(ordered=False)
     # Hashing vectors: "lives in Munich" and "lives in Berlin" share enough features to be version candidates.
     with Memory.open(
-        root, embedder=HashingEmbedder(64), llm=llm, extraction=ExtractionConfig(version_min_similarity=0.3)
+        root,
+        embedder=HashingEmbedder(64),
+        llm=llm,
+        extraction=ExtractionConfig(version_min_similarity=0.3, background=False),
     ) as m:
         said = "I live in Munich and adopted a cat yesterday"
         _say(m, llm, "early", "2024-01-10", said, "The user lives in Munich", "The user adopted a cat.")

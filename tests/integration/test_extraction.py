@@ -30,7 +30,10 @@ def fact(text: str, *ids: str, **kw: Any) -> dict[str, Any]:
 
 def mem(tmp_path: Path, llm: ScriptedLLM | None, **cfg: Any) -> Memory:
     return Memory.open(
-        tmp_path / "store", embedder=HashingEmbedder(64), llm=llm, extraction=ExtractionConfig(**cfg)
+        tmp_path / "store",
+        embedder=HashingEmbedder(64),
+        llm=llm,
+        extraction=ExtractionConfig(**{"background": False, **cfg}),
     )
 
 

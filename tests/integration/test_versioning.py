@@ -23,7 +23,7 @@ def answer(*facts: str, when: str | None = None) -> dict[str, Any]:
 
 def mem(tmp_path: Path) -> Memory:
     # Hashing vectors: "lives in Munich" vs "lives in Berlin" share about half their features.
-    cfg = ExtractionConfig(version_min_similarity=0.3)
+    cfg = ExtractionConfig(version_min_similarity=0.3, background=False)
     return Memory.open(
         tmp_path / "s", embedder=HashingEmbedder(64), llm=ScriptedLLM(ordered=False), extraction=cfg
     )

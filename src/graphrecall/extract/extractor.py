@@ -68,6 +68,16 @@ class ExtractionConfig(BaseModel):
     version_min_similarity: float = 0.6
     version_min_similarity_shared: float = 0.35
     version_batch: int = 25
+    background: bool = Field(
+        default=True,
+        description="add_session(extract=True) queues the session and returns at once (Memory.wait_for_extraction "
+        "waits); False extracts inside the call",
+    )
+    workers: int = Field(
+        default=1, ge=1, description="background extractions at once (the LLM server's slots)"
+    )
+    max_attempts: int = Field(default=3, ge=1, description="a session failing this often is marked failed")
+    retry_backoff_s: float = Field(default=30.0, ge=0.0, description="first retry delay, doubled per attempt")
 
 
 class ExtractionFailed(Exception):

@@ -30,35 +30,18 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
-
-from pydantic import BaseModel
 
 from graphrecall.errors import GraphRecallError, InvalidInput
-from graphrecall.models import Scope, validate_identifier
+from graphrecall.models import ExtractionJob, JobStatus, Scope, validate_identifier
 
 log = logging.getLogger(__name__)
 
 QUEUE_FILE = "extract-queue.sqlite"
-JobStatus = Literal["pending", "running", "done", "failed"]
 Run = Callable[[Scope, str], None]
 
 
 class QueueError(GraphRecallError):
     code = "extract_queue"
-
-
-class Job(BaseModel):
-    """One session's extraction job as the API, CLI and HTTP show it."""
-
-    scope: Scope
-    session_id: str
-    status: JobStatus
-    attempts: int
-    reason: str | None = None
-    next_attempt_at: datetime | None = None
-    enqueued_at: datetime
-    updated_at: datetime
 
 
 def _dt(t: float) -> datetime:
@@ -127,7 +110,7 @@ class ExtractionQueue:
             self.start()
 
     # -- jobs ------------------------------------------------------------------------------------------------
-    def enqueue(self, scope: Scope, session_id: str) -> Job:
+    def enqueue(self, scope: Scope, session_id: str) -> ExtractionJob:
         """Queue a session for extraction (see the module docstring for what asking again does)."""
         try:
             validate_identifier(session_id, "session_id")
@@ -154,7 +137,7 @@ class ExtractionQueue:
         assert job is not None
         return job
 
-    def requeue(self, scope: Scope, session_id: str) -> Job:
+    def requeue(self, scope: Scope, session_id: str) -> ExtractionJob:
         """Run a failed (or done) session again with a fresh attempt count."""
         if self.status(scope, session_id) is None:
             raise QueueError(f"no extraction job for session {session_id!r} in scope {scope}")
@@ -176,13 +159,13 @@ class ExtractionQueue:
         self._wake()
         return n
 
-    def status(self, scope: Scope, session_id: str) -> Job | None:
+    def status(self, scope: Scope, session_id: str) -> ExtractionJob | None:
         rows = self._select(
             "WHERE org = ? AND user = ? AND session_id = ?", (scope.org_id, scope.user_id, session_id)
         )
         return rows[0] if rows else None
 
-    def jobs(self, scope: Scope | None = None, status: JobStatus | None = None) -> list[Job]:
+    def jobs(self, scope: Scope | None = None, status: JobStatus | None = None) -> list[ExtractionJob]:
         clauses, args = [], []
         if scope is not None:
             clauses.append("org = ? AND user = ?")
@@ -275,7 +258,7 @@ class ExtractionQueue:
             else:
                 self._finish(job, error=None)
 
-    def _claim(self) -> tuple[Job | None, float]:
+    def _claim(self) -> tuple[ExtractionJob | None, float]:
         """Take the next due job of a scope with nothing running; else None and how long to sleep."""
         now = time.time()
         with self._lock:
@@ -307,7 +290,7 @@ class ExtractionQueue:
         job = self.status(Scope(org_id=row[0], user_id=row[1]), row[2])
         return job, 0.0
 
-    def _finish(self, job: Job, *, error: str | None) -> None:
+    def _finish(self, job: ExtractionJob, *, error: str | None) -> None:
         now = time.time()
         key = (job.scope.org_id, job.scope.user_id, job.session_id)
         with self._lock:
@@ -349,7 +332,7 @@ class ExtractionQueue:
         except sqlite3.Error as e:
             raise QueueError(f"extraction queue {self.path}: {e}") from e
 
-    def _select(self, where: str, args: tuple[object, ...]) -> list[Job]:
+    def _select(self, where: str, args: tuple[object, ...]) -> list[ExtractionJob]:
         with self._lock:
             rows = self._exec(
                 "SELECT org, user, session_id, status, attempts, reason, next_attempt_at, enqueued_at, updated_at"
@@ -357,7 +340,7 @@ class ExtractionQueue:
                 args,
             ).fetchall()
         return [
-            Job(
+            ExtractionJob(
                 scope=Scope(org_id=r[0], user_id=r[1]),
                 session_id=r[2],
                 status=r[3],

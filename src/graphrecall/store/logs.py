@@ -110,6 +110,14 @@ class ScopeLogs:
         if log is not None:
             log.flush()
 
+    def flush_all(self) -> None:
+        """Flush every open log (a log that is not open has nothing a flusher could have missed: opening it
+        replays it)."""
+        with self._lock:
+            logs = list(self._open.values())
+        for log in logs:
+            log.flush()
+
     def drop(self, scope: Scope) -> None:
         """Close the scope's log without flushing and delete its files (the scope is being erased)."""
         with self.scope_lock(scope), self._lock:
