@@ -45,6 +45,7 @@ class CountingEmbedder(HashingEmbedder):
 
 
 def snapshot(mem: Memory, scope: Scope) -> dict[str, object]:
+    mem.flush()  # what a write-log path acknowledged, in Kuzu
     with testing.database(mem, scope, create=False) as db:
         rows = db.query(
             "MATCH (r:Round)-[:ROUND_IN]->(s:Session) OPTIONAL MATCH (r)-[:HAS_MESSAGE]->(m:Message) "
@@ -68,6 +69,7 @@ def test_chunked_ingest_stores_exactly_what_one_write_stores(
         m.add_sessions(scope, data)
         expected = snapshot(m, scope)
     monkeypatch.setattr(writer, "ROUND_CHUNK", 7)  # 9 chunks
+    monkeypatch.setattr(writer, "LOG_MAX_ROUNDS", 0)  # the chunked path, not the write log
     copies: list[str] = []
     real_copy = WriteTxn.copy
 
@@ -95,6 +97,7 @@ def test_a_failure_in_a_later_chunk_writes_nothing(
     tmp_path: Path, scope: Scope, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(writer, "ROUND_CHUNK", 5)
+    monkeypatch.setattr(writer, "LOG_MAX_ROUNDS", 0)
     emb = CountingEmbedder()
     real_embed = emb.embed
 
@@ -122,6 +125,7 @@ def test_searches_run_while_a_chunked_batch_is_written(
     tmp_path: Path, scope: Scope, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(writer, "ROUND_CHUNK", 8)
+    monkeypatch.setattr(writer, "LOG_MAX_ROUNDS", 0)
     errors: list[BaseException] = []
     done = threading.Event()
     results: list[int] = []

@@ -20,6 +20,7 @@ SCOPE = Scope(org_id="acme", user_id="alice")
 def _memory(root: Path) -> Memory:
     mem = Memory.open(root, embedder=HashingEmbedder(32))
     mem.add_session(SCOPE, [{"role": "user", "content": "my sister lives in Porto"}], session_id="s1")
+    mem.flush()  # into Kuzu, where the held database can see it
     return mem
 
 

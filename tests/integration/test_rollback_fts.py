@@ -19,11 +19,13 @@ SETUP = textwrap.dedent(
     """
     import json, os, sys
     from pathlib import Path
-    from graphrecall import Memory, Scope, Settings, testing
+    from graphrecall import Memory, Scope, Settings, testing, writer
     from graphrecall.embed import HashingEmbedder
     from graphrecall.store import rounds as q
     from graphrecall.store.database import ScopeDatabase, WriteTxn
     from graphrecall.text import query_terms
+
+    writer.LOG_MAX_ROUNDS = 0  # every write is one Kuzu transaction, as the scenario needs
 
     root = Path(sys.argv[1])
     scope = Scope(org_id="acme", user_id="alice")

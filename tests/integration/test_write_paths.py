@@ -33,6 +33,7 @@ def _ingest(root: Path, batch_sessions: int) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     with Memory(root, embedder=HashingEmbedder(64)) as m:
         m.add_sessions(scope, sessions, batch_sessions=batch_sessions)
+        m.flush()  # small batches went through the write log: look at what reached Kuzu
         with testing.database(m, scope) as db:
             for i, w in enumerate(WORDS):
                 found[w] = [rid for rid, _ in q.fts_search(db, "Round", "round_fts", query_terms(w), 3)]

@@ -165,6 +165,8 @@ class HybridRetriever:
                 ranked, rerank_scores = self._rerank(query, ranked, rounds)
         signals: dict[str, dict[str, float]] = {name: dict(lst) for name, lst in lists.items()}
         signals["vector"] = vec
+        if "bm25_tail" in signals:  # one BM25 signal per hit, wherever its round is stored
+            signals["bm25"] = {**signals.pop("bm25_tail"), **signals["bm25"]}
         hits = []
         for rank, (rid, score) in enumerate(ranked[:k], start=1):
             r = rounds[rid]
