@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from graphrecall import cli_extract, formats
+from graphrecall import cli_extract, formats, params
 from graphrecall.config import default_root
 from graphrecall.embed import Embedder, HashingEmbedder
 from graphrecall.errors import (
@@ -44,6 +44,7 @@ from graphrecall.errors import (
 from graphrecall.ingest import parse_date
 from graphrecall.memory import Memory, SessionInput
 from graphrecall.models import Hit, IngestResult, Scope
+from graphrecall.server.serve import add_arguments as serve_arguments
 
 PROG = "graphrecall"
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -81,12 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
     as_json = argparse.ArgumentParser(add_help=False)
     as_json.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
-    qdate = argparse.ArgumentParser(add_help=False)
-    qdate.add_argument(
-        "--question-date",
-        help="when the question is asked (ISO-8601): anchors 'last week', hides later turns",
-    )
-
     p = argparse.ArgumentParser(prog=PROG, description="Long-term memory for chat assistants.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -101,15 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--extract", action="store_true", help="also extract facts/events with the configured LLM")
     cli_extract.add_llm_options(s)  # -- extraction (cli_extract.py) --
 
-    s = sub.add_parser("search", parents=[common, scope, qdate, as_json], help="hybrid search over a scope")
-    s.add_argument("query")
-    s.add_argument("-k", type=_positive, default=10, help="number of hits (default 10)")
+    # search, context, answer, facts: options derived from graphrecall.params, shared with HTTP and MCP.
+    s = sub.add_parser("search", parents=[common, scope, as_json], help="hybrid search over a scope")
+    params.add_arguments(s, params.SearchParams, aliases={"k": ["-k"]})
 
-    s = sub.add_parser(
-        "context", parents=[common, scope, qdate, as_json], help="evidence rendered for a reader"
-    )
-    s.add_argument("query")
-    s.add_argument("--budget", type=_positive, default=2000, help="token budget (default 2000)")
+    s = sub.add_parser("context", parents=[common, scope, as_json], help="evidence rendered for a reader")
+    params.add_arguments(s, params.ContextParams, aliases={"token_budget": ["--budget"], "k": ["-k"]})
 
     s = sub.add_parser("stats", parents=[common, as_json], help="counts for one scope, or for all scopes")
     s.add_argument("--org", help="organisation id (alone: list that organisation's scopes)")
@@ -126,24 +118,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--yes", action="store_true", help="confirm: the scope's data is deleted for good")
 
     s = sub.add_parser("serve", parents=[common], help="run the HTTP API")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8420)
-    s.add_argument("--keys", type=Path, help="API key file")
-    s.add_argument(
-        "--insecure-local", action="store_true", help="no API keys (only for a local, trusted machine)"
-    )
+    serve_arguments(s)
 
-    _add_answer_parser(sub, [common, scope, qdate, as_json])  # see the "answer" block below
+    _add_answer_parser(sub, [common, scope, as_json])  # see the "answer" block below
 
     s = sub.add_parser("mcp", parents=[common], help="run the MCP server")
-    s.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8766)
-    s.add_argument("--org", help="fixed organisation id for this server")
-    s.add_argument("--user", help="fixed user id for this server")
-    s.add_argument("--keys", type=Path, help="API key file (http transport)")
+    s.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
+    s.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8766, help="HTTP port (default: 8766)")
+    s.add_argument("--org", help="serve only this org (with --user: bind every call to one scope)")
+    s.add_argument("--user", help="bind every call to this user (needs --org)")
     s.add_argument(
-        "--insecure-local", action="store_true", help="http without keys, on a loopback address only"
+        "--keys", type=Path, help="API keys file (http transport; default $GRAPHRECALL_API_KEYS_FILE)"
+    )
+    s.add_argument(
+        "--insecure-local",
+        action="store_true",
+        help="http without keys, on a loopback address only; refused together with keys",
     )
     # -- extraction commands: extract, facts (see cli_extract.py) --------------------------------------------------
     cli_extract.register(sub, common=common, scope=scope, as_json=as_json)
@@ -249,11 +240,6 @@ def _batches(items: Iterable[SessionInput], size: int) -> Iterator[list[SessionI
         yield batch
 
 
-def _question_date(args: argparse.Namespace) -> datetime | None:
-    text: str | None = args.question_date
-    return None if text is None else parse_date(text, where="--question-date")
-
-
 def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
@@ -340,14 +326,14 @@ def _jsonable(value: Any) -> Any:
 
 def cmd_search(args: argparse.Namespace) -> int:
     scope = _scope(args)
-    qdate = _question_date(args)
+    p = params.from_cli(params.SearchParams, args)
     with _memory(args) as mem:
-        hits = mem.search(scope, args.query, args.k, question_date=qdate)
+        hits = mem.search(scope, p.query, p.k, question_date=p.question_date)
     if args.json:
         _print_json([h.model_dump(mode="json") for h in hits])
         return EXIT_OK
     if not hits:
-        print(f"no hits for {args.query!r} in {scope}", file=sys.stderr)
+        print(f"no hits for {p.query!r} in {scope}", file=sys.stderr)
     for h in hits:
         print(_format_hit(h))
     return EXIT_OK
@@ -362,9 +348,9 @@ def _format_hit(h: Hit) -> str:
 
 def cmd_context(args: argparse.Namespace) -> int:
     scope = _scope(args)
-    qdate = _question_date(args)
+    p = params.from_cli(params.ContextParams, args)
     with _memory(args) as mem:
-        ctx = mem.context(scope, args.query, args.budget, question_date=qdate)
+        ctx = mem.context(scope, p.query, p.token_budget, k=p.k, question_date=p.question_date)
     if args.json:
         _print_json(ctx.model_dump(mode="json"))
         return EXIT_OK
@@ -481,7 +467,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise CliError(f"the HTTP server cannot be loaded ({e}); pip install 'graphrecall[server]'") from None
     args.root = _root(args)
-    run_server(args)  # reads root, host, port, keys, insecure_local and the embedder spec
+    run_server(args)  # reads root, host, port, keys, insecure_local, max_body_bytes, log_level, embedder
     return EXIT_OK
 
 
@@ -516,30 +502,26 @@ def _add_answer_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None
     s = sub.add_parser(
         "answer", parents=parents, help="answer a question from a scope's memory (needs an LLM)"
     )
-    s.add_argument("question")
-    s.add_argument("--mode", choices=("auto", "recall", "synthesis"), default="auto")
+    params.add_arguments(s, params.AnswerParams)
     s.add_argument("--llm", help="provider:model, e.g. openai:gpt-4o-mini (default: $GRAPHRECALL_LLM)")
     s.add_argument(
         "--llm-base-url", help="OpenAI-compatible server or Ollama host (default: $GRAPHRECALL_LLM_BASE_URL)"
     )
-    s.add_argument(
-        "--tools", choices=("auto", "native", "text", "none"), default="auto", help="tool protocol"
-    )
-    s.add_argument("--max-tool-steps", type=int, default=4, help="tool-calling rounds (default 4)")
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
     from graphrecall.llm import LLMConfigError, llm_from_settings_or_none
 
     scope = _scope(args)
+    p = params.from_cli(params.AnswerParams, args)
     try:
         llm = llm_from_settings_or_none(args.llm, args.llm_base_url)
     except LLMConfigError as e:
         raise CliError(f"--llm: {e}") from None
     with _memory(args) as mem:
         ans = mem.answer(
-            scope, args.question, question_date=args.question_date, mode=args.mode, llm=llm,
-            tools=args.tools, max_tool_steps=args.max_tool_steps,
+            scope, p.question, question_date=p.question_date, mode=p.mode, llm=llm,
+            tools=p.tools, max_tool_steps=p.max_tool_steps, token_budget=p.token_budget,
         )  # fmt: skip
     if args.json:
         _print_json({**ans.model_dump(mode="json"), "usage": ans.usage.model_dump()})

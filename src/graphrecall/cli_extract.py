@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Any
 
+from graphrecall import params
 from graphrecall.errors import NotAvailable
 from graphrecall.llm import LLM, LLMError, llm_from_settings
 from graphrecall.memory import Memory
@@ -32,11 +33,7 @@ def register(sub: Any, *, common: argparse.ArgumentParser, scope: argparse.Argum
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     add_llm_options(s)
     s = sub.add_parser("facts", parents=[common, scope, as_json], help="list extracted facts")
-    s.add_argument("--as-of", help="facts true at this date (ISO-8601, valid time)")
-    s.add_argument(
-        "--all", action="store_true", help="include superseded facts, marked, with what replaced them"
-    )
-    s.add_argument("--limit", type=int, default=1000)
+    params.add_arguments(s, params.FactsParams, aliases={"include_superseded": ["--all"]})
 
 
 def llm_from_args(args: argparse.Namespace) -> LLM:
@@ -105,8 +102,11 @@ def cmd_facts(args: argparse.Namespace) -> int:
     from graphrecall.cli import EXIT_OK, _jsonable, _memory, _print_json, _scope
 
     scope = _scope(args)
+    p = params.from_cli(params.FactsParams, args)
     with _memory(args) as mem:
-        facts = mem.facts(scope, as_of=args.as_of, include_superseded=args.all, limit=max(1, args.limit))
+        facts = mem.facts(
+            scope, as_of=p.as_of, include_superseded=p.include_superseded, limit=p.limit, offset=p.offset
+        )
     if args.json:
         _print_json([_jsonable(f) for f in facts])
     else:

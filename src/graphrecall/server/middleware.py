@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from typing import Any
 
 from starlette.datastructures import Headers
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from graphrecall.server.auth import ApiKeyAuth, Principal
@@ -35,13 +36,37 @@ def scope_org(path: str) -> str | None:
     return None
 
 
+UNMATCHED = "<unmatched>"
+
+
+class RouteTemplates:
+    """Finds the route template of a request that was answered before routing (401/403 by auth, 413 by the body
+    limit), so its metrics land beside the route's other statuses instead of under ``<unmatched>``. Built from the
+    app's documented paths (``/v1/scopes/{org}/{user}/search``), matched with Starlette's own path compiler."""
+
+    def __init__(self, templates: Iterable[str]) -> None:
+        self._compiled = [(compile_path(t)[0], t) for t in templates]
+
+    def of(self, scope: Scope) -> str:
+        route = scope.get("route")
+        template = getattr(route, "path", None)
+        if isinstance(template, str) and template:
+            return template
+        path = scope.get("path", "")
+        for regex, candidate in self._compiled:
+            if regex.match(path):
+                return candidate
+        return UNMATCHED
+
+
 class AccessLogMiddleware:
     """One log line and one metrics observation per request. Logs the path but never headers or the query
     string: headers carry the API key and the query carries users' search text."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, routes: RouteTemplates) -> None:
         self.app = app
         self.metrics = metrics
+        self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -61,9 +86,7 @@ class AccessLogMiddleware:
             await self.app(scope, receive, send_wrapper)
         finally:
             elapsed = time.perf_counter() - started
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "<unmatched>"
-            self.metrics.observe(scope["method"], template, status, elapsed)
+            self.metrics.observe(scope["method"], self.routes.of(scope), status, elapsed)
             principal = scope.get(PRINCIPAL_KEY)
             client = scope.get("client") or ("-", 0)
             access_log.info(
