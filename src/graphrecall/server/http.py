@@ -91,7 +91,7 @@ FactId = Annotated[str, Path(min_length=1, max_length=128)]
 SessionId = Annotated[str, Path(min_length=1, max_length=128)]
 
 
-def scope_of(request: Request, org: OrgId, user: UserId) -> Scope:
+def user_scope(request: Request, org: OrgId, user: UserId) -> Scope:
     """Validate the path ids before anything touches the filesystem, and re-check the org grant (the auth
     middleware already did; this keeps the guarantee local to the routes)."""
     for value, name in ((org, "org"), (user, "user")):
@@ -105,7 +105,7 @@ def scope_of(request: Request, org: OrgId, user: UserId) -> Scope:
     return Scope(org_id=org, user_id=user)
 
 
-ScopeDep = Annotated[Scope, Depends(scope_of)]
+ScopeDep = Annotated[Scope, Depends(user_scope)]
 
 
 def _utc(value: datetime | None) -> datetime | None:

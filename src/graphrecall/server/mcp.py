@@ -345,10 +345,10 @@ class RequireBearer:
         self.app = app
         self.auth = auth
 
-    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+    async def __call__(self, asgi: AsgiScope, receive: Receive, send: Send) -> None:
         if (
-            scope["type"] == "http"
-            and check_bearer(Headers(scope=scope).get("authorization"), self.auth) is None
+            asgi["type"] == "http"
+            and check_bearer(Headers(scope=asgi).get("authorization"), self.auth) is None
         ):
             response = JSONResponse(
                 {
@@ -360,9 +360,9 @@ class RequireBearer:
                 status_code=401,
                 headers={"WWW-Authenticate": 'Bearer realm="graphrecall"'},
             )
-            await response(scope, receive, send)
+            await response(asgi, receive, send)
             return
-        await self.app(scope, receive, send)
+        await self.app(asgi, receive, send)
 
 
 def http_app(server: MCPServer[Any], *, auth: ApiKeyAuth | None, host: str) -> ASGIApp:
