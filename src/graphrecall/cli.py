@@ -257,8 +257,6 @@ def _date(d: datetime | None) -> str:
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Validate the whole file first (one streaming pass), then write it batch by batch: a bad file changes
     nothing, and a large JSONL file is never held in memory as a whole."""
-    if args.extract and not hasattr(Memory, "extract"):
-        raise CliError("extraction is not available yet (ingest without --extract)")
     llm = cli_extract.llm_from_args(args) if args.extract else None  # fail before ingesting, not after
     scope = _scope(args)
     if args.date is not None:
