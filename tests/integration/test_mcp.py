@@ -300,6 +300,14 @@ def test_run_server_refuses_unsafe_or_invalid_configuration(
     assert not (tmp_path / "store").exists()
 
 
+def test_http_with_keys_and_insecure_local_is_refused(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps([{"name": "k", "sha256": hash_key("gr_secret-0123456789"), "orgs": ["*"]}]))
+    with pytest.raises(ServerConfigError, match="API keys are configured"):
+        run_server(server_args(tmp_path / "store", keys=str(keys), insecure_local=True))
+    assert not (tmp_path / "store").exists()
+
+
 def module_command(root: Path, *extra: str) -> list[str]:
     return ["-m", "graphrecall.server.mcp", "--root", str(root), "--hashing-dim", "64", *extra]
 

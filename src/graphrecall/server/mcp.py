@@ -430,11 +430,14 @@ def run_server(args: argparse.Namespace) -> None:
             return
         import uvicorn
 
+        from graphrecall.server.serve import auth_mode
+
         print(
             f"graphrecall MCP server on http://{args.host}:{args.port}{HTTP_PATH}",
             file=sys.stderr,
             flush=True,
         )
+        print(f"graphrecall: {auth_mode(auth)}", file=sys.stderr, flush=True)
         config = uvicorn.Config(
             http_app(server, auth=auth, host=args.host), host=args.host, port=args.port, log_level="warning"
         )
