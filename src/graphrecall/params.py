@@ -152,7 +152,13 @@ def add_arguments(
         if field.is_required():
             parser.add_argument(name, help=text)
             continue
-        names = [flag(name), *aliases.get(name, [])]
+        extra = aliases.get(name, [])
+        # Short forms (-k) read best first in --help; the spec's --dashed-name is always accepted.
+        names = [
+            *[a for a in extra if not a.startswith("--")],
+            flag(name),
+            *[a for a in extra if a.startswith("--")],
+        ]
         if kind is bool:
             parser.add_argument(*names, dest=name, action="store_true", help=text)
             continue
