@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from graphrecall import cli
-from graphrecall.memory import Memory
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chat_history.json"
 SCOPE = ["--org", "acme", "--user", "ann"]
@@ -171,13 +170,13 @@ def test_bad_scope_ids_name_the_flag(run: Run) -> None:
     assert "--org" in err and "'/'" in err
 
 
-def test_extract_is_refused_while_extraction_does_not_exist(
+def test_ingest_extract_without_an_llm_is_refused_before_anything_is_written(
     run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delattr(Memory, "extract", raising=False)
+    monkeypatch.delenv("GRAPHRECALL_LLM", raising=False)
     code, _, err = run("ingest", EXAMPLE, *SCOPE, "--extract")
     assert code == 2
-    assert "extraction is not available yet" in err
+    assert "needs an LLM" in err
     assert run.json("stats") == []
 
 
