@@ -11,11 +11,14 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from graphrecall.embed import Embedder, HashingEmbedder
 from graphrecall.errors import InvalidInput
 from graphrecall.server import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.auth import ApiKeyAuth, ServerConfigError, check_startup
+
+if TYPE_CHECKING:
+    from graphrecall.embed import Embedder
 
 KEYS_ENV = "GRAPHRECALL_API_KEYS_FILE"
 DEFAULT_HOST = "127.0.0.1"
@@ -25,6 +28,8 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 def embedder_from_spec(spec: str | None) -> Embedder | None:
     """``None``/``default`` -> the library default (bundled MiniLM); ``hashing:<dim>`` -> the test embedder."""
+    from graphrecall.embed import HashingEmbedder  # lazily: the CLI imports this module to build its parser
+
     if spec is None or spec in {"", "default"}:
         return None
     name, _, arg = spec.partition(":")
