@@ -95,10 +95,10 @@ def client_loop(
                         acked.append((user, sid))
                 elif roll < args.write_ratio + args.context_ratio:
                     op = "context"
-                    r = c.get(f"{path}/context", params={"q": sentence(rng), "token_budget": 1000})
+                    r = c.get(f"{path}/context", params={"query": sentence(rng), "token_budget": 1000})
                 else:
                     op = "search"
-                    r = c.get(f"{path}/search", params={"q": sentence(rng), "k": 10})
+                    r = c.get(f"{path}/search", params={"query": sentence(rng), "k": 10})
                 status = r.status_code
             except httpx.HTTPError:
                 status = 0

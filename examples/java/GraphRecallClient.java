@@ -71,12 +71,12 @@ public final class GraphRecallClient {
 
     /** GET /v1/scopes/{org}/{user}/search: the k best pieces of evidence for a query. */
     public String search(String org, String user, String query, int k) {
-        return send("GET", scopePath(org, user) + "/search?q=" + queryParam(query) + "&k=" + k, null);
+        return send("GET", scopePath(org, user) + "/search?query=" + queryParam(query) + "&k=" + k, null);
     }
 
     /** GET /v1/scopes/{org}/{user}/context: evidence rendered for a prompt, inside a token budget. */
     public String context(String org, String user, String query, int tokenBudget) {
-        return send("GET", scopePath(org, user) + "/context?q=" + queryParam(query) + "&token_budget=" + tokenBudget,
+        return send("GET", scopePath(org, user) + "/context?query=" + queryParam(query) + "&token_budget=" + tokenBudget,
                 null);
     }
 

@@ -31,12 +31,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
+from graphrecall.llm import LLM
 from graphrecall.memory import Memory, Progress, ScopeLike
 from graphrecall.models import (
     Context,
+    Entity,
+    Event,
+    ExtractionResult,
+    Fact,
     Hit,
+    HitKind,
     IngestResult,
     Message,
     Scope,
@@ -45,14 +51,19 @@ from graphrecall.models import (
     SessionInput,
     TimeRange,
 )
+from graphrecall.read.models import Answer
 
 
 class AsyncMemory:
     """Every method awaits the matching blocking ``Memory`` method in a worker thread (``asyncio.to_thread``).
 
     Construct it around an existing ``Memory`` (``AsyncMemory(memory)``) or with ``AsyncMemory.open(root, ...)``,
-    which takes the same keyword arguments as ``Memory.open``. ``progress`` callbacks of ``add_sessions`` run in the
-    worker thread, not on the event loop.
+    which takes the same keyword arguments as ``Memory.open``. ``progress`` callbacks (``add_sessions``,
+    ``extract``) run in the worker thread, not on the event loop.
+
+    Every public method of ``Memory`` has its twin here with the same parameters and defaults
+    (tests/integration/test_async_memory.py compares the signatures, so a method added to ``Memory`` without one
+    fails that test).
     """
 
     def __init__(self, memory: Memory) -> None:
@@ -82,9 +93,10 @@ class AsyncMemory:
         *,
         session_id: str,
         date: datetime | str | None = None,
+        extract: bool = False,
     ) -> IngestResult:
         return await asyncio.to_thread(
-            self.memory.add_session, scope, messages, session_id=session_id, date=date
+            self.memory.add_session, scope, messages, session_id=session_id, date=date, extract=extract
         )
 
     async def add_sessions(
@@ -123,6 +135,7 @@ class AsyncMemory:
         question_date: datetime | str | None = None,
         time_range: TimeRange | None = None,
         as_of: datetime | None = None,
+        kinds: Sequence[HitKind] = ("round",),
     ) -> list[Hit]:
         return await asyncio.to_thread(
             self.memory.search,
@@ -132,6 +145,7 @@ class AsyncMemory:
             question_date=question_date,
             time_range=time_range,
             as_of=as_of,
+            kinds=kinds,
         )
 
     async def context(
@@ -165,3 +179,69 @@ class AsyncMemory:
 
     async def scopes(self) -> list[Scope]:
         return await asyncio.to_thread(self.memory.scopes)
+
+    # -- extracted memory --------------------------------------------------------------------------------------
+    async def extract(
+        self,
+        scope: ScopeLike,
+        session_id: str | None = None,
+        *,
+        progress: Progress | None = None,
+    ) -> ExtractionResult:
+        return await asyncio.to_thread(self.memory.extract, scope, session_id, progress=progress)
+
+    async def facts(
+        self,
+        scope: ScopeLike,
+        *,
+        as_of: datetime | str | None = None,
+        include_superseded: bool = False,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Fact]:
+        return await asyncio.to_thread(
+            self.memory.facts,
+            scope,
+            as_of=as_of,
+            include_superseded=include_superseded,
+            limit=limit,
+            offset=offset,
+        )
+
+    async def history(self, scope: ScopeLike, fact_id: str) -> list[Fact]:
+        return await asyncio.to_thread(self.memory.history, scope, fact_id)
+
+    async def supersede(self, scope: ScopeLike, old_id: str, new_id: str, *, reason: str = "manual") -> Fact:
+        return await asyncio.to_thread(self.memory.supersede, scope, old_id, new_id, reason=reason)
+
+    async def entities(self, scope: ScopeLike) -> list[Entity]:
+        return await asyncio.to_thread(self.memory.entities, scope)
+
+    async def events(self, scope: ScopeLike, *, limit: int = 1000, offset: int = 0) -> list[Event]:
+        return await asyncio.to_thread(self.memory.events, scope, limit=limit, offset=offset)
+
+    # -- answering ---------------------------------------------------------------------------------------------
+    async def answer(
+        self,
+        scope: ScopeLike,
+        question: str,
+        question_date: datetime | str | None = None,
+        mode: Literal["auto", "recall", "synthesis"] = "auto",
+        llm: LLM | None = None,
+        *,
+        max_tool_steps: int = 4,
+        tools: Literal["auto", "native", "text", "none"] = "auto",
+        token_budget: int | None = None,
+    ) -> Answer:
+        """The Reader's answer; the LLM calls block, so they run in a worker thread like everything else."""
+        return await asyncio.to_thread(
+            self.memory.answer,
+            scope,
+            question,
+            question_date,
+            mode,
+            llm,
+            max_tool_steps=max_tool_steps,
+            tools=tools,
+            token_budget=token_budget,
+        )

@@ -35,7 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from graphrecall import __version__, cli_extract, formats
+from graphrecall import __version__, cli_extract, formats, params
 from graphrecall.cli_common import (
     EXIT_BUSY,
     EXIT_FAIL,
@@ -73,6 +73,7 @@ from graphrecall.errors import (
     Unreachable,
 )
 from graphrecall.models import Hit, IngestResult, SessionInput
+from graphrecall.server.serve import add_arguments as serve_arguments
 
 __all__ = [
     "EXIT_BUSY",
@@ -146,12 +147,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print machine-readable JSON on stdout, errors included"
     )
 
-    qdate = _Parser(add_help=False)
-    qdate.add_argument(
-        "--question-date",
-        help="when the question is asked (ISO-8601): anchors 'last week', hides later turns",
-    )
-
     p = _Parser(
         prog=PROG, description="Long-term memory for chat assistants.", formatter_class=_HelpFormatter
     )
@@ -173,15 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--extract", action="store_true", help="also extract facts/events with the configured LLM")
     add_llm_options(s)  # -- extraction (cli_common.py) --
 
-    s = sub.add_parser("search", parents=[common, scope, qdate, as_json], help="hybrid search over a scope")
-    s.add_argument("query")
-    s.add_argument("-k", type=_positive, default=10, help="number of hits (default 10)")
+    # search, context, answer, facts: options derived from graphrecall.params, shared with HTTP and MCP.
+    s = sub.add_parser("search", parents=[common, scope, as_json], help="hybrid search over a scope")
+    params.add_arguments(s, params.SearchParams, aliases={"k": ["-k"]})
 
-    s = sub.add_parser(
-        "context", parents=[common, scope, qdate, as_json], help="evidence rendered for a reader"
-    )
-    s.add_argument("query")
-    s.add_argument("--budget", type=_positive, default=2000, help="token budget (default 2000)")
+    s = sub.add_parser("context", parents=[common, scope, as_json], help="evidence rendered for a reader")
+    params.add_arguments(s, params.ContextParams, aliases={"token_budget": ["--budget"], "k": ["-k"]})
 
     s = sub.add_parser("stats", parents=[common, as_json], help="counts for one scope, or for all scopes")
     s.add_argument("--org", help="organisation id (alone: list that organisation's scopes)")
@@ -198,24 +190,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--yes", action="store_true", help="confirm: the scope's data is deleted for good")
 
     s = sub.add_parser("serve", parents=[common], help="run the HTTP API")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8420)
-    s.add_argument("--keys", type=Path, help="API key file")
-    s.add_argument(
-        "--insecure-local", action="store_true", help="no API keys (only for a local, trusted machine)"
-    )
+    serve_arguments(s)
 
-    _add_answer_parser(sub, [common, scope, qdate, as_json])  # see the "answer" block below
+    _add_answer_parser(sub, [common, scope, as_json])  # see the "answer" block below
 
     s = sub.add_parser("mcp", parents=[common], help="run the MCP server")
-    s.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8766)
-    s.add_argument("--org", help="fixed organisation id for this server")
-    s.add_argument("--user", help="fixed user id for this server")
-    s.add_argument("--keys", type=Path, help="API key file (http transport)")
+    s.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
+    s.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8766, help="HTTP port (default: 8766)")
+    s.add_argument("--org", help="serve only this org (with --user: bind every call to one scope)")
+    s.add_argument("--user", help="bind every call to this user (needs --org)")
     s.add_argument(
-        "--insecure-local", action="store_true", help="http without keys, on a loopback address only"
+        "--keys", type=Path, help="API keys file (http transport; default $GRAPHRECALL_API_KEYS_FILE)"
+    )
+    s.add_argument(
+        "--insecure-local",
+        action="store_true",
+        help="http without keys, on a loopback address only; refused together with keys",
     )
     # -- extraction commands: extract, facts (see cli_extract.py) --------------------------------------------------
     cli_extract.register(sub, common=common, scope=scope, as_json=as_json)
@@ -329,9 +320,6 @@ def _batches(items: Iterable[SessionInput], size: int) -> Iterator[list[SessionI
         yield batch
 
 
-def _question_date(args: argparse.Namespace) -> datetime | None:
-    text: str | None = args.question_date
-    return None if text is None else parse_date(text, where="--question-date")
 
 
 def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -463,15 +451,15 @@ def _embedding_window(args: argparse.Namespace) -> _Window | None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     scope = scope_of(args)
-    qdate = _question_date(args)
+    p = params.from_cli(params.SearchParams, args)
     with open_memory(args) as mem:
         require_scope(mem, scope)
-        hits = mem.search(scope, args.query, args.k, question_date=qdate)
+        hits = mem.search(scope, p.query, p.k, question_date=p.question_date)
     if args.json:
         print_json([h.model_dump(mode="json") for h in hits])
         return EXIT_OK
     if not hits:
-        print(f"no hits for {args.query!r} in {scope}", file=sys.stderr)
+        print(f"no hits for {p.query!r} in {scope}", file=sys.stderr)
     for h in hits:
         print(_format_hit(h))
     return EXIT_OK
@@ -486,10 +474,10 @@ def _format_hit(h: Hit) -> str:
 
 def cmd_context(args: argparse.Namespace) -> int:
     scope = scope_of(args)
-    qdate = _question_date(args)
+    p = params.from_cli(params.ContextParams, args)
     with open_memory(args) as mem:
         require_scope(mem, scope)
-        ctx = mem.context(scope, args.query, args.budget, question_date=qdate)
+        ctx = mem.context(scope, p.query, p.token_budget, k=p.k, question_date=p.question_date)
     if args.json:
         print_json(ctx.model_dump(mode="json"))
         return EXIT_OK
@@ -633,7 +621,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise CliError(f"the HTTP server cannot be loaded ({e}); pip install 'graphrecall[server]'") from None
     args.root = root_of(args)
-    run_server(args)  # reads root, host, port, keys, insecure_local and the embedder spec
+    run_server(args)  # reads root, host, port, keys, insecure_local, max_body_bytes, log_level, embedder
     return EXIT_OK
 
 
@@ -668,26 +656,22 @@ def _add_answer_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None
     s = sub.add_parser(
         "answer", parents=parents, help="answer a question from a scope's memory (needs an LLM)"
     )
-    s.add_argument("question")
-    s.add_argument("--mode", choices=("auto", "recall", "synthesis"), default="auto")
+    params.add_arguments(s, params.AnswerParams)
     s.add_argument("--llm", help="provider:model, e.g. openai:gpt-4o-mini (default: $GRAPHRECALL_LLM)")
     s.add_argument(
         "--llm-base-url", help="OpenAI-compatible server or Ollama host (default: $GRAPHRECALL_LLM_BASE_URL)"
     )
-    s.add_argument(
-        "--tools", choices=("auto", "native", "text", "none"), default="auto", help="tool protocol"
-    )
-    s.add_argument("--max-tool-steps", type=int, default=4, help="tool-calling rounds (default 4)")
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
     scope = scope_of(args)
+    p = params.from_cli(params.AnswerParams, args)
     llm = llm_from_args(args, "answer")
     with open_memory(args) as mem:
         require_scope(mem, scope)
         ans = mem.answer(
-            scope, args.question, question_date=args.question_date, mode=args.mode, llm=llm,
-            tools=args.tools, max_tool_steps=args.max_tool_steps,
+            scope, p.question, question_date=p.question_date, mode=p.mode, llm=llm,
+            tools=p.tools, max_tool_steps=p.max_tool_steps, token_budget=p.token_budget,
         )  # fmt: skip
     if args.json:
         print_json({**ans.model_dump(mode="json"), "usage": ans.usage.model_dump()})

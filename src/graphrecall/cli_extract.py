@@ -12,6 +12,7 @@ import argparse
 import sys
 from typing import Any
 
+from graphrecall import params
 from graphrecall.cli_common import (
     EXIT_FAIL,
     EXIT_OK,
@@ -41,11 +42,7 @@ def register(sub: Any, *, common: argparse.ArgumentParser, scope: argparse.Argum
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     add_llm_options(s)
     s = sub.add_parser("facts", parents=[common, scope, as_json], help="list extracted facts")
-    s.add_argument("--as-of", help="facts true at this date (ISO-8601, valid time)")
-    s.add_argument(
-        "--all", action="store_true", help="include superseded facts, marked, with what replaced them"
-    )
-    s.add_argument("--limit", type=int, default=1000)
+    params.add_arguments(s, params.FactsParams, aliases={"include_superseded": ["--all"]})
     s = sub.add_parser(
         "history", parents=[common, scope, as_json], help="the versions of one fact, oldest first"
     )
@@ -110,9 +107,12 @@ def _fact_line(f: Fact) -> str:
 
 def cmd_facts(args: argparse.Namespace) -> int:
     scope = scope_of(args)
+    p = params.from_cli(params.FactsParams, args)
     with open_memory(args) as mem:
         require_scope(mem, scope)
-        facts = mem.facts(scope, as_of=args.as_of, include_superseded=args.all, limit=max(1, args.limit))
+        facts = mem.facts(
+            scope, as_of=p.as_of, include_superseded=p.include_superseded, limit=p.limit, offset=p.offset
+        )
     if args.json:
         print_json([jsonable(f) for f in facts])
     else:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from graphrecall import InvalidInput, NotFound, Scope, Settings
+from graphrecall import InvalidInput, Memory, NotFound, Scope, Settings
 from graphrecall.aio import AsyncMemory
 from graphrecall.embed import HashingEmbedder, TextKind, Vectors
 
@@ -100,3 +101,57 @@ async def test_wrapping_an_existing_memory(tmp_path: Path) -> None:
         mem = AsyncMemory(sync)
         await mem.add_session(SCOPE, chat("hello"), session_id="s1")
         assert sync.stats(SCOPE).sessions == 1
+
+
+# -- the async twin of every public Memory method --------------------------------------------------------------------
+def public_methods(cls: type) -> dict[str, object]:
+    """Public callables defined on ``cls`` (and its bases other than object), found generically so that a method
+    added to Memory later is covered without editing this test."""
+    return {
+        name: value
+        for name, value in inspect.getmembers(cls)
+        if not name.startswith("_") and callable(value) and not isinstance(value, type)
+    }
+
+
+def parameters(cls: type, name: str) -> list[tuple[str, str, object, str]]:
+    """(name, kind, default, annotation) of each parameter but the first (self/cls): what a caller sees."""
+    raw = inspect.getattr_static(cls, name)
+    fn = raw.__func__ if isinstance(raw, classmethod | staticmethod) else raw
+    sig = inspect.signature(fn)
+    return [
+        (p.name, p.kind.name, p.default, " ".join(str(p.annotation).split()))
+        for p in list(sig.parameters.values())[1:]
+    ]
+
+
+def test_memory_has_public_methods_to_compare() -> None:
+    # Guards the generic comparison below against comparing nothing.
+    assert {"add_session", "search", "context", "answer", "facts", "extract"} <= set(public_methods(Memory))
+
+
+@pytest.mark.parametrize("name", sorted(public_methods(Memory)))
+def test_every_memory_method_has_an_async_twin_with_the_same_parameters(name: str) -> None:
+    twin = getattr(AsyncMemory, name, None)
+    assert twin is not None, f"AsyncMemory lacks {name}(): add its async twin in src/graphrecall/aio.py"
+    sync = inspect.getattr_static(Memory, name)
+    if isinstance(sync, classmethod | staticmethod):
+        # Constructors (open) stay synchronous: they return the async facade without blocking I/O.
+        assert isinstance(inspect.getattr_static(AsyncMemory, name), type(sync))
+    else:
+        assert inspect.iscoroutinefunction(twin), f"AsyncMemory.{name} must be async"
+    assert parameters(Memory, name) == parameters(AsyncMemory, name), (
+        f"AsyncMemory.{name} takes other parameters than Memory.{name}"
+    )
+
+
+async def test_extracted_memory_reads_through_the_async_facade(tmp_path: Path) -> None:
+    async with open_async(tmp_path) as mem:
+        await mem.add_session(SCOPE, chat("I moved to Lisbon", "Nice"), session_id="s1", date="2024-05-01")
+        assert await mem.facts(SCOPE) == []
+        assert await mem.entities(SCOPE) == []
+        assert await mem.events(SCOPE) == []
+        with pytest.raises(NotFound):
+            await mem.history(SCOPE, "f-missing")
+        hits = await mem.search(SCOPE, "Lisbon", 3, kinds=("round", "fact"))
+        assert [h.session_id for h in hits] == ["s1"]

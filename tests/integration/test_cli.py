@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from graphrecall import cli
-from graphrecall.memory import Memory
+from graphrecall import Memory, cli
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chat_history.json"
 SCOPE = ["--org", "acme", "--user", "ann"]

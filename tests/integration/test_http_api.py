@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from pydantic import BaseModel
 
-from graphrecall import Memory
+from graphrecall import Answer, Memory
+from graphrecall.embed import HashingEmbedder
 from graphrecall.server import create_app
 from graphrecall.server.openapi import openapi_schema
 from graphrecall.server.testing import serve_in_thread
@@ -92,7 +93,7 @@ def test_search_finds_the_matching_session_and_hides_what_was_said_after_the_que
     add(client, "trip", TRIP, "2024-05-01T10:00:00")
     add(client, "pets", PETS, "2024-06-10T09:00:00")
 
-    r = client.get(f"{BASE}/search", params={"q": "grey cat Miso", "k": 1})
+    r = client.get(f"{BASE}/search", params={"query": "grey cat Miso", "k": 1})
     assert r.status_code == 200
     hits = r.json()["hits"]
     assert len(hits) == 1
@@ -100,14 +101,14 @@ def test_search_finds_the_matching_session_and_hides_what_was_said_after_the_que
     assert "Miso" in hits[0]["text"]
 
     before = client.get(
-        f"{BASE}/search", params={"q": "grey cat Miso", "question_date": "2024-05-15T00:00:00"}
+        f"{BASE}/search", params={"query": "grey cat Miso", "question_date": "2024-05-15T00:00:00"}
     )
     assert "pets" not in {h["session_id"] for h in before.json()["hits"]}
 
 
 def test_context_renders_evidence_inside_the_token_budget(client: httpx.Client) -> None:
     add(client, "trip", TRIP, "2024-05-01T10:00:00")
-    r = client.get(f"{BASE}/context", params={"q": "Lisbon trip", "token_budget": 300})
+    r = client.get(f"{BASE}/context", params={"query": "Lisbon trip", "token_budget": 300})
     assert r.status_code == 200
     body = r.json()
     assert "Lisbon" in body["text"]
@@ -116,7 +117,7 @@ def test_context_renders_evidence_inside_the_token_budget(client: httpx.Client) 
 
 
 def test_unknown_user_searches_empty_and_reads_not_found(client: httpx.Client, mem: Memory) -> None:
-    assert client.get("/v1/scopes/acme/nobody/search", params={"q": "x"}).json()["hits"] == []
+    assert client.get("/v1/scopes/acme/nobody/search", params={"query": "x"}).json()["hits"] == []
     r = client.get("/v1/scopes/acme/nobody/sessions/s1")
     assert r.status_code == 404
     assert error_of(r)["code"] == "not_found"
@@ -162,10 +163,10 @@ def test_validation_errors_name_the_offending_field(client: httpx.Client) -> Non
         (client.post(f"{BASE}/sessions", json={"messages": TRIP}), "session_id"),
         (client.post(f"{BASE}/sessions", json={"session_id": "s", "messages": TRIP, "sesion": 1}), "sesion"),
         (client.post(f"{BASE}/sessions", json={"session_id": "a/b", "messages": TRIP}), "session_id"),
-        (client.get(f"{BASE}/search", params={"q": "x", "k": 0}), "k"),
-        (client.get(f"{BASE}/search"), "q"),
-        (client.get(f"{BASE}/search", params={"q": "x", "question_date": "yesterday"}), "question_date"),
-        (client.get(f"{BASE}/context", params={"q": "x", "token_budget": -5}), "token_budget"),
+        (client.get(f"{BASE}/search", params={"query": "x", "k": 0}), "k"),
+        (client.get(f"{BASE}/search"), "query"),
+        (client.get(f"{BASE}/search", params={"query": "x", "question_date": "yesterday"}), "question_date"),
+        (client.get(f"{BASE}/context", params={"query": "x", "token_budget": -5}), "token_budget"),
     ]
     for response, field in cases:
         assert response.status_code == 422, (field, response.text)
@@ -197,7 +198,7 @@ def test_extraction_without_an_llm_is_refused_before_anything_is_written(
 ) -> None:
     r = client.post(f"{BASE}/sessions", json={"session_id": "s", "messages": TRIP, "extract": True})
     assert r.status_code == 501
-    assert error_of(r)["code"] in {"not_implemented", "not_available"}
+    assert error_of(r)["code"] == "not_available"
     assert mem.stats(("acme", "alice")).messages == 0
 
 
@@ -213,61 +214,95 @@ def test_fact_routes_read_the_store(client: httpx.Client) -> None:
     assert r.status_code == 404
 
 
-class _Without:
-    """A Memory as an older graphrecall would present it: some features missing."""
+class RecordingReader(Memory):
+    """A Memory whose ``answer`` records what the route passed and returns a real ``Answer`` built from a search
+    (the real reader over HTTP is tested below with a scripted LLM)."""
 
-    def __init__(self, inner: Memory, *missing: str) -> None:
-        self._inner = inner
-        self._missing = set(missing)
+    calls: list[dict[str, Any]]
 
-    def __getattr__(self, name: str) -> Any:
-        if name in self._missing:
-            raise AttributeError(name)
-        return getattr(self._inner, name)
-
-    def add_session(self, scope: Any, messages: Any, *, session_id: str, date: Any = None) -> Any:
-        return self._inner.add_session(scope, messages, session_id=session_id, date=date)
-
-
-def test_features_the_library_lacks_answer_501_never_a_fake_result(mem: Memory) -> None:
-    app = create_app(_Without(mem, "answer", "facts", "history", "supersede"), auth=None, insecure_local=True)  # type: ignore[arg-type]
-    with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=60) as c:
-        responses = [
-            c.post(f"{BASE}/answer", json={"question": "where am I going?"}),
-            c.get(f"{BASE}/facts"),
-            c.get(f"{BASE}/facts/f1/history"),
-            c.post(f"{BASE}/facts/f1/supersede", json={"new_id": "f2"}),
-            c.post(f"{BASE}/sessions", json={"session_id": "s", "messages": TRIP, "extract": True}),
-        ]
-        for r in responses:
-            assert r.status_code == 501, r.text
-            assert error_of(r)["code"] == "not_implemented"
-        assert c.post(f"{BASE}/sessions", json={"session_id": "s", "messages": TRIP}).status_code == 200
-
-
-class _Answer(BaseModel):
-    answer: str
-    question_date: str | None
-    mode: str
-
-
-def test_answer_passes_the_library_result_through(mem: Memory) -> None:
-    seen: list[tuple[Any, ...]] = []
-
-    class WithReader(_Without):
-        def answer(self, scope: Any, question: str, question_date: Any = None, mode: str = "auto") -> _Answer:
-            seen.append((str(scope), question, mode))
-            return _Answer(answer=f"echo: {question}", question_date=str(question_date), mode=mode)
-
-    app = create_app(WithReader(mem), auth=None, insecure_local=True)  # type: ignore[arg-type]
-    with serve_in_thread(app) as url:
-        r = httpx.post(
-            f"{url}{BASE}/answer",
-            json={"question": "where?", "question_date": "2024-06-01T12:00:00+02:00", "mode": "fast"},
+    def answer(  # type: ignore[override]
+        self,
+        scope: Any,
+        question: str,
+        question_date: Any = None,
+        mode: Any = "auto",
+        llm: Any = None,
+        *,
+        max_tool_steps: int = 4,
+        tools: Any = "auto",
+        token_budget: int | None = None,
+    ) -> Answer:
+        self.calls.append(
+            {
+                "question_date": question_date,
+                "mode": mode,
+                "tools": tools,
+                "token_budget": token_budget,
+                "max_tool_steps": max_tool_steps,
+            }
         )
+        best = self.search(scope, question, 1)
+        return Answer(question=question, text=best[0].text, mode="recall", question_date=question_date)
+
+
+def test_answer_takes_every_reader_parameter_and_returns_a_typed_answer(tmp_path: Path) -> None:
+    with RecordingReader.open(tmp_path / "r", embedder=HashingEmbedder(64)) as mem:
+        mem.calls = []
+        with (
+            serve_in_thread(create_app(mem, auth=None, insecure_local=True)) as url,
+            httpx.Client(base_url=url, timeout=60) as c,
+        ):
+            add(c, "pets", PETS, "2024-05-01T10:00:00")
+            r = c.post(
+                f"{BASE}/answer",
+                json={
+                    "question": "what is my cat called?",
+                    "question_date": "2024-06-01T12:00:00+02:00",
+                    "mode": "synthesis",
+                    "tools": "text",
+                    "token_budget": 900,
+                    "max_tool_steps": 2,
+                },
+            )
+            bad_mode = c.post(f"{BASE}/answer", json={"question": "q?", "mode": "fast"})
+            bad_budget = c.post(f"{BASE}/answer", json={"question": "q?", "token_budget": 10})
+            unknown = c.post(f"{BASE}/answer", json={"question": "q?", "temperature": 0})
+            omitted = c.post(f"{BASE}/answer", json={"question": "what is my cat called?"})
     assert r.status_code == 200, r.text
-    assert r.json() == {"answer": "echo: where?", "question_date": "2024-06-01 10:00:00", "mode": "fast"}
-    assert seen == [("acme/alice", "where?", "fast")]
+    body = r.json()
+    assert "Miso" in body["text"] and body["question_date"] == "2024-06-01T10:00:00"
+    assert set(body) >= {"question", "text", "mode", "abstained", "citations", "tool_trace", "stages"}
+    assert mem.calls[0] == {
+        "question_date": datetime(2024, 6, 1, 10),  # UTC, naive like every stored date
+        "mode": "synthesis",
+        "tools": "text",
+        "token_budget": 900,
+        "max_tool_steps": 2,
+    }
+    # Omitted parameters reach Memory as its own defaults; question_date as None (Memory decides "now").
+    assert omitted.status_code == 200, omitted.text
+    assert mem.calls[1] == {
+        "question_date": None,
+        "mode": "auto",
+        "tools": "auto",
+        "token_budget": None,
+        "max_tool_steps": 4,
+    }
+    for response, field in ((bad_mode, "mode"), (bad_budget, "token_budget"), (unknown, "temperature")):
+        assert response.status_code == 422, response.text
+        assert error_of(response)["field"] == field
+    assert len(mem.calls) == 2  # rejected requests never reached the reader
+
+
+def test_answer_is_documented_with_its_response_model() -> None:
+    schema = openapi_schema()
+    ok = schema["paths"]["/v1/scopes/{org}/{user}/answer"]["post"]["responses"]["200"]
+    assert ok["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Answer"}
+    assert schema["components"]["schemas"]["AnswerRequest"]["properties"]["mode"]["enum"] == [
+        "auto",
+        "recall",
+        "synthesis",
+    ]
 
 
 def test_health_and_readiness_need_no_key(client: httpx.Client) -> None:
@@ -277,8 +312,8 @@ def test_health_and_readiness_need_no_key(client: httpx.Client) -> None:
 
 def test_metrics_count_requests_by_route_template_and_ingested_messages(client: httpx.Client) -> None:
     add(client, "trip", TRIP, "2024-05-01T10:00:00")
-    client.get(f"{BASE}/search", params={"q": "Lisbon"})
-    client.get(f"{BASE}/search", params={"q": "x", "k": 0})
+    client.get(f"{BASE}/search", params={"query": "Lisbon"})
+    client.get(f"{BASE}/search", params={"query": "x", "k": 0})
     text = client.get("/metrics").text
 
     def value(line_start: str) -> float:
@@ -292,6 +327,22 @@ def test_metrics_count_requests_by_route_template_and_ingested_messages(client: 
     assert value(f'graphrecall_http_request_duration_seconds_count{{method="GET",route="{route}"}}') == 2
     assert value("graphrecall_ingest_messages_added_total ") == 2
     assert "alice" not in text  # user ids never become label values
+
+
+def test_metrics_label_requests_refused_before_routing_with_their_route(mem: Memory) -> None:
+    app = create_app(mem, auth=None, insecure_local=True, max_body_bytes=200)
+    with serve_in_thread(app) as url, httpx.Client(base_url=url, timeout=60) as c:
+        too_big = c.post(f"{BASE}/sessions", json={"session_id": "s", "messages": TRIP * 5})
+        lost = c.get("/v1/nothing/here")
+        wrong_method = c.put(f"{BASE}/search")
+        text = c.get("/metrics").text
+    assert (too_big.status_code, lost.status_code, wrong_method.status_code) == (413, 404, 405)
+    for line in (
+        'method="POST",route="/v1/scopes/{org}/{user}/sessions",status="413"',
+        'method="GET",route="<unmatched>",status="404"',
+        'method="PUT",route="/v1/scopes/{org}/{user}/search",status="405"',
+    ):
+        assert f"graphrecall_http_requests_total{{{line}}} 1" in text, text
 
 
 def test_committed_openapi_matches_the_app() -> None:

@@ -88,7 +88,7 @@ def test_a_key_reaches_only_its_orgs(url: str, mem: Memory) -> None:
     assert ok.status_code == 200, ok.text
     for method, path in [
         ("POST", "/v1/scopes/globex/alice/sessions"),
-        ("GET", "/v1/scopes/globex/alice/search?q=tea"),
+        ("GET", "/v1/scopes/globex/alice/search?query=tea"),
         ("GET", "/v1/scopes/globex/alice/export"),
         ("DELETE", "/v1/scopes/globex/alice"),
     ]:
@@ -104,7 +104,7 @@ def test_a_key_reaches_only_its_orgs(url: str, mem: Memory) -> None:
 def test_a_wildcard_key_reaches_every_org(url: str) -> None:
     for org in ("acme", "globex"):
         r = httpx.get(
-            f"{url}/v1/scopes/{org}/alice/search", params={"q": "tea"}, headers=bearer(ADMIN_SECRET)
+            f"{url}/v1/scopes/{org}/alice/search", params={"query": "tea"}, headers=bearer(ADMIN_SECRET)
         )
         assert r.status_code == 200
 
@@ -116,16 +116,30 @@ def test_health_is_open_but_metrics_need_a_key(url: str) -> None:
     assert httpx.get(f"{url}/metrics", headers=bearer(ACME_SECRET)).status_code == 200
 
 
+def test_refused_requests_are_counted_under_their_route_template(url: str) -> None:
+    assert httpx.get(f"{url}/v1/scopes/acme/alice/stats").status_code == 401
+    assert httpx.get(f"{url}/v1/scopes/globex/alice/stats", headers=bearer(ACME_SECRET)).status_code == 403
+    text = httpx.get(f"{url}/metrics", headers=bearer(ADMIN_SECRET)).text
+    route = "/v1/scopes/{org}/{user}/stats"
+    for status in ("401", "403"):
+        assert (
+            f'graphrecall_http_requests_total{{method="GET",route="{route}",status="{status}"}} 1' in text
+        ), text
+    assert "<unmatched>" not in text
+
+
 def test_secrets_never_appear_in_logs_or_responses(url: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     responses = [
         httpx.post(f"{url}/v1/scopes/acme/alice/sessions", json=SESSION, headers=bearer(ACME_SECRET)),
         httpx.get(f"{url}/v1/scopes/globex/alice/export", headers=bearer(ACME_SECRET)),
         httpx.get(
-            f"{url}/v1/scopes/acme/alice/search", params={"q": "tea"}, headers=bearer(ACME_SECRET + "x")
+            f"{url}/v1/scopes/acme/alice/search", params={"query": "tea"}, headers=bearer(ACME_SECRET + "x")
         ),
         httpx.get(
-            f"{url}/v1/scopes/acme/alice/search", params={"q": "tea", "k": -1}, headers=bearer(ADMIN_SECRET)
+            f"{url}/v1/scopes/acme/alice/search",
+            params={"query": "tea", "k": -1},
+            headers=bearer(ADMIN_SECRET),
         ),
     ]
     assert [r.status_code for r in responses] == [200, 403, 401, 422]
@@ -217,6 +231,12 @@ def test_without_keys_the_server_starts_only_on_loopback_with_insecure_local(aut
         check_startup(None, host="127.0.0.1", insecure_local=False)
     with pytest.raises(ServerConfigError, match="only binds to loopback"):
         check_startup(None, host="0.0.0.0", insecure_local=True)
+
+
+def test_insecure_local_beside_keys_is_refused_rather_than_ignored(auth: ApiKeyAuth) -> None:
+    for host in ("127.0.0.1", "0.0.0.0"):
+        with pytest.raises(ServerConfigError, match="API keys are configured"):
+            check_startup(auth, host=host, insecure_local=True)
 
 
 def test_run_server_refuses_before_opening_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -40,7 +40,7 @@ def test_parallel_writes_to_one_user_and_to_many_users_all_succeed_and_all_land(
                 }
                 r = c.post(f"/v1/scopes/acme/{user}/sessions", json=body)
                 done.append((r.status_code, user, sid))
-                s = c.get(f"/v1/scopes/acme/{user}/search", params={"q": "zebra", "k": 3})
+                s = c.get(f"/v1/scopes/acme/{user}/search", params={"query": "zebra", "k": 3})
                 done.append((s.status_code, user, "search"))
         return done
 

@@ -97,7 +97,7 @@ def test_other_orgs_are_forbidden_and_untouched(url: str, seeded: Memory, store:
         httpx.post(f"{url}/v1/scopes/globex/bob/sessions", json=body, headers=headers),
         httpx.post(f"{url}/v1/scopes/globex/bob/messages", json=body, headers=headers),
         httpx.post(f"{url}/v1/scopes/globex/bob/import", json={"sessions": []}, headers=headers),
-        httpx.get(f"{url}/v1/scopes/globex/bob/search", params={"q": "locker code"}, headers=headers),
+        httpx.get(f"{url}/v1/scopes/globex/bob/search", params={"query": "locker code"}, headers=headers),
         httpx.get(f"{url}/v1/scopes/globex/bob/export", headers=headers),
         httpx.delete(f"{url}/v1/scopes/globex/bob", headers=headers),
         httpx.get(f"{url}/v1/scopes/GLOBEX/bob/export", headers=headers),

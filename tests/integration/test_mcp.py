@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import httpx2
@@ -23,8 +23,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
-from pydantic import BaseModel
 
+from graphrecall import Answer
 from graphrecall.embed import HashingEmbedder
 from graphrecall.memory import Memory, ScopeLike
 from graphrecall.models import Fact, Scope
@@ -116,29 +116,20 @@ async def test_bad_messages_are_rejected_naming_the_field_and_nothing_is_stored(
     assert memory.stats(Scope(org_id="acme", user_id="alice")).messages == 0
 
 
-class WithoutReader:
-    """A Memory from before answering and fact listing existed: every attribute but ``answer`` and ``facts``."""
-
-    def __init__(self, memory: Memory) -> None:
-        self._memory = memory
-
-    def __getattr__(self, name: str) -> Any:
-        if name in {"answer", "facts"}:
-            raise AttributeError(name)
-        return getattr(self._memory, name)
-
-
-async def test_answer_and_facts_say_not_available_instead_of_inventing_results(memory: Memory) -> None:
-    async with Client(create_mcp_server(cast(Memory, WithoutReader(memory)))) as client:
+async def test_answer_without_an_llm_says_not_available_instead_of_inventing_a_result(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GRAPHRECALL_LLM", raising=False)
+    async with Client(create_mcp_server(memory)) as client:
         added = await add(client, "cat", CAT_SESSION, **ACME_ALICE)
         answer = await client.call_tool(
             "memory_answer", {"question": "What is my kitten called?", **ACME_ALICE}
         )
         facts = await client.call_tool("memory_facts", ACME_ALICE)
     assert not added.is_error
-    for result in (answer, facts):
-        assert result.is_error and result.structured_content is None
-        assert "not available yet" in text_of(result)
+    assert answer.is_error and answer.structured_content is None
+    assert "not_available" in text_of(answer) and "GRAPHRECALL_LLM" in text_of(answer)
+    assert not facts.is_error and facts.structured_content == {"facts": []}  # nothing extracted yet
 
 
 async def test_facts_come_from_memory_and_a_bad_as_of_is_named(memory: Memory) -> None:
@@ -151,26 +142,29 @@ async def test_facts_come_from_memory_and_a_bad_as_of_is_named(memory: Memory) -
     assert bad.is_error and "as_of" in text_of(bad)
 
 
-class Answer(BaseModel):
-    question: str
-    answer: str
-    question_date: datetime | None
-    mode: str
-
-
 class MemoryWithReader(Memory):
-    """Stands in for the coming Memory.answer, and for facts after extraction: results computed from stored data."""
+    """Stands in for the reader (which needs an LLM) and for facts after extraction: results computed from
+    stored data, and a record of what the tools passed."""
 
-    def answer(
-        self, scope: ScopeLike, question: str, *, question_date: str | None = None, mode: str = "auto"
+    calls: list[dict[str, Any]]
+
+    def answer(  # type: ignore[override]
+        self,
+        scope: ScopeLike,
+        question: str,
+        question_date: Any = None,
+        mode: Any = "auto",
+        llm: Any = None,
+        *,
+        max_tool_steps: int = 4,
+        tools: Any = "auto",
+        token_budget: int | None = None,
     ) -> Answer:
-        best = self.search(scope, question, 1)
-        return Answer(
-            question=question,
-            answer=best[0].text if best else "",
-            question_date=datetime.fromisoformat(question_date) if question_date else None,
-            mode=mode,
+        self.calls.append(
+            {"mode": mode, "tools": tools, "token_budget": token_budget, "steps": max_tool_steps}
         )
+        best = self.search(scope, question, 1)
+        return Answer(question=question, text=best[0].text, mode="recall", question_date=question_date)
 
     def facts(
         self,
@@ -188,6 +182,7 @@ class MemoryWithReader(Memory):
 
 async def test_answer_and_facts_pass_memory_results_through(tmp_path: Path) -> None:
     with MemoryWithReader(tmp_path, embedder=HashingEmbedder(64)) as memory:
+        memory.calls = []
         async with Client(create_mcp_server(memory)) as client:
             await add(client, "cat", CAT_SESSION, **ACME_ALICE)
             await add(client, "job", JOB_SESSION, **ACME_ALICE)
@@ -196,17 +191,23 @@ async def test_answer_and_facts_pass_memory_results_through(tmp_path: Path) -> N
                 {
                     "question": "kitten name?",
                     "question_date": "2024-06-01T00:00:00",
-                    "mode": "cot",
+                    "mode": "synthesis",
+                    "tools": "none",
+                    "token_budget": 800,
                     **ACME_ALICE,
                 },
+            )
+            bad_mode = await client.call_tool(
+                "memory_answer", {"question": "q?", "mode": "cot", **ACME_ALICE}
             )
             facts = await client.call_tool(
                 "memory_facts", {"as_of": "2024-05-02", "limit": 1, "offset": 1, **ACME_ALICE}
             )
     assert not answer.is_error and answer.structured_content is not None
-    assert answer.structured_content["mode"] == "cot"
     assert answer.structured_content["question_date"] == "2024-06-01T00:00:00"
-    assert "Miso" in answer.structured_content["answer"]
+    assert "Miso" in answer.structured_content["text"]
+    assert memory.calls == [{"mode": "synthesis", "tools": "none", "token_budget": 800, "steps": 4}]
+    assert bad_mode.is_error and "mode" in text_of(bad_mode)
     assert not facts.is_error and facts.structured_content is not None
     [fact] = facts.structured_content["facts"]
     second = memory.sessions(Scope(org_id="acme", user_id="alice"))[1].id
@@ -296,6 +297,14 @@ def test_run_server_refuses_unsafe_or_invalid_configuration(
     monkeypatch.delenv("GRAPHRECALL_API_KEYS_FILE", raising=False)
     with pytest.raises(ServerConfigError, match=message):
         run_server(server_args(tmp_path / "store", **overrides))
+    assert not (tmp_path / "store").exists()
+
+
+def test_http_with_keys_and_insecure_local_is_refused(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps([{"name": "k", "sha256": hash_key("gr_secret-0123456789"), "orgs": ["*"]}]))
+    with pytest.raises(ServerConfigError, match="API keys are configured"):
+        run_server(server_args(tmp_path / "store", keys=str(keys), insecure_local=True))
     assert not (tmp_path / "store").exists()
 
 

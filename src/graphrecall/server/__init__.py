@@ -12,7 +12,10 @@ if TYPE_CHECKING:
     from graphrecall.server.http import create_app
     from graphrecall.server.serve import run_server
 
-__all__ = ["create_app", "run_server"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "run_server"]
+
+# Here rather than in http.py so that argument parsing (serve.py) can show it without importing FastAPI.
+DEFAULT_MAX_BODY_BYTES = 2_000_000
 
 
 def __getattr__(name: str) -> Any:

@@ -155,8 +155,14 @@ def is_loopback(host: str) -> bool:
 
 
 def check_startup(auth: ApiKeyAuth | None, *, host: str, insecure_local: bool) -> None:
-    """Refuse an unauthenticated server unless it is explicitly local: loopback bind AND ``--insecure-local``."""
+    """Refuse an unauthenticated server unless it is explicitly local: loopback bind AND ``--insecure-local``; and
+    refuse ``--insecure-local`` beside keys, since one of the two would be silently ignored."""
     if auth is not None:
+        if insecure_local:
+            raise ServerConfigError(
+                "--insecure-local turns authentication off, but API keys are configured (--keys or "
+                "$GRAPHRECALL_API_KEYS_FILE): drop --insecure-local to serve with the keys, or drop the keys"
+            )
         return
     if not insecure_local:
         raise ServerConfigError(

@@ -2,14 +2,15 @@
 
 ``Memory`` is synchronous and does blocking work (Kuzu, embedding), so every call runs in a worker thread: requests
 for different users proceed in parallel, and writes to one user queue on that database's write lock instead of
-failing. Features that the library does not have yet (LLM extraction, the reader, fact versioning) answer 501
-``not_implemented`` until the ``Memory`` methods appear; then the same routes pass their results through unchanged.
+failing. The parameters of search, context, answer and facts are the models of ``graphrecall.params`` (shared with
+the MCP tools and the CLI). What needs an LLM (``extract=true``, ``/answer``) answers 501 ``not_available`` when the
+server has none configured. Each route has a short, stable ``operation_id`` (``search``, ``add_session``...): the
+method names of clients generated from docs/openapi.json.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -18,8 +19,6 @@ from typing import Annotated, Any, TypeVar
 
 import anyio.to_thread
 from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Response
-from fastapi.encoders import jsonable_encoder
-from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 
 from graphrecall import __version__
@@ -35,7 +34,9 @@ from graphrecall.models import (
     ensure_utc,
     validate_identifier,
 )
-from graphrecall.server import errors
+from graphrecall.params import ContextParams, FactsParams, SearchParams
+from graphrecall.read.models import Answer
+from graphrecall.server import DEFAULT_MAX_BODY_BYTES, errors
 from graphrecall.server.auth import ApiKeyAuth, ServerConfigError
 from graphrecall.server.errors import ApiError
 from graphrecall.server.metrics import Metrics
@@ -43,6 +44,7 @@ from graphrecall.server.middleware import (
     AccessLogMiddleware,
     AuthMiddleware,
     BodyLimitMiddleware,
+    RouteTemplates,
     principal_of,
 )
 from graphrecall.server.schemas import (
@@ -62,7 +64,6 @@ from graphrecall.server.schemas import (
 
 T = TypeVar("T")
 
-DEFAULT_MAX_BODY_BYTES = 2_000_000
 DESCRIPTION = (
     "Long-term memory for chat assistants. Every route under /v1/scopes/{org}/{user} works on one user's "
     "memory (its own embedded database). Authenticate with `Authorization: Bearer <key>`; a key may touch only "
@@ -78,27 +79,20 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         503: "the user's store is busy; retry (store_busy)",
     }.items()
 }
-_NOT_IMPLEMENTED: dict[int | str, dict[str, Any]] = {
+_NEEDS_LLM: dict[int | str, dict[str, Any]] = {
     501: {
         "model": ErrorResponse,
-        "description": "the server's graphrecall lacks this feature (not_implemented)",
+        "description": "no LLM is configured on the server (not_available); set GRAPHRECALL_LLM there",
     }
-}
-_PASS_THROUGH: dict[int | str, dict[str, Any]] = {
-    200: {"description": "the library's result, as JSON", "content": {"application/json": {"schema": {}}}}
 }
 
 OrgId = Annotated[str, Path(min_length=1, max_length=128, description="tenant (organisation) id")]
 UserId = Annotated[str, Path(min_length=1, max_length=128, description="end-user id within the org")]
 FactId = Annotated[str, Path(min_length=1, max_length=128)]
 SessionId = Annotated[str, Path(min_length=1, max_length=128)]
-QuestionDate = Annotated[
-    datetime | None,
-    Query(description="ISO-8601; anchors relative time and hides what was said after it"),
-]
 
 
-def scope_of(request: Request, org: OrgId, user: UserId) -> Scope:
+def user_scope(request: Request, org: OrgId, user: UserId) -> Scope:
     """Validate the path ids before anything touches the filesystem, and re-check the org grant (the auth
     middleware already did; this keeps the guarantee local to the routes)."""
     for value, name in ((org, "org"), (user, "user")):
@@ -112,33 +106,11 @@ def scope_of(request: Request, org: OrgId, user: UserId) -> Scope:
     return Scope(org_id=org, user_id=user)
 
 
-ScopeDep = Annotated[Scope, Depends(scope_of)]
+ScopeDep = Annotated[Scope, Depends(user_scope)]
 
 
 def _utc(value: datetime | None) -> datetime | None:
     return None if value is None else ensure_utc(value)
-
-
-def _required(memory: Memory, name: str, what: str) -> Callable[..., Any]:
-    fn = getattr(memory, name, None)
-    if not callable(fn):
-        raise ApiError(
-            501,
-            "not_implemented",
-            f"{what} is not available in this graphrecall version (Memory.{name} is missing)",
-        )
-    return fn  # type: ignore[no-any-return]
-
-
-def _accepts(fn: Callable[..., Any], parameter: str) -> bool:
-    try:
-        return parameter in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _json(result: Any) -> JSONResponse:
-    return JSONResponse(jsonable_encoder(result))
 
 
 class _Routes:
@@ -155,30 +127,38 @@ class _Routes:
     def router(self) -> APIRouter:
         r = APIRouter(
             prefix="/v1/scopes/{org}/{user}",
-            tags=["memory"],
             dependencies=[Depends(HTTPBearer(auto_error=False))],
             responses=_ERRORS,
         )
         m = self.memory
 
-        @r.post("/sessions", response_model=IngestResult, responses=_NOT_IMPLEMENTED, summary="Add a session")
+        @r.post(
+            "/sessions",
+            response_model=IngestResult,
+            responses=_NEEDS_LLM,
+            summary="Add a session",
+            operation_id="add_session",
+            tags=["sessions"],
+        )
         async def add_session(scope: ScopeDep, body: AddSessionRequest) -> IngestResult:
-            kwargs: dict[str, Any] = {"session_id": body.session_id, "date": _utc(body.date)}
-            if body.extract:
-                if not _accepts(m.add_session, "extract"):
-                    raise ApiError(
-                        501,
-                        "not_implemented",
-                        "extract=true needs LLM extraction, which this graphrecall version lacks; "
-                        "send extract=false to store the raw history only",
-                        "extract",
-                    )
-                kwargs["extract"] = True
-            result = await self.call(m.add_session, scope, body.messages, **kwargs)
+            result = await self.call(
+                m.add_session,
+                scope,
+                body.messages,
+                session_id=body.session_id,
+                date=_utc(body.date),
+                extract=body.extract,
+            )
             self.metrics.ingest(result)
             return result
 
-        @r.post("/messages", response_model=IngestResult, summary="Append messages to a session")
+        @r.post(
+            "/messages",
+            response_model=IngestResult,
+            summary="Append messages to a session",
+            operation_id="add_messages",
+            tags=["sessions"],
+        )
         async def add_messages(scope: ScopeDep, body: AddMessagesRequest) -> IngestResult:
             result = await self.call(
                 m.add_messages, scope, body.messages, session_id=body.session_id, date=_utc(body.date)
@@ -186,77 +166,97 @@ class _Routes:
             self.metrics.ingest(result)
             return result
 
-        @r.get("/search", response_model=SearchResponse, summary="Hybrid search over the user's memory")
-        async def search(
-            scope: ScopeDep,
-            q: Annotated[str, Query(min_length=1, max_length=10_000, description="the query text")],
-            k: Annotated[int, Query(ge=1, le=100)] = 10,
-            question_date: QuestionDate = None,
-        ) -> SearchResponse:
-            hits = await self.call(m.search, scope, q, k, question_date=_utc(question_date))
-            return SearchResponse(query=q, hits=hits)
+        @r.get(
+            "/search",
+            response_model=SearchResponse,
+            summary="Hybrid search over the user's memory",
+            operation_id="search",
+            tags=["recall"],
+        )
+        async def search(scope: ScopeDep, p: Annotated[SearchParams, Query()]) -> SearchResponse:
+            hits = await self.call(m.search, scope, p.query, p.k, question_date=p.question_date)
+            return SearchResponse(query=p.query, hits=hits)
 
-        @r.get("/context", response_model=Context, summary="Evidence for a prompt, inside a token budget")
-        async def context(
-            scope: ScopeDep,
-            q: Annotated[str, Query(min_length=1, max_length=10_000)],
-            token_budget: Annotated[int, Query(ge=1, le=200_000)] = 2000,
-            k: Annotated[int, Query(ge=1, le=200)] = 30,
-            question_date: QuestionDate = None,
-        ) -> Context:
-            return await self.call(m.context, scope, q, token_budget, k=k, question_date=_utc(question_date))
-
-        @r.post("/answer", responses={**_PASS_THROUGH, **_NOT_IMPLEMENTED}, summary="Answer from memory")
-        async def answer(scope: ScopeDep, body: AnswerRequest) -> Response:
-            fn = _required(m, "answer", "answering (the Reader)")
-            result = await self.call(
-                fn, scope, body.question, question_date=_utc(body.question_date), mode=body.mode
+        @r.get(
+            "/context",
+            response_model=Context,
+            summary="Evidence for a prompt, inside a token budget",
+            operation_id="context",
+            tags=["recall"],
+        )
+        async def context(scope: ScopeDep, p: Annotated[ContextParams, Query()]) -> Context:
+            return await self.call(
+                m.context, scope, p.query, p.token_budget, k=p.k, question_date=p.question_date
             )
-            return _json(result)
 
-        @r.get("/facts", response_model=FactsResponse, responses=_NOT_IMPLEMENTED, summary="Extracted facts")
-        async def facts(
-            scope: ScopeDep,
-            as_of: Annotated[datetime | None, Query(description="facts valid at this time")] = None,
-            include_superseded: bool = False,
-            limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-            offset: Annotated[int, Query(ge=0)] = 0,
-        ) -> FactsResponse:
-            fn = _required(m, "facts", "fact listing")
-            found = await self.call(
-                fn,
+        @r.post(
+            "/answer",
+            response_model=Answer,
+            responses=_NEEDS_LLM,
+            summary="Answer a question from memory (the Reader; needs an LLM on the server)",
+            operation_id="answer",
+            tags=["recall"],
+        )
+        async def answer(scope: ScopeDep, body: AnswerRequest) -> Answer:
+            return await self.call(
+                m.answer,
                 scope,
-                as_of=_utc(as_of),
-                include_superseded=include_superseded,
-                limit=limit,
-                offset=offset,
+                body.question,
+                body.question_date,
+                body.mode,
+                max_tool_steps=body.max_tool_steps,
+                tools=body.tools,
+                token_budget=body.token_budget,
+            )
+
+        @r.get(
+            "/facts",
+            response_model=FactsResponse,
+            summary="Extracted facts: the current ones, or those true at as_of",
+            operation_id="facts",
+            tags=["facts"],
+        )
+        async def facts(scope: ScopeDep, p: Annotated[FactsParams, Query()]) -> FactsResponse:
+            found = await self.call(
+                m.facts,
+                scope,
+                as_of=p.as_of,
+                include_superseded=p.include_superseded,
+                limit=p.limit,
+                offset=p.offset,
             )
             return FactsResponse(facts=found)
 
         @r.get(
             "/facts/{fact_id}/history",
             response_model=FactHistoryResponse,
-            responses=_NOT_IMPLEMENTED,
             summary="Every version of a fact, oldest first",
+            operation_id="fact_history",
+            tags=["facts"],
         )
         async def history(scope: ScopeDep, fact_id: FactId) -> FactHistoryResponse:
-            fn = _required(m, "history", "fact history")
             _check_id(fact_id, "fact_id")
-            versions = await self.call(fn, scope, fact_id)
+            versions = await self.call(m.history, scope, fact_id)
             return FactHistoryResponse(fact_id=fact_id, versions=versions)
 
         @r.post(
             "/facts/{fact_id}/supersede",
             response_model=Fact,
-            responses=_NOT_IMPLEMENTED,
             summary="Mark a fact as replaced by another; returns the updated old fact",
+            operation_id="supersede_fact",
+            tags=["facts"],
         )
         async def supersede(scope: ScopeDep, fact_id: FactId, body: SupersedeRequest) -> Fact:
-            fn = _required(m, "supersede", "fact superseding")
             _check_id(fact_id, "fact_id")
-            return await self.call(fn, scope, fact_id, body.new_id)
+            return await self.call(m.supersede, scope, fact_id, body.new_id)
 
-        @r.get("/sessions", response_model=SessionsResponse, summary="List sessions (without messages)")
+        @r.get(
+            "/sessions",
+            response_model=SessionsResponse,
+            summary="List sessions (without messages)",
+            operation_id="list_sessions",
+            tags=["sessions"],
+        )
         async def sessions(
             scope: ScopeDep,
             limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
@@ -265,21 +265,45 @@ class _Routes:
             found = await self.call(m.sessions, scope, limit=limit, offset=offset)
             return SessionsResponse(sessions=found)
 
-        @r.get("/sessions/{session_id}", response_model=Session, summary="One session with its messages")
+        @r.get(
+            "/sessions/{session_id}",
+            response_model=Session,
+            summary="One session with its messages",
+            operation_id="get_session",
+            tags=["sessions"],
+        )
         async def get_session(scope: ScopeDep, session_id: SessionId) -> Session:
             _check_id(session_id, "session_id")
             return await self.call(m.get_session, scope, session_id)
 
-        @r.get("/stats", response_model=ScopeStats, summary="Counts and size of the user's memory")
+        @r.get(
+            "/stats",
+            response_model=ScopeStats,
+            summary="Counts and size of the user's memory",
+            operation_id="stats",
+            tags=["scope"],
+        )
         async def stats(scope: ScopeDep) -> ScopeStats:
             return await self.call(m.stats, scope)
 
-        @r.get("/export", response_model=ExportDocument, summary="Every session with its messages")
+        @r.get(
+            "/export",
+            response_model=ExportDocument,
+            summary="Every session with its messages",
+            operation_id="export_sessions",
+            tags=["scope"],
+        )
         async def export(scope: ScopeDep) -> ExportDocument:
             found = await self.call(m.export_sessions, scope)
             return ExportDocument(org_id=scope.org_id, user_id=scope.user_id, sessions=found)
 
-        @r.post("/import", response_model=IngestResult, summary="Add sessions in the export format")
+        @r.post(
+            "/import",
+            response_model=IngestResult,
+            summary="Add sessions in the export format",
+            operation_id="import_sessions",
+            tags=["scope"],
+        )
         async def import_(scope: ScopeDep, body: ExportDocument) -> IngestResult:
             items = [
                 SessionInput(session_id=s.id, date=s.started_at, messages=list(s.messages))
@@ -289,7 +313,13 @@ class _Routes:
             self.metrics.ingest(result)
             return result
 
-        @r.delete("", response_model=ForgetResponse, summary="Erase the user's memory (GDPR erasure)")
+        @r.delete(
+            "",
+            response_model=ForgetResponse,
+            summary="Erase the user's memory (GDPR erasure)",
+            operation_id="forget",
+            tags=["scope"],
+        )
         async def forget(scope: ScopeDep) -> ForgetResponse:
             return ForgetResponse(erased=await self.call(m.forget, scope))
 
@@ -334,7 +364,13 @@ def create_app(
     errors.install(app)
     app.include_router(_Routes(memory, metrics).router())
 
-    @app.get("/healthz", response_model=HealthResponse, tags=["operations"], summary="The process is alive")
+    @app.get(
+        "/healthz",
+        response_model=HealthResponse,
+        tags=["operations"],
+        summary="The process is alive",
+        operation_id="healthz",
+    )
     async def healthz() -> HealthResponse:
         return HealthResponse(status="ok")
 
@@ -343,6 +379,7 @@ def create_app(
         response_model=HealthResponse,
         tags=["operations"],
         summary="Ready to serve: the store root is writable and the server is not shutting down",
+        operation_id="readyz",
         responses={503: {"model": ErrorResponse}},
     )
     async def readyz() -> HealthResponse:
@@ -358,6 +395,7 @@ def create_app(
         "/metrics",
         tags=["operations"],
         summary="Prometheus metrics (text format); needs an API key when keys are configured",
+        operation_id="metrics",
         response_class=Response,
         responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
         dependencies=[Depends(HTTPBearer(auto_error=False))],
@@ -368,6 +406,6 @@ def create_app(
     # Added innermost first: the access log sees every request, auth runs before the body is read.
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.add_middleware(AuthMiddleware, auth=auth, metrics=metrics)
-    app.add_middleware(AccessLogMiddleware, metrics=metrics)
+    app.add_middleware(AccessLogMiddleware, metrics=metrics, routes=RouteTemplates(app.openapi()["paths"]))
     app.state.metrics = metrics
     return app

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Annotated, Any, TypeVar
 
 import anyio
@@ -27,7 +28,6 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
-from pydantic_core import to_jsonable_python
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Send
@@ -38,7 +38,9 @@ from graphrecall.embed import HashingEmbedder
 from graphrecall.errors import GraphRecallError
 from graphrecall.memory import Memory
 from graphrecall.models import Context as MemoryContext
-from graphrecall.models import Hit, IngestResult, Role, Scope, validate_identifier
+from graphrecall.models import Fact, Hit, IngestResult, Role, Scope, validate_identifier
+from graphrecall.params import AnswerParams, ContextParams, FactsParams, SearchParams
+from graphrecall.read.models import Answer
 from graphrecall.server.auth import ApiKeyAuth, Principal, ServerConfigError, check_startup
 
 log = logging.getLogger(__name__)
@@ -46,16 +48,14 @@ log = logging.getLogger(__name__)
 SERVER_NAME = "graphrecall"
 HTTP_PATH = "/mcp"
 API_KEYS_ENV = "GRAPHRECALL_API_KEYS_FILE"
-MAX_K = 100
-MAX_TOKEN_BUDGET = 200_000
-MAX_FACTS = 1000
-
 T = TypeVar("T")
+P = TypeVar("P", bound=BaseModel)
 
 
 # -- tool input/output shapes ----------------------------------------------------------------------------------
-class ChatMessage(BaseModel):
-    """One chat turn as a client sends it. Deeper checks (blank content, id syntax, dates) are Memory's."""
+class TurnInput(BaseModel):
+    """One chat turn as an MCP client sends it to ``memory_add`` (not an LLM prompt message: that is
+    ``graphrecall.llm.ChatMessage``). Deeper checks (blank content, id syntax, dates) are Memory's."""
 
     role: Role = Field(description="user, assistant, system or tool")
     content: str = Field(description="what was said")
@@ -74,12 +74,14 @@ class SearchResult(BaseModel):
     hits: list[Hit]
 
 
+class FactsResult(BaseModel):
+    """Extracted facts, oldest first."""
+
+    facts: list[Fact]
+
+
 OrgArg = Annotated[str | None, Field(description="org id; required unless the server is bound to a scope")]
 UserArg = Annotated[str | None, Field(description="user id; required unless the server is bound to a scope")]
-QuestionDate = Annotated[
-    str | None,
-    Field(description='ISO-8601 "now" of the question: anchors "last week" and hides later messages'),
-]
 
 
 # -- scope policy ----------------------------------------------------------------------------------------------
@@ -174,27 +176,49 @@ async def _blocking(fn: Callable[[], T]) -> T:
         raise ToolError(f"{e.code}: {e}") from e
 
 
-def _json(value: Any) -> Any:
-    """Pass pydantic results through as JSON-ready data (datetimes as ISO strings)."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, list | tuple):
-        return [_json(v) for v in value]
-    return to_jsonable_python(value)
-
-
-def _not_available(tool: str, method: str) -> ToolError:
-    return ToolError(
-        f"not_available: {tool} is not available yet: this graphrecall build has no Memory.{method}(). "
-        "Use memory_context or memory_search and answer from the evidence."
-    )
-
-
 def _headers(ctx: Context[Any, Any]) -> Mapping[str, str] | None:
     try:
         return ctx.headers
     except ValueError:  # no request context (a direct call outside a session)
         return None
+
+
+def spec_tool(
+    body: Callable[[Scope, P], Awaitable[Any]], spec: type[P], returns: type[BaseModel], policy: ScopePolicy
+) -> Callable[..., Awaitable[Any]]:
+    """An MCP tool whose arguments are the fields of ``spec`` (``graphrecall.params``: the same names, types,
+    defaults, bounds and descriptions as the HTTP API and the CLI) plus ``org_id``/``user_id``.
+
+    The SDK derives a tool's input schema from its signature, so the signature is built from the spec's fields
+    instead of being written out by hand a second time."""
+
+    async def tool(
+        ctx: Context[Any, Any], org_id: str | None = None, user_id: str | None = None, **values: Any
+    ) -> Any:
+        scope = policy.resolve(org_id, user_id, _headers(ctx))
+        return await body(scope, spec.model_validate(values))
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    fields = [
+        inspect.Parameter(
+            name,
+            keyword,
+            default=inspect.Parameter.empty if field.is_required() else field.default,
+            annotation=Annotated[(field.annotation, *field.metadata, Field(description=field.description))],
+        )
+        for name, field in spec.model_fields.items()
+    ]
+    parameters = [
+        inspect.Parameter("ctx", keyword, annotation=Context[Any, Any]),
+        *fields,
+        inspect.Parameter("org_id", keyword, default=None, annotation=OrgArg),
+        inspect.Parameter("user_id", keyword, default=None, annotation=UserArg),
+    ]
+    tool.__signature__ = inspect.Signature(parameters, return_annotation=returns)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": returns}
+    tool.__name__ = tool.__qualname__ = body.__name__
+    tool.__doc__ = body.__doc__
+    return tool
 
 
 def create_mcp_server(
@@ -220,7 +244,7 @@ def create_mcp_server(
 
     async def memory_add(
         messages: Annotated[
-            list[ChatMessage], Field(min_length=1, description="the session's turns, in order")
+            list[TurnInput], Field(min_length=1, description="the session's turns, in order")
         ],
         session_id: Annotated[
             str, Field(description="stable id of the conversation; re-adding it is idempotent")
@@ -238,72 +262,41 @@ def create_mcp_server(
             functools.partial(memory.add_session, scope, raw, session_id=session_id, date=date)
         )
 
-    async def memory_search(
-        query: Annotated[str, Field(min_length=1, description="what to look for, e.g. the user's question")],
-        ctx: Context[Any, Any],
-        k: Annotated[int, Field(ge=1, le=MAX_K, description="how many hits to return")] = 10,
-        question_date: QuestionDate = None,
-        org_id: OrgArg = None,
-        user_id: UserArg = None,
-    ) -> SearchResult:
-        scope = policy.resolve(org_id, user_id, _headers(ctx))
-        hits = await _blocking(functools.partial(memory.search, scope, query, k, question_date=question_date))
-        return SearchResult(query=query, hits=hits)
-
-    async def memory_context(
-        query: Annotated[str, Field(min_length=1, description="the question the evidence is for")],
-        ctx: Context[Any, Any],
-        token_budget: Annotated[
-            int, Field(ge=1, le=MAX_TOKEN_BUDGET, description="most tokens of evidence to return")
-        ] = 2000,
-        question_date: QuestionDate = None,
-        org_id: OrgArg = None,
-        user_id: UserArg = None,
-    ) -> MemoryContext:
-        scope = policy.resolve(org_id, user_id, _headers(ctx))
-        return await _blocking(
-            functools.partial(memory.context, scope, query, token_budget, question_date=question_date)
+    async def memory_search(scope: Scope, p: SearchParams) -> SearchResult:
+        hits = await _blocking(
+            functools.partial(memory.search, scope, p.query, p.k, question_date=p.question_date)
         )
+        return SearchResult(query=p.query, hits=hits)
 
-    async def memory_answer(
-        question: Annotated[str, Field(min_length=1, description="the question to answer from memory")],
-        ctx: Context[Any, Any],
-        question_date: QuestionDate = None,
-        mode: Annotated[str | None, Field(description="reader mode; the reader's default if omitted")] = None,
-        org_id: OrgArg = None,
-        user_id: UserArg = None,
-    ) -> dict[str, Any]:
-        scope = policy.resolve(org_id, user_id, _headers(ctx))
-        answer = getattr(memory, "answer", None)
-        if answer is None:
-            raise _not_available("memory_answer", "answer")
-        options: dict[str, Any] = {"question_date": question_date}
-        if mode is not None:
-            options["mode"] = mode
-        result = _json(await _blocking(functools.partial(answer, scope, question, **options)))
-        return result if isinstance(result, dict) else {"answer": result}
-
-    async def memory_facts(
-        ctx: Context[Any, Any],
-        as_of: Annotated[
-            str | None,
-            Field(description="ISO-8601: the facts that were true then; the current ones if omitted"),
-        ] = None,
-        include_superseded: Annotated[bool, Field(description="also list facts later replaced")] = False,
-        limit: Annotated[int, Field(ge=1, le=MAX_FACTS, description="most facts to return")] = 100,
-        offset: Annotated[int, Field(ge=0, description="facts to skip, for paging")] = 0,
-        org_id: OrgArg = None,
-        user_id: UserArg = None,
-    ) -> dict[str, Any]:
-        scope = policy.resolve(org_id, user_id, _headers(ctx))
-        facts = getattr(memory, "facts", None)
-        if facts is None:
-            raise _not_available("memory_facts", "facts")
+    async def memory_context(scope: Scope, p: ContextParams) -> MemoryContext:
         call = functools.partial(
-            facts, scope, as_of=as_of, include_superseded=include_superseded, limit=limit, offset=offset
+            memory.context, scope, p.query, p.token_budget, k=p.k, question_date=p.question_date
         )
-        result = _json(await _blocking(call))
-        return result if isinstance(result, dict) else {"facts": result}
+        return await _blocking(call)
+
+    async def memory_answer(scope: Scope, p: AnswerParams) -> Answer:
+        call = functools.partial(
+            memory.answer,
+            scope,
+            p.question,
+            p.question_date,
+            p.mode,
+            max_tool_steps=p.max_tool_steps,
+            tools=p.tools,
+            token_budget=p.token_budget,
+        )
+        return await _blocking(call)
+
+    async def memory_facts(scope: Scope, p: FactsParams) -> FactsResult:
+        call = functools.partial(
+            memory.facts,
+            scope,
+            as_of=p.as_of,
+            include_superseded=p.include_superseded,
+            limit=p.limit,
+            offset=p.offset,
+        )
+        return FactsResult(facts=await _blocking(call))
 
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     tools: list[tuple[Callable[..., Any], str, ToolAnnotations]] = [
@@ -316,19 +309,24 @@ def create_mcp_server(
             ),
         ),
         (
-            memory_search,
+            spec_tool(memory_search, SearchParams, SearchResult, policy),
             "Ranked past conversation snippets relevant to a query, with scores and dates.",
             read_only,
         ),
         (
-            memory_context,
+            spec_tool(memory_context, ContextParams, MemoryContext, policy),
             "Evidence for answering a question: the most relevant past snippets, dated and grouped by session, "
             "within a token budget. Read its 'text' before answering.",
             read_only,
         ),
-        (memory_answer, "Answer a question from long-term memory (needs a configured reader).", read_only),
         (
-            memory_facts,
+            spec_tool(memory_answer, AnswerParams, Answer, policy),
+            "Answer a question from long-term memory with the server's reader (fails with not_available when "
+            "the server has no LLM; then use memory_context and answer from the evidence).",
+            read_only,
+        ),
+        (
+            spec_tool(memory_facts, FactsParams, FactsResult, policy),
             "Facts extracted from past conversations: the current ones, or those true at as_of "
             "(empty until extraction has run).",
             read_only,
@@ -347,10 +345,10 @@ class RequireBearer:
         self.app = app
         self.auth = auth
 
-    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+    async def __call__(self, asgi: AsgiScope, receive: Receive, send: Send) -> None:
         if (
-            scope["type"] == "http"
-            and check_bearer(Headers(scope=scope).get("authorization"), self.auth) is None
+            asgi["type"] == "http"
+            and check_bearer(Headers(scope=asgi).get("authorization"), self.auth) is None
         ):
             response = JSONResponse(
                 {
@@ -362,9 +360,9 @@ class RequireBearer:
                 status_code=401,
                 headers={"WWW-Authenticate": 'Bearer realm="graphrecall"'},
             )
-            await response(scope, receive, send)
+            await response(asgi, receive, send)
             return
-        await self.app(scope, receive, send)
+        await self.app(asgi, receive, send)
 
 
 def http_app(server: MCPServer[Any], *, auth: ApiKeyAuth | None, host: str) -> ASGIApp:
@@ -432,11 +430,14 @@ def run_server(args: argparse.Namespace) -> None:
             return
         import uvicorn
 
+        from graphrecall.server.serve import auth_mode
+
         print(
             f"graphrecall MCP server on http://{args.host}:{args.port}{HTTP_PATH}",
             file=sys.stderr,
             flush=True,
         )
+        print(f"graphrecall: {auth_mode(auth)}", file=sys.stderr, flush=True)
         config = uvicorn.Config(
             http_app(server, auth=auth, host=args.host), host=args.host, port=args.port, log_level="warning"
         )

@@ -1,5 +1,8 @@
 """ASGI middleware that runs before any routing or body parsing: access log + metrics, auth, body size limit.
 
+Naming: ``asgi`` is the ASGI connection scope (a dict of the raw request); a *user* scope (org, user) is
+``graphrecall.models.Scope`` and never appears here except as the org segment of a path.
+
 Pure ASGI (not ``BaseHTTPMiddleware``) so that a rejected request costs nothing: an unauthenticated caller or an
 oversized body is answered before a byte of the body is parsed, and auth is decided on the same decoded path the
 router matches, so the org that is checked is the org that is served.
@@ -9,11 +12,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from typing import Any
 
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.routing import compile_path
+from starlette.types import ASGIApp, Message, Receive, Send
+from starlette.types import Scope as AsgiScope
 
 from graphrecall.server.auth import ApiKeyAuth, Principal
 from graphrecall.server.errors import error_response
@@ -27,7 +32,7 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-def scope_org(path: str) -> str | None:
+def org_of_path(path: str) -> str | None:
     """The org segment of ``/v1/scopes/{org}/...`` (already percent-decoded, as the router sees it)."""
     parts = path.split("/")
     if len(parts) > 3 and parts[1] == "v1" and parts[2] == "scopes":
@@ -35,17 +40,41 @@ def scope_org(path: str) -> str | None:
     return None
 
 
+UNMATCHED = "<unmatched>"
+
+
+class RouteTemplates:
+    """Finds the route template of a request that was answered before routing (401/403 by auth, 413 by the body
+    limit), so its metrics land beside the route's other statuses instead of under ``<unmatched>``. Built from the
+    app's documented paths (``/v1/scopes/{org}/{user}/search``), matched with Starlette's own path compiler."""
+
+    def __init__(self, templates: Iterable[str]) -> None:
+        self._compiled = [(compile_path(t)[0], t) for t in templates]
+
+    def of(self, asgi: AsgiScope) -> str:
+        route = asgi.get("route")
+        template = getattr(route, "path", None)
+        if isinstance(template, str) and template:
+            return template
+        path = asgi.get("path", "")
+        for regex, candidate in self._compiled:
+            if regex.match(path):
+                return candidate
+        return UNMATCHED
+
+
 class AccessLogMiddleware:
     """One log line and one metrics observation per request. Logs the path but never headers or the query
     string: headers carry the API key and the query carries users' search text."""
 
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics, routes: RouteTemplates) -> None:
         self.app = app
         self.metrics = metrics
+        self.routes = routes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+    async def __call__(self, asgi: AsgiScope, receive: Receive, send: Send) -> None:
+        if asgi["type"] != "http":
+            await self.app(asgi, receive, send)
             return
         status = 500
         started = time.perf_counter()
@@ -58,19 +87,17 @@ class AccessLogMiddleware:
 
         self.metrics.request_started()
         try:
-            await self.app(scope, receive, send_wrapper)
+            await self.app(asgi, receive, send_wrapper)
         finally:
             elapsed = time.perf_counter() - started
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "<unmatched>"
-            self.metrics.observe(scope["method"], template, status, elapsed)
-            principal = scope.get(PRINCIPAL_KEY)
-            client = scope.get("client") or ("-", 0)
+            self.metrics.observe(asgi["method"], self.routes.of(asgi), status, elapsed)
+            principal = asgi.get(PRINCIPAL_KEY)
+            client = asgi.get("client") or ("-", 0)
             access_log.info(
                 '%s "%s %s" %d %.1fms key=%s',
                 client[0],
-                scope["method"],
-                scope["path"],
+                asgi["method"],
+                asgi["path"],
                 status,
                 elapsed * 1000,
                 principal.name if isinstance(principal, Principal) else "-",
@@ -85,15 +112,15 @@ class AuthMiddleware:
         self.auth = auth
         self.metrics = metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
-            await self.app(scope, receive, send)
+    async def __call__(self, asgi: AsgiScope, receive: Receive, send: Send) -> None:
+        if asgi["type"] != "http" or asgi["path"] in OPEN_PATHS:
+            await self.app(asgi, receive, send)
             return
         if self.auth is None:
-            scope[PRINCIPAL_KEY] = LOCAL_PRINCIPAL
-            await self.app(scope, receive, send)
+            asgi[PRINCIPAL_KEY] = LOCAL_PRINCIPAL
+            await self.app(asgi, receive, send)
             return
-        header = Headers(scope=scope).get("authorization", "")
+        header = Headers(scope=asgi).get("authorization", "")
         scheme, _, token = header.partition(" ")
         principal = self.auth.verify(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
         if principal is None:
@@ -105,18 +132,18 @@ class AuthMiddleware:
                 f"{why}: send 'Authorization: Bearer <key>'",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-            await response(scope, receive, send)
+            await response(asgi, receive, send)
             return
-        scope[PRINCIPAL_KEY] = principal
-        org = scope_org(scope["path"])
+        asgi[PRINCIPAL_KEY] = principal
+        org = org_of_path(asgi["path"])
         if org is not None and not principal.allows(org):
             self.metrics.auth_failure("forbidden")
             response = error_response(
                 403, "forbidden", f"API key {principal.name!r} may not access org {org!r}"
             )
-            await response(scope, receive, send)
+            await response(asgi, receive, send)
             return
-        await self.app(scope, receive, send)
+        await self.app(asgi, receive, send)
 
 
 class BodyLimitMiddleware:
@@ -127,23 +154,23 @@ class BodyLimitMiddleware:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
+    async def __call__(self, asgi: AsgiScope, receive: Receive, send: Send) -> None:
+        if asgi["type"] != "http":
+            await self.app(asgi, receive, send)
             return
-        headers = Headers(scope=scope)
+        headers = Headers(scope=asgi)
         declared = headers.get("content-length")
         if declared is not None:
             if not declared.isdigit():
                 await error_response(
                     400, "invalid_input", "Content-Length is not a number", "Content-Length"
-                )(scope, receive, send)
+                )(asgi, receive, send)
                 return
             if int(declared) > self.max_bytes:
-                await self._too_large(scope, receive, send)
+                await self._too_large(asgi, receive, send)
                 return
-        if scope["method"] not in _BODY_METHODS and declared is None and "transfer-encoding" not in headers:
-            await self.app(scope, receive, send)
+        if asgi["method"] not in _BODY_METHODS and declared is None and "transfer-encoding" not in headers:
+            await self.app(asgi, receive, send)
             return
         body = bytearray()
         while True:
@@ -152,7 +179,7 @@ class BodyLimitMiddleware:
                 return
             body += message.get("body", b"")
             if len(body) > self.max_bytes:
-                await self._too_large(scope, receive, send)
+                await self._too_large(asgi, receive, send)
                 return
             if not message.get("more_body", False):
                 break
@@ -165,15 +192,16 @@ class BodyLimitMiddleware:
                 return {"type": "http.request", "body": bytes(body), "more_body": False}
             return await receive()
 
-        await self.app(scope, replay, send)
+        await self.app(asgi, replay, send)
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _too_large(self, asgi: AsgiScope, receive: Receive, send: Send) -> None:
         response = error_response(
             413, "payload_too_large", f"request body exceeds the limit of {self.max_bytes} bytes", "body"
         )
-        await response(scope, receive, send)
+        await response(asgi, receive, send)
 
 
-def principal_of(scope: MutableMapping[str, Any]) -> Principal | None:
-    value = scope.get(PRINCIPAL_KEY)
+def principal_of(asgi: MutableMapping[str, Any]) -> Principal | None:
+    """The API key holder the auth middleware attached to this request's ASGI scope, if any."""
+    value = asgi.get(PRINCIPAL_KEY)
     return value if isinstance(value, Principal) else None

@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from graphrecall.models import Fact, Hit, Message, Session, validate_identifier
+from graphrecall.params import AnswerParams
 
 
 def _identifier(value: str, info: ValidationInfo) -> str:
@@ -34,7 +35,8 @@ class AddSessionRequest(BaseModel):
     )
     messages: list[Message] = Field(min_length=1)
     extract: bool = Field(
-        default=False, description="also extract facts/events with the configured LLM (501 where unsupported)"
+        default=False,
+        description="also extract facts/events with the server's LLM (501 not_available when it has none)",
     )
 
     _ids = field_validator("session_id")(_identifier)
@@ -52,14 +54,10 @@ class AddMessagesRequest(BaseModel):
     _ids = field_validator("session_id")(_identifier)
 
 
-class AnswerRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class AnswerRequest(AnswerParams):
+    """The body of ``POST .../answer``: the fields of ``graphrecall.params.AnswerParams``, and nothing else."""
 
-    question: str = Field(min_length=1, max_length=10_000)
-    question_date: datetime | None = Field(
-        default=None, description="anchors relative time ('last week'); never defaults to the wall clock"
-    )
-    mode: str = Field(default="auto", min_length=1, max_length=32)
+    model_config = ConfigDict(extra="forbid")
 
 
 class SupersedeRequest(BaseModel):
@@ -112,7 +110,7 @@ class HealthResponse(BaseModel):
 class ErrorDetail(BaseModel):
     code: str = Field(
         description="stable: invalid_input, unauthorized, forbidden, not_found, method_not_allowed, "
-        "payload_too_large, not_implemented, not_available, store_busy, internal"
+        "payload_too_large, not_available, store_busy, internal"
     )
     message: str
     field: str | None = Field(default=None, description="the offending input, e.g. messages[0].content")

@@ -9,19 +9,27 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from graphrecall.embed import Embedder, HashingEmbedder
 from graphrecall.errors import InvalidInput
+from graphrecall.server import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.auth import ApiKeyAuth, ServerConfigError, check_startup
+
+if TYPE_CHECKING:
+    from graphrecall.embed import Embedder
 
 KEYS_ENV = "GRAPHRECALL_API_KEYS_FILE"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8420
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
 def embedder_from_spec(spec: str | None) -> Embedder | None:
     """``None``/``default`` -> the library default (bundled MiniLM); ``hashing:<dim>`` -> the test embedder."""
+    from graphrecall.embed import HashingEmbedder  # lazily: the CLI imports this module to build its parser
+
     if spec is None or spec in {"", "default"}:
         return None
     name, _, arg = spec.partition(":")
@@ -45,7 +53,7 @@ def run_server(args: argparse.Namespace) -> None:
     import uvicorn
 
     from graphrecall.memory import Memory
-    from graphrecall.server.http import DEFAULT_MAX_BODY_BYTES, create_app
+    from graphrecall.server.http import create_app
 
     host = getattr(args, "host", None) or DEFAULT_HOST
     port = getattr(args, "port", None)
@@ -56,20 +64,39 @@ def run_server(args: argparse.Namespace) -> None:
     if not 0 <= port <= 65535:
         raise ServerConfigError(f"port must be within 0-65535, got {port}")
     max_body = getattr(args, "max_body_bytes", None) or DEFAULT_MAX_BODY_BYTES
-    log_level = getattr(args, "log_level", None) or "info"
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    log_level = str(getattr(args, "log_level", None) or "info").lower()
+    if log_level not in LOG_LEVELS:
+        raise ServerConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
+    configure_logging(log_level)
     embedder = embedder_from_spec(getattr(args, "embedder", None))
     with Memory.open(getattr(args, "root", None), embedder=embedder) as memory:
         app = create_app(memory, auth=auth, insecure_local=insecure_local, max_body_bytes=max_body)
-        logging.getLogger("graphrecall.server").info(
-            "serving %s on http://%s:%d (%s)",
-            memory.root,
-            host,
-            port,
-            f"{len(auth.keys)} API key(s)" if auth else "NO AUTHENTICATION, loopback only",
-        )
+        announce(auth_mode(auth), root=str(memory.root), host=host, port=port)
         # uvicorn's access log prints query strings (users' search text); ours logs paths only.
         uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level, server_header=False)
+
+
+def configure_logging(level: str) -> None:
+    """Make ``level`` hold for the server's loggers (the access log is ``graphrecall.server.access`` at INFO) even
+    when the process configured logging before (the ``graphrecall`` CLI sets WARNING for its other commands)."""
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("graphrecall.server").setLevel(level.upper())
+
+
+def auth_mode(auth: ApiKeyAuth | None) -> str:
+    """One line saying who may call the server, loud when nobody is checked."""
+    if auth is None:
+        return (
+            "WARNING: AUTHENTICATION IS OFF (--insecure-local): any local process can read and erase every "
+            "user's memory"
+        )
+    return f"authentication: {len(auth.keys)} API key(s); requests need 'Authorization: Bearer <key>'"
+
+
+def announce(mode: str, *, root: str, host: str, port: int) -> None:
+    """Printed to stderr at start whatever the log level, so the auth mode is never a surprise."""
+    print(f"graphrecall: serving {root} on http://{host}:{port}", file=sys.stderr, flush=True)
+    print(f"graphrecall: {mode}", file=sys.stderr, flush=True)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -77,14 +104,34 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m graphrecall.server", description="Serve the graphrecall HTTP API."
     )
     p.add_argument("--root", help="store root (default: $GRAPHRECALL_ROOT or ~/.graphrecall/store)")
-    p.add_argument("--host", default=DEFAULT_HOST)
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--keys", help=f"API keys file (JSON or TOML); default ${KEYS_ENV}")
-    p.add_argument("--insecure-local", action="store_true", help="serve without keys, on loopback only")
+    add_arguments(p)
     p.add_argument("--embedder", default=None, help="'default' (bundled MiniLM) or 'hashing:<dim>' (tests)")
-    p.add_argument("--max-body-bytes", type=int, default=None)
-    p.add_argument("--log-level", default="info")
     return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The serving options shared by ``graphrecall serve`` and ``python -m graphrecall.server``."""
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"bind address (default: {DEFAULT_HOST})")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT})")
+    p.add_argument("--keys", help=f"API keys file (JSON or TOML); default ${KEYS_ENV}")
+    p.add_argument(
+        "--insecure-local",
+        action="store_true",
+        help="serve without authentication, on a loopback address only; refused together with keys",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=None,
+        help=f"largest request body accepted, in bytes (default: {DEFAULT_MAX_BODY_BYTES})",
+    )
+    p.add_argument(
+        "--log-level",
+        default="info",
+        type=str.lower,
+        choices=LOG_LEVELS,
+        help="server log level; 'info' prints the access log, one line per request (default: info)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

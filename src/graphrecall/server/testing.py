@@ -55,25 +55,29 @@ def serve_in_thread(app: FastAPI, *, host: str = "127.0.0.1", log_level: str = "
 
 
 class ServerProcess:
-    """``python -m graphrecall.server`` as a child process on a free loopback port."""
+    """``python -m graphrecall.server`` (or, with ``cli=True``, ``graphrecall serve``) as a child process on a free
+    loopback port. ``embedder``: a ``--embedder`` value of the chosen command."""
 
     def __init__(
         self,
         root: Path,
         *,
         extra_args: Sequence[str] = (),
-        embedder: str = "hashing:64",
+        embedder: str | None = None,
         log_path: Path | None = None,
         port: int | None = None,
         env: dict[str, str] | None = None,
+        cli: bool = False,
     ) -> None:
         self.root = root
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        command = ["graphrecall", "serve"] if cli else ["graphrecall.server"]
+        embedder = embedder or ("hashing" if cli else "hashing:64")
         self.args = [
             sys.executable,
             "-m",
-            "graphrecall.server",
+            *command,
             "--root",
             str(root),
             "--host",
