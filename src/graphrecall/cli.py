@@ -320,8 +320,6 @@ def _batches(items: Iterable[SessionInput], size: int) -> Iterator[list[SessionI
         yield batch
 
 
-
-
 def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"

@@ -393,3 +393,27 @@ def test_answer_without_any_llm_is_501_not_a_fake_answer(
         r = httpx.post(f"{url}{BASE}/answer", json={"question": "Where does my sister live?"}, timeout=60)
     assert r.status_code == 501, r.text
     assert r.json()["error"]["code"] == "not_available"
+
+
+def test_extract_true_answers_202_with_the_queued_job_and_the_session_shows_its_status(
+    tmp_path: Path,
+) -> None:
+    from graphrecall.llm import ScriptedLLM
+
+    llm = ScriptedLLM(ordered=False).add(
+        "Session id: s\n",
+        {"facts": [{"text": "The user flies to Lisbon", "kind": "plan", "message_ids": ["m1"]}]},
+    )
+    with Memory.open(tmp_path, embedder=HashingEmbedder(64), llm=llm) as memory:
+        app = create_app(memory, auth=None, insecure_local=True)
+        with serve_in_thread(app) as url, httpx.Client(base_url=url) as http:
+            r = http.post(f"{BASE}/sessions", json={"session_id": "s", "messages": TRIP, "extract": True})
+            assert r.status_code == 202, r.text
+            job = r.json()["extraction_job"]
+            assert (job["session_id"], job["status"]) == ("s", "pending")
+            assert memory.wait_for_extraction(timeout=60)
+            sessions = http.get(f"{BASE}/sessions").json()
+            assert [(s["id"], s["extract_status"]) for s in sessions["sessions"]] == [("s", "done")]
+            assert [f["text"] for f in http.get(f"{BASE}/facts").json()["facts"]] == [
+                "The user flies to Lisbon"
+            ]

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
+
 if TYPE_CHECKING:
     from graphrecall.server.http import create_app
     from graphrecall.server.serve import run_server
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app", "run_server"]
-
-# Here rather than in http.py so that argument parsing (serve.py) can show it without importing FastAPI.
-DEFAULT_MAX_BODY_BYTES = 2_000_000
 
 
 def __getattr__(name: str) -> Any:

@@ -36,9 +36,10 @@ from graphrecall.models import (
 )
 from graphrecall.params import ContextParams, FactsParams, SearchParams
 from graphrecall.read.models import Answer
-from graphrecall.server import DEFAULT_MAX_BODY_BYTES, errors
+from graphrecall.server import errors
 from graphrecall.server.auth import ApiKeyAuth, ServerConfigError
 from graphrecall.server.errors import ApiError
+from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.metrics import Metrics
 from graphrecall.server.middleware import (
     AccessLogMiddleware,
@@ -135,12 +136,18 @@ class _Routes:
         @r.post(
             "/sessions",
             response_model=IngestResult,
-            responses=_NEEDS_LLM,
+            responses={
+                **_NEEDS_LLM,
+                202: {
+                    "model": IngestResult,
+                    "description": "Stored; its extraction is queued (extraction_job)",
+                },
+            },
             summary="Add a session",
             operation_id="add_session",
             tags=["sessions"],
         )
-        async def add_session(scope: ScopeDep, body: AddSessionRequest) -> IngestResult:
+        async def add_session(scope: ScopeDep, body: AddSessionRequest, response: Response) -> IngestResult:
             result = await self.call(
                 m.add_session,
                 scope,
@@ -150,6 +157,8 @@ class _Routes:
                 extract=body.extract,
             )
             self.metrics.ingest(result)
+            if result.extraction_job is not None:
+                response.status_code = 202  # stored; the extraction is queued (result.extraction_job)
             return result
 
         @r.post(

@@ -36,7 +36,9 @@ class AddSessionRequest(BaseModel):
     messages: list[Message] = Field(min_length=1)
     extract: bool = Field(
         default=False,
-        description="also extract facts/events with the server's LLM (501 not_available when it has none)",
+        description="also extract facts/events with the server's LLM: the session is stored and queued, and the "
+        "answer is 202 with extraction_job (its status: pending, running, done, failed with the reason); 501 "
+        "not_available when the server has no LLM",
     )
 
     _ids = field_validator("session_id")(_identifier)

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from graphrecall.errors import InvalidInput
-from graphrecall.server import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.auth import ApiKeyAuth, ServerConfigError, check_startup
+from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
 
 if TYPE_CHECKING:
     from graphrecall.embed import Embedder

@@ -60,7 +60,9 @@ class ScopeLogs:
             if found is not None:
                 self._open.move_to_end(scope)
                 return found
-            if self._closed:  # close flushed everything: reads find it in Kuzu; writes must not start a flusher
+            if (
+                self._closed
+            ):  # close flushed everything: reads find it in Kuzu; writes must not start a flusher
                 if create:
                     raise RuntimeError("this Memory is closed: open it again to write")
                 return None
