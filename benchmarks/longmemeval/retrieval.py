@@ -150,6 +150,7 @@ def run_question(
     ranked = {"ours": [h.id for h in hits]}
     if variants:
         cutoff = mem.recall(scope, q.question_date).cutoff
+        mem.flush()  # variants read Kuzu only; a small question's sessions may still be in the write log
         with testing.database(mem, scope, create=False) as db:
             for name, retriever in variants:
                 found = retriever.search(db, q.question, SEARCH_K, cutoff=cutoff)
