@@ -117,3 +117,45 @@ def test_bad_input_is_rejected_and_nothing_is_written(tmp_path: Path) -> None:
 def test_an_empty_index_answers_nothing(tmp_path: Path) -> None:
     idx = ExactVectorIndex.rebuild_from(tmp_path / "v", [], embedder_id="e", dim=16)
     assert idx.search(np.ones(16, np.float32), 5) == [] and idx.count() == 0
+
+
+def test_tiered_index_switches_to_a_graph_above_its_threshold_and_agrees_with_exact(tmp_path: Path) -> None:
+    from graphrecall.index import TieredVectorIndex
+
+    pytest.importorskip("usearch")
+    rng = np.random.default_rng(8)
+    vecs = _unit(rng, 300)
+    ids = [f"r{i}" for i in range(300)]
+    ExactVectorIndex.rebuild_from(
+        tmp_path / "v", zip(ids[:40], vecs[:40], strict=True), embedder_id="e", dim=16
+    )
+    tv = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, persist_every=50)
+    assert not tv.uses_graph
+    tv.add(ids[40:], vecs[40:])
+    assert tv.uses_graph and (tmp_path / "v" / "hnsw.usearch").exists()
+    tv.delete(["r7"])
+    q = vecs[7] * 0.9 + vecs[8] * 0.1
+    want = [i for i, _ in tv.exact.search(q, 10)]
+    assert [i for i, _ in tv.search(q, 10)] == want and "r7" not in want
+    tv.add(["n1"], _unit(rng, 1))  # after the last save: lives in the log only
+    tv.close()
+    again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
+    assert again.uses_graph and again.count() == 300
+    assert [i for i, _ in again.search(q, 10)] == want
+
+
+def test_tiered_index_rebuilds_a_damaged_graph_from_its_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from graphrecall.index import TieredVectorIndex
+
+    pytest.importorskip("usearch")
+    rng = np.random.default_rng(9)
+    vecs = _unit(rng, 120)
+    ids = [f"r{i}" for i in range(120)]
+    TieredVectorIndex.rebuild_from(tmp_path / "v", zip(ids, vecs, strict=True), embedder_id="e", dim=16)
+    TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100).close()
+    (tmp_path / "v" / "hnsw.usearch").write_bytes(b"\0" * 100)
+    again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
+    assert again.uses_graph and "rebuilding its HNSW graph" in caplog.text
+    assert again.search(vecs[5], 1)[0][0] == "r5"

@@ -1,4 +1,4 @@
-"""Derived indexes beside a scope's Kuzu database (lexical: tantivy; vector: exact scan), rebuildable from Kuzu.
+"""Derived indexes beside a scope's Kuzu database (lexical: tantivy; vector: exact scan, usearch HNSW when large), rebuildable from Kuzu.
 
 Kuzu stays the store of record; nothing here is a second truth. See ``scope.ScopeIndexes`` for the layout and the
 open-check-rebuild rule, and docs/benchmarks.md ("Index layer") for the measurements behind the choice.
@@ -7,7 +7,7 @@ open-check-rebuild rule, and docs/benchmarks.md ("Index layer") for the measurem
 from graphrecall.index.lexical import LexicalIndex, TantivyLexicalIndex
 from graphrecall.index.manifest import IndexCorrupt, Manifest
 from graphrecall.index.scope import IndexSource, ScopeIndexes, index_dir
-from graphrecall.index.vector import ExactVectorIndex, VectorIndex
+from graphrecall.index.vector import ExactVectorIndex, TieredVectorIndex, VectorIndex
 
 __all__ = [
     "ExactVectorIndex",
@@ -17,6 +17,7 @@ __all__ = [
     "Manifest",
     "ScopeIndexes",
     "TantivyLexicalIndex",
+    "TieredVectorIndex",
     "VectorIndex",
     "index_dir",
 ]

@@ -1,7 +1,7 @@
 """One scope's derived indexes, in a directory beside its Kuzu database, checked on open and rebuilt from Kuzu.
 
 Layout: ``<root>/<org>/<user>.kuzu.idx/`` holding ``lex-<name>/`` (``TantivyLexicalIndex``) and ``vec-<name>/``
-(``ExactVectorIndex``) per index name. The directory ends in ``.idx`` so the pool's ``*.kuzu`` scan never mistakes
+(``TieredVectorIndex``: exact scan, HNSW above 20k rows) per index name. The directory ends in ``.idx`` so the pool's ``*.kuzu`` scan never mistakes
 it for a database; erasing a user must remove it together with the ``.kuzu`` file.
 
 Opening never trusts an index it cannot vouch for: a missing directory, a bad or foreign manifest, a file tantivy or
@@ -20,7 +20,7 @@ from typing import Protocol, TypeVar
 
 from graphrecall.index.lexical import TantivyLexicalIndex
 from graphrecall.index.manifest import IndexCorrupt
-from graphrecall.index.vector import F32, ExactVectorIndex
+from graphrecall.index.vector import F32, TieredVectorIndex
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def index_dir(db_path: Path) -> Path:
 @dataclass
 class ScopeIndexes:
     lexical: dict[str, TantivyLexicalIndex]
-    vector: dict[str, ExactVectorIndex]
+    vector: dict[str, TieredVectorIndex]
     rebuilt: list[str] = field(default_factory=list)
 
     @classmethod
@@ -83,8 +83,8 @@ class ScopeIndexes:
             d = root / f"vec-{name}"
             out.vector[name] = _open_or_rebuild(
                 f"vector index {name!r} of {db_path}",
-                lambda d=d: ExactVectorIndex(d, embedder_id=embedder_id, dim=dim),  # type: ignore[misc]
-                lambda d=d, name=name: ExactVectorIndex.rebuild_from(  # type: ignore[misc]
+                lambda d=d: TieredVectorIndex(d, embedder_id=embedder_id, dim=dim),  # type: ignore[misc]
+                lambda d=d, name=name: TieredVectorIndex.rebuild_from(  # type: ignore[misc]
                     d, source.vector_rows(name), embedder_id=embedder_id, dim=dim, mark=mark
                 ),
                 mark,

@@ -15,6 +15,7 @@ none of that was acknowledged.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -26,7 +27,14 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from graphrecall.index.manifest import IndexCorrupt, Manifest, read_manifest, replace_dir, write_manifest
+from graphrecall.index.manifest import (
+    IndexCorrupt,
+    Manifest,
+    fsync_dir,
+    read_manifest,
+    replace_dir,
+    write_manifest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -243,3 +251,150 @@ def _append(path: Path, data: bytes) -> None:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+
+
+GRAPH = "hnsw.usearch"
+GRAPH_META = "hnsw.json"
+
+
+class TieredVectorIndex:
+    """Exact scan while a scope is small; an HNSW graph (usearch) over the same rows once it is large.
+
+    Why tiers: the exact scan reads every vector per query, which is the fastest engine up to tens of thousands of
+    rows and too slow at 100k (docs/benchmarks.md); usearch answers 100k in ~1-2 ms, but its file must be rewritten
+    whole to persist. So the append-only log of ``ExactVectorIndex`` stays the durable write path (one fsync'd
+    append per write), the graph is kept in memory and extended on every write, and it is saved beside the log
+    (``hnsw.usearch`` + ``hnsw.json``: how many log rows it covers) only every ``persist_every`` rows. On open, a
+    saved graph is loaded and the log rows after it are added; a missing or unreadable graph is rebuilt from the
+    log (not from Kuzu: the log holds the same rows). Graph keys are log row numbers; rows deleted or replaced
+    since are filtered out with the log's live mask.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        embedder_id: str,
+        dim: int,
+        threshold: int = 20_000,
+        persist_every: int = 5_000,
+        connectivity: int = 32,
+        expansion_search: int = 300,
+    ) -> None:
+        self.exact = ExactVectorIndex(directory, embedder_id=embedder_id, dim=dim)
+        self.directory, self.dim = directory, dim
+        self.threshold, self.persist_every = threshold, persist_every
+        self._connectivity, self._expansion_search = connectivity, expansion_search
+        self._graph: Any = None
+        self._covered = 0  # log rows in the in-memory graph
+        self._saved = 0  # log rows in the saved graph
+        self._lock = threading.Lock()
+        if self.exact.count() >= threshold:
+            with self._lock:
+                self._open_graph()
+
+    @classmethod
+    def rebuild_from(
+        cls,
+        directory: Path,
+        rows: Iterable[tuple[str, F32]],
+        *,
+        embedder_id: str,
+        dim: int,
+        mark: str | None = None,
+    ) -> TieredVectorIndex:
+        ExactVectorIndex.rebuild_from(directory, rows, embedder_id=embedder_id, dim=dim, mark=mark)
+        return cls(directory, embedder_id=embedder_id, dim=dim)
+
+    def _new_graph(self) -> Any:
+        try:
+            from usearch.index import Index
+        except ImportError as e:
+            raise ImportError("a large vector index needs usearch: pip install 'graphrecall[index]'") from e
+        return Index(
+            ndim=self.dim,
+            metric="cos",
+            dtype="f32",
+            connectivity=self._connectivity,
+            expansion_add=128,
+            expansion_search=self._expansion_search,
+        )
+
+    def _open_graph(self) -> None:
+        graph, covered = self._new_graph(), 0
+        try:
+            meta = json.loads((self.directory / GRAPH_META).read_text())
+            covered = int(meta["rows"])
+            if not 0 < covered <= len(self.exact._mat) or meta.get("dim") != self.dim:
+                raise ValueError(f"covers {covered} rows, the log holds {len(self.exact._mat)}")
+            graph.load(str(self.directory / GRAPH))
+            if len(graph) != covered:
+                raise ValueError(f"holds {len(graph)} vectors, its meta says {covered}")
+        except (OSError, ValueError, KeyError, RuntimeError) as e:
+            if (self.directory / GRAPH_META).exists() or (self.directory / GRAPH).exists():
+                log.warning("vector index %s: rebuilding its HNSW graph from the log (%s)", self.directory, e)
+            graph, covered = self._new_graph(), 0
+        self._graph, self._covered, self._saved = graph, covered, covered
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        mat = self.exact._mat
+        if self._covered < len(mat):
+            keys = np.arange(self._covered, len(mat), dtype=np.uint64)
+            self._graph.add(keys, mat[self._covered :])
+            self._covered = len(mat)
+        if self._covered - self._saved >= self.persist_every or (self._saved == 0 and self._covered):
+            self._persist()
+
+    def _persist(self) -> None:
+        tmp = self.directory / (GRAPH + ".tmp")
+        self._graph.save(str(tmp))
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, self.directory / GRAPH)
+        meta_tmp = self.directory / (GRAPH_META + ".tmp")
+        meta_tmp.write_text(json.dumps({"rows": self._covered, "dim": self.dim}))
+        os.replace(meta_tmp, self.directory / GRAPH_META)
+        fsync_dir(self.directory)
+        self._saved = self._covered
+
+    def search(self, vec: F32, k: int) -> list[tuple[str, float]]:
+        graph = self._graph
+        if graph is None:
+            return self.exact.search(vec, k)
+        live, ids, covered = self.exact._live, self.exact._ids, self._covered
+        dead = int(covered - live[:covered].sum())
+        m = graph.search(np.asarray(vec, dtype=np.float32), min(covered, k + dead))
+        out = [
+            (ids[int(key)], 1.0 - float(d))
+            for key, d in zip(m.keys, m.distances, strict=True)
+            if live[int(key)]
+        ]
+        return out[:k]
+
+    def add(self, ids: Sequence[str], vecs: F32, *, mark: str | None = None) -> None:
+        self.exact.add(ids, vecs, mark=mark)
+        with self._lock:
+            if self._graph is not None:
+                self._catch_up()
+            elif self.exact.count() >= self.threshold:
+                self._open_graph()
+
+    def delete(self, ids: Sequence[str], *, mark: str | None = None) -> None:
+        self.exact.delete(ids, mark=mark)
+
+    def count(self) -> int:
+        return self.exact.count()
+
+    @property
+    def mark(self) -> str | None:
+        return self.exact.mark
+
+    @property
+    def uses_graph(self) -> bool:
+        return self._graph is not None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._graph is not None and self._covered > self._saved:
+                self._persist()
