@@ -111,9 +111,21 @@ class ExactVectorIndex:
                 self._ids.append(rid)
             else:
                 self._row.pop(rid, None)
-        self._mat: F32 = raw[: appended * self.dim].reshape(appended, self.dim).copy()
-        self._live = np.zeros(appended, dtype=bool)
-        self._live[list(self._row.values())] = True
+        self._buf: F32 = raw[: appended * self.dim].reshape(appended, self.dim).copy()
+        self._live_buf = np.zeros(appended, dtype=bool)
+        self._live_buf[list(self._row.values())] = True
+        self._mat, self._live = self._buf, self._live_buf
+
+    def _reserve(self, rows: int) -> None:
+        """Grow the row buffers geometrically, so an append costs O(rows appended), not a copy of the matrix."""
+        if rows <= len(self._buf):
+            return
+        cap = max(rows, 2 * len(self._buf), 1024)
+        buf = np.empty((cap, self.dim), dtype=np.float32)
+        live = np.zeros(cap, dtype=bool)
+        n = len(self._ids)
+        buf[:n], live[:n] = self._buf[:n], self._live_buf[:n]
+        self._buf, self._live_buf = buf, live
 
     @classmethod
     def rebuild_from(
@@ -154,7 +166,7 @@ class ExactVectorIndex:
             self._mat,
             self._live,
             self._ids,
-        )  # a consistent snapshot: writers replace, never mutate
+        )  # a snapshot: writers append beyond it, in place
         if k <= 0 or not live.any():
             return []
         with _one_blas_thread():
@@ -186,18 +198,17 @@ class ExactVectorIndex:
         with self._lock:
             _append(self.directory / VECTORS, v.tobytes())
             _append(self.directory / LOG, "".join(f"+{r}\n" for r in ids).encode())
-            row, live = dict(self._row), self._live.copy()
-            live[[row[r] for r in ids if r in row]] = False
-            start = len(self._ids)
+            n, m = len(self._ids), len(ids)
+            self._reserve(n + m)
+            self._buf[n : n + m] = v  # beyond every published view: searches in flight do not see it
+            self._live_buf[n : n + m] = True
             for j, rid in enumerate(ids):
-                row[rid] = start + j
-            new_ids = self._ids + list(ids)
-            self._mat, self._live = (
-                np.concatenate([self._mat, v]),
-                np.concatenate([live, np.ones(len(ids), bool)]),
-            )
-            self._live[[row[r] for r in ids]] = True
-            self._ids, self._row = new_ids, row
+                prev = self._row.get(rid)
+                if prev is not None:  # replaced (or repeated in this batch): the older row goes dark
+                    self._live_buf[prev] = False
+                self._row[rid] = n + j
+            self._ids.extend(ids)
+            self._mat, self._live = self._buf[: n + m], self._live_buf[: n + m]
             self._set_mark(mark)
 
     def delete(self, ids: Sequence[str], *, mark: str | None = None) -> None:
@@ -205,10 +216,8 @@ class ExactVectorIndex:
             gone = [r for r in ids if r in self._row]
             if gone:
                 _append(self.directory / LOG, "".join(f"-{r}\n" for r in gone).encode())
-                row, live = dict(self._row), self._live.copy()
                 for r in gone:
-                    live[row.pop(r)] = False
-                self._row, self._live = row, live
+                    self._live_buf[self._row.pop(r)] = False
             self._set_mark(mark)
 
     def _set_mark(self, mark: str | None) -> None:
