@@ -1,0 +1,157 @@
+"""Lexical (BM25) index beside a scope's database: tantivy over our own terms.
+
+Why tantivy: measured against Kuzu FTS and bm25s on the same rounds (``benchmarks/perf/indexes.py``,
+docs/benchmarks.md) it answers the retriever's query several times faster than Kuzu FTS at every size, ranks like
+it (same BM25 over the same terms), has no megabyte floor per index (Kuzu's FTS costs ~8 MB on a one-row table),
+commits incrementally and durably, and reopened cleanly after every kill -9 mid-commit. bm25s rewrites all of its
+files on every change and was left unreadable by a kill -9.
+
+Documents are indexed from ``store.text.index_terms`` with tantivy's ``whitespace`` tokenizer, and a query is a
+BooleanQuery of one SHOULD TermQuery per ``store.text.query_terms`` term: our stopwords and stemming, OR semantics,
+and no user text ever reaches tantivy's query parser (which rejects ``What's ...?``, quotes, colons), so any
+natural-language question is safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from graphrecall.index.manifest import IndexCorrupt, Manifest, read_manifest, replace_dir, write_manifest
+
+log = logging.getLogger(__name__)
+
+WRITER_HEAP = 15_000_000  # tantivy's minimum per thread is 3 MB; small writes need little
+BUILD_HEAP = 200_000_000
+
+
+class LexicalIndex(Protocol):
+    """What the retriever needs from a lexical index: BM25 top-k with OR semantics over our terms."""
+
+    def search(self, terms: Sequence[str], k: int) -> list[tuple[str, float]]: ...
+    def add(self, rows: Sequence[tuple[str, str]], *, mark: str | None = None) -> None: ...
+    def delete(self, ids: Sequence[str], *, mark: str | None = None) -> None: ...
+    def count(self) -> int: ...
+    @property
+    def mark(self) -> str | None: ...
+    def close(self) -> None: ...
+
+
+def _tantivy() -> Any:
+    try:
+        import tantivy
+    except ImportError as e:  # optional dependency
+        raise ImportError("the lexical index needs tantivy: pip install 'graphrecall[index]'") from e
+    return tantivy
+
+
+def _schema(tantivy: Any) -> Any:
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("terms", stored=False, tokenizer_name="whitespace", index_option="freq")
+    return sb.build()
+
+
+class TantivyLexicalIndex:
+    """BM25 over ``terms`` strings. Writes are serialized by a lock; searches run concurrently on a searcher."""
+
+    KIND = "tantivy-terms"
+    VERSION = 1
+
+    def __init__(self, directory: Path) -> None:
+        """Open an existing index; ``IndexCorrupt`` when it cannot be trusted (then ``rebuild_from``)."""
+        self._t = _tantivy()
+        self.directory = directory
+        self._manifest = read_manifest(directory, Manifest(kind=self.KIND, version=self.VERSION))
+        self.schema = _schema(self._t)
+        data = directory / "data"
+        try:
+            if not self._t.Index.exists(str(data)):
+                raise IndexCorrupt(f"{directory}: no tantivy index in {data}")
+            self.index = self._t.Index(self.schema, path=str(data), reuse=True)
+            self.index.reload()
+            self.index.searcher().num_docs  # noqa: B018  (touch the segments: a broken one fails here)
+        except (OSError, ValueError, RuntimeError) as e:
+            raise IndexCorrupt(f"{directory}: tantivy cannot open it: {e}") from e
+        self._writer: Any = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def rebuild_from(
+        cls, directory: Path, rows: Iterable[tuple[str, str]], *, mark: str | None = None
+    ) -> TantivyLexicalIndex:
+        """Index (id, terms) rows (read from Kuzu) into a fresh directory and put it in place atomically."""
+        t = _tantivy()
+        tmp = directory.with_name(directory.name + f".tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        (tmp / "data").mkdir(parents=True)
+        index = t.Index(_schema(t), path=str(tmp / "data"), reuse=False)
+        writer = index.writer(BUILD_HEAP, 1)
+        for rid, terms in rows:
+            writer.add_document(t.Document(id=rid, terms=terms))
+        writer.commit()
+        writer.wait_merging_threads()
+        del writer, index
+        write_manifest(tmp, Manifest(kind=cls.KIND, version=cls.VERSION, mark=mark))
+        replace_dir(tmp, directory)
+        return cls(directory)
+
+    # -- reading -----------------------------------------------------------------------------------------------
+    def search(self, terms: Sequence[str], k: int) -> list[tuple[str, float]]:
+        """Top-k (id, BM25 score); ``terms`` are ``store.text.query_terms(question).split()``."""
+        unique = list(dict.fromkeys(x for x in terms if x))
+        if not unique or k <= 0:
+            return []
+        t = self._t
+        query = t.Query.boolean_query(
+            [(t.Occur.Should, t.Query.term_query(self.schema, "terms", x)) for x in unique]
+        )
+        searcher = self.index.searcher()
+        return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in searcher.search(query, k).hits]
+
+    def count(self) -> int:
+        return int(self.index.searcher().num_docs)
+
+    @property
+    def mark(self) -> str | None:
+        return self._manifest.mark
+
+    # -- writing -----------------------------------------------------------------------------------------------
+    def _w(self) -> Any:
+        if self._writer is None:
+            self._writer = self.index.writer(WRITER_HEAP, 1)
+        return self._writer
+
+    def add(self, rows: Sequence[tuple[str, str]], *, mark: str | None = None) -> None:
+        """Index rows and commit durably (an id already present is replaced); visible to the next search."""
+        with self._lock:
+            w = self._w()
+            for rid, terms in rows:
+                w.delete_documents_by_term("id", rid)
+                w.add_document(self._t.Document(id=rid, terms=terms))
+            self._commit(mark)
+
+    def delete(self, ids: Sequence[str], *, mark: str | None = None) -> None:
+        with self._lock:
+            w = self._w()
+            for rid in ids:
+                w.delete_documents_by_term("id", rid)
+            self._commit(mark)
+
+    def _commit(self, mark: str | None) -> None:
+        self._w().commit()  # tantivy fsyncs segment files and its meta.json before it returns
+        self.index.reload()
+        if mark is not None and mark != self._manifest.mark:
+            self._manifest = self._manifest.model_copy(update={"mark": mark})
+            write_manifest(self.directory, self._manifest)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._writer is not None:
+                self._writer.wait_merging_threads()
+                self._writer = None

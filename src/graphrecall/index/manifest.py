@@ -1,0 +1,83 @@
+"""The manifest of a derived index directory: what format wrote it, for which embedder, up to which source mark.
+
+Why a manifest: an index beside the Kuzu database is *derived*. It must never be trusted blindly, because Kuzu is the
+store of record and the index can be stale (a crash between the Kuzu commit and the index commit), corrupt (a torn
+file, a disk error) or written by an older format. Opening checks the manifest first; anything it cannot vouch for
+is rebuilt from Kuzu. ``mark`` is an opaque string the caller stores with every committed write (e.g. the last
+flushed log sequence number): comparing it with the store's own mark tells whether the index caught up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+MANIFEST = "manifest.json"
+
+
+class IndexCorrupt(Exception):
+    """A derived index cannot be used as it is (missing, unreadable, another format); rebuild it from Kuzu."""
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+    version: int
+    embedder_id: str | None = None
+    dim: int | None = None
+    mark: str | None = None
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in ``path`` durable (POSIX needs the directory itself fsync'd)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_manifest(directory: Path, manifest: Manifest) -> None:
+    """Atomically replace the manifest: write a temporary file, fsync, rename over, fsync the directory."""
+    tmp = directory / (MANIFEST + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(manifest.model_dump_json())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, directory / MANIFEST)
+    fsync_dir(directory)
+
+
+def read_manifest(directory: Path, expected: Manifest) -> Manifest:
+    """The stored manifest, checked against what this code writes; ``IndexCorrupt`` says why it is unusable."""
+    path = directory / MANIFEST
+    try:
+        got = Manifest.model_validate(json.loads(path.read_text()))
+    except FileNotFoundError as e:
+        raise IndexCorrupt(f"{directory}: no {MANIFEST}") from e
+    except (OSError, ValueError, ValidationError) as e:
+        raise IndexCorrupt(f"{directory}: unreadable {MANIFEST}: {e}") from e
+    for field in ("kind", "version", "embedder_id", "dim"):
+        if getattr(got, field) != getattr(expected, field):
+            raise IndexCorrupt(
+                f"{directory}: {field} is {getattr(got, field)!r}, this code expects {getattr(expected, field)!r}"
+            )
+    return got
+
+
+def replace_dir(new: Path, final: Path) -> None:
+    """Put a freshly built index directory in place of ``final``: the old one is renamed aside first and removed
+    after, so a crash leaves either the old or the new index, and a leftover is detected by its manifest."""
+    import shutil
+
+    old = final.with_name(final.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(new, final)
+    fsync_dir(final.parent)
+    shutil.rmtree(old, ignore_errors=True)

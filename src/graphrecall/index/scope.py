@@ -1,0 +1,128 @@
+"""One scope's derived indexes, in a directory beside its Kuzu database, checked on open and rebuilt from Kuzu.
+
+Layout: ``<root>/<org>/<user>.kuzu.idx/`` holding ``lex-<name>/`` (``TantivyLexicalIndex``) and ``vec-<name>/``
+(``TieredVectorIndex``: exact scan, HNSW above 20k rows) per index name. The directory ends in ``.idx`` so the pool's ``*.kuzu`` scan never mistakes
+it for a database; erasing a user must remove it together with the ``.kuzu`` file.
+
+Opening never trusts an index it cannot vouch for: a missing directory, a bad or foreign manifest, a file tantivy or
+the vector log cannot read, or a ``mark`` that differs from the store's (the index missed commits, e.g. a crash
+between the Kuzu commit and the index commit) each trigger a rebuild from the source (Kuzu), with one log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from graphrecall.index.lexical import TantivyLexicalIndex
+from graphrecall.index.manifest import IndexCorrupt
+from graphrecall.index.vector import F32, TieredVectorIndex
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class IndexSource(Protocol):
+    """Where a rebuild reads from: the scope's Kuzu database (the store of record)."""
+
+    def lexical_rows(self, name: str) -> Iterable[tuple[str, str]]:
+        """(id, ``store.text.index_terms`` string) for every row the lexical index ``name`` covers."""
+        ...
+
+    def vector_rows(self, name: str) -> Iterable[tuple[str, F32]]:
+        """(id, normalized vector) for every row the vector index ``name`` covers."""
+        ...
+
+    def mark(self) -> str | None:
+        """The store's current mark (what the indexes must have seen), or None when it keeps none."""
+        ...
+
+
+def index_dir(db_path: Path) -> Path:
+    return db_path.with_name(db_path.name + ".idx")
+
+
+@dataclass
+class ScopeIndexes:
+    lexical: dict[str, TantivyLexicalIndex]
+    vector: dict[str, TieredVectorIndex]
+    rebuilt: list[str] = field(default_factory=list)
+
+    @classmethod
+    def open(
+        cls,
+        db_path: Path,
+        *,
+        embedder_id: str,
+        dim: int,
+        source: IndexSource,
+        lexical: Sequence[str] = ("round",),
+        vector: Sequence[str] = ("round_user", "round_reply"),
+    ) -> ScopeIndexes:
+        root = index_dir(db_path)
+        root.mkdir(parents=True, exist_ok=True)
+        mark = source.mark()
+        out = cls({}, {})
+        for name in lexical:
+            d = root / f"lex-{name}"
+            out.lexical[name] = _open_or_rebuild(
+                f"lexical index {name!r} of {db_path}",
+                lambda d=d: TantivyLexicalIndex(d),  # type: ignore[misc]
+                lambda d=d, name=name: TantivyLexicalIndex.rebuild_from(  # type: ignore[misc]
+                    d, source.lexical_rows(name), mark=mark
+                ),
+                mark,
+                out.rebuilt,
+            )
+        for name in vector:
+            d = root / f"vec-{name}"
+            out.vector[name] = _open_or_rebuild(
+                f"vector index {name!r} of {db_path}",
+                lambda d=d: TieredVectorIndex(d, embedder_id=embedder_id, dim=dim),  # type: ignore[misc]
+                lambda d=d, name=name: TieredVectorIndex.rebuild_from(  # type: ignore[misc]
+                    d, source.vector_rows(name), embedder_id=embedder_id, dim=dim, mark=mark
+                ),
+                mark,
+                out.rebuilt,
+            )
+        return out
+
+    def close(self) -> None:
+        for lx in self.lexical.values():
+            lx.close()
+        for vx in self.vector.values():
+            vx.close()
+
+
+class _Marked(Protocol):
+    @property
+    def mark(self) -> str | None: ...
+
+    def close(self) -> None: ...
+
+
+M = TypeVar("M", bound=_Marked)
+
+
+def _open_or_rebuild(
+    what: str, opener: Callable[[], M], builder: Callable[[], M], mark: str | None, rebuilt: list[str]
+) -> M:
+    try:
+        idx = opener()
+    except IndexCorrupt as e:
+        reason = str(e)
+    else:
+        if idx.mark == mark:
+            return idx
+        idx.close()
+        reason = f"index mark {idx.mark!r} != store mark {mark!r}"
+    t0 = time.perf_counter()
+    idx = builder()
+    log.warning("rebuilt the %s from the store (%s) in %.2f s", what, reason, time.perf_counter() - t0)
+    rebuilt.append(what)
+    return idx

@@ -1,0 +1,161 @@
+"""ExactVectorIndex: exact cosine top-k, durable appends, replace and delete, and what opening does with damage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphrecall.index import ExactVectorIndex, IndexCorrupt
+
+
+def _unit(rng: np.random.Generator, n: int, dim: int = 16) -> np.ndarray:
+    v = rng.standard_normal((n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _build(path: Path, ids: list[str], vecs: np.ndarray, mark: str | None = None) -> ExactVectorIndex:
+    return ExactVectorIndex.rebuild_from(
+        path, zip(ids, vecs, strict=True), embedder_id="e", dim=vecs.shape[1], mark=mark
+    )
+
+
+def test_search_is_the_exact_cosine_ranking(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    vecs = _unit(rng, 500)
+    ids = [f"r{i}" for i in range(500)]
+    idx = _build(tmp_path / "v", ids, vecs)
+    q = _unit(rng, 1)[0]
+    want = np.argsort(-(vecs @ q), kind="stable")[:20]
+    got = idx.search(q, 20)
+    assert [i for i, _ in got] == [ids[j] for j in want]
+    assert [s for _, s in got] == pytest.approx([float(vecs[j] @ q) for j in want], abs=1e-6)
+    assert len(idx.search(q, 10_000)) == 500
+
+
+def test_added_rows_survive_reopen_and_replace_by_id(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    vecs = _unit(rng, 10)
+    idx = _build(tmp_path / "v", [f"r{i}" for i in range(10)], vecs)
+    new = _unit(rng, 2)
+    idx.add(["r3", "n1"], new, mark="m2")  # r3 replaced, n1 new
+    reopened = ExactVectorIndex(tmp_path / "v", embedder_id="e", dim=16)
+    assert reopened.count() == 11 and reopened.mark == "m2"
+    top_id, top_score = reopened.search(new[0], 1)[0]
+    assert top_id == "r3" and top_score == pytest.approx(1.0, abs=1e-5)
+    assert [i for i, _ in reopened.search(vecs[3], 11)].count("r3") == 1  # the old r3 row is gone
+
+
+def test_delete_hides_rows_and_a_readded_id_comes_back(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    vecs = _unit(rng, 5)
+    idx = _build(tmp_path / "v", [f"r{i}" for i in range(5)], vecs)
+    idx.delete(["r0", "missing"])
+    assert "r0" not in [i for i, _ in idx.search(vecs[0], 5)]
+    idx.add(["r0"], vecs[:1])
+    again = ExactVectorIndex(tmp_path / "v", embedder_id="e", dim=16)
+    assert again.count() == 5 and again.search(vecs[0], 1)[0][0] == "r0"
+
+
+def test_an_interrupted_append_is_cut_back_to_the_acknowledged_rows(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    idx = _build(tmp_path / "v", ["a", "b"], _unit(rng, 2))
+    idx.add(["c"], _unit(rng, 1))
+    with open(tmp_path / "v" / "vectors.f32", "ab") as f:  # a kill -9 after the rows, before the log line
+        f.write(_unit(rng, 1).tobytes()[:40])
+    with open(tmp_path / "v" / "log.txt", "a") as f:
+        f.write("+torn-id-without-newl")
+    again = ExactVectorIndex(tmp_path / "v", embedder_id="e", dim=16)
+    assert again.count() == 3
+    assert (tmp_path / "v" / "vectors.f32").stat().st_size == 3 * 16 * 4
+    again.add(["d"], _unit(rng, 1))
+    assert ExactVectorIndex(tmp_path / "v", embedder_id="e", dim=16).count() == 4
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: (d / "manifest.json").unlink(),
+        lambda d: (d / "manifest.json").write_text("{not json"),
+        lambda d: (d / "manifest.json").write_text(
+            json.dumps({"kind": "exact-f32", "version": 99, "dim": 16})
+        ),
+        lambda d: (d / "log.txt").write_text("garbage\n"),
+        lambda d: (d / "vectors.f32").write_bytes(b""),
+        lambda d: (d / "log.txt").unlink(),
+    ],
+    ids=["no-manifest", "bad-json", "other-version", "bad-log", "rows-missing", "no-log"],
+)
+def test_damage_is_reported_as_corrupt(tmp_path: Path, damage) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(5)
+    _build(tmp_path / "v", ["a", "b"], _unit(rng, 2))
+    damage(tmp_path / "v")
+    with pytest.raises(IndexCorrupt):
+        ExactVectorIndex(tmp_path / "v", embedder_id="e", dim=16)
+
+
+def test_another_embedder_or_dimension_is_refused(tmp_path: Path) -> None:
+    _build(tmp_path / "v", ["a"], _unit(np.random.default_rng(6), 1))
+    with pytest.raises(IndexCorrupt, match="embedder_id"):
+        ExactVectorIndex(tmp_path / "v", embedder_id="other", dim=16)
+    with pytest.raises(IndexCorrupt, match="dim"):
+        ExactVectorIndex(tmp_path / "v", embedder_id="e", dim=32)
+
+
+def test_bad_input_is_rejected_and_nothing_is_written(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    idx = _build(tmp_path / "v", ["a"], _unit(rng, 1))
+    with pytest.raises(ValueError, match="dimensions"):
+        idx.add(["b"], _unit(rng, 1, dim=8))
+    with pytest.raises(ValueError, match="newline"):
+        idx.add(["b\nc"], _unit(rng, 1))
+    assert ExactVectorIndex(tmp_path / "v", embedder_id="e", dim=16).count() == 1
+
+
+def test_an_empty_index_answers_nothing(tmp_path: Path) -> None:
+    idx = ExactVectorIndex.rebuild_from(tmp_path / "v", [], embedder_id="e", dim=16)
+    assert idx.search(np.ones(16, np.float32), 5) == [] and idx.count() == 0
+
+
+def test_tiered_index_switches_to_a_graph_above_its_threshold_and_agrees_with_exact(tmp_path: Path) -> None:
+    from graphrecall.index import TieredVectorIndex
+
+    pytest.importorskip("usearch")
+    rng = np.random.default_rng(8)
+    vecs = _unit(rng, 300)
+    ids = [f"r{i}" for i in range(300)]
+    ExactVectorIndex.rebuild_from(
+        tmp_path / "v", zip(ids[:40], vecs[:40], strict=True), embedder_id="e", dim=16
+    )
+    tv = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, persist_every=50)
+    assert not tv.uses_graph
+    tv.add(ids[40:], vecs[40:])
+    assert tv.uses_graph and (tmp_path / "v" / "hnsw.usearch").exists()
+    tv.delete(["r7"])
+    q = vecs[7] * 0.9 + vecs[8] * 0.1
+    want = [i for i, _ in tv.exact.search(q, 10)]
+    assert [i for i, _ in tv.search(q, 10)] == want and "r7" not in want
+    tv.add(["n1"], _unit(rng, 1))  # after the last save: lives in the log only
+    tv.close()
+    again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
+    assert again.uses_graph and again.count() == 300
+    assert [i for i, _ in again.search(q, 10)] == want
+
+
+def test_tiered_index_rebuilds_a_damaged_graph_from_its_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from graphrecall.index import TieredVectorIndex
+
+    pytest.importorskip("usearch")
+    rng = np.random.default_rng(9)
+    vecs = _unit(rng, 120)
+    ids = [f"r{i}" for i in range(120)]
+    TieredVectorIndex.rebuild_from(tmp_path / "v", zip(ids, vecs, strict=True), embedder_id="e", dim=16)
+    TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100).close()
+    (tmp_path / "v" / "hnsw.usearch").write_bytes(b"\0" * 100)
+    again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
+    assert again.uses_graph and "rebuilding its HNSW graph" in caplog.text
+    assert again.search(vecs[5], 1)[0][0] == "r5"
