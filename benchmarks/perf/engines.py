@@ -1,7 +1,7 @@
 """Index engines compared by ``benchmarks.perf.indexes``, each behind the same small interface.
 
-Every engine gets the same rows (round id, our normalized ``terms`` from ``store.text``, the round's user-side
-MiniLM vector) and answers the same query (``store.text.query_terms`` split into terms, or a query vector), so the
+Every engine gets the same rows (round id, our normalized ``terms`` from ``graphrecall.text``, the round's user-side
+MiniLM vector) and answers the same query (``graphrecall.text.query_terms`` split into terms, or a query vector), so the
 comparison is of engines, not of tokenizers. Lexical engines never see raw user text: our terms are prefixed
 alphanumerics, which is what makes every engine punctuation-safe and gives OR semantics (each term a SHOULD clause).
 

@@ -9,7 +9,7 @@ size; each size is the prefix of that one stream, so every engine indexes exactl
 size has the product schema, rows written through ``store.rounds.write_history`` and the product's indexes built
 once over them (size after each index is recorded: that is the index's footprint), and is queried through a real
 ``ScopeDatabase`` with ``store.rounds.fts_search`` / ``vector_search``, exactly as the retriever does. Queries are
-real LongMemEval questions; lexical engines all get ``store.text.query_terms`` (our tokens, stopwords, stems), vector
+real LongMemEval questions; lexical engines all get ``graphrecall.text.query_terms`` (our tokens, stopwords, stems), vector
 engines the question's MiniLM vector (query embedding is NOT in the latencies here; the product adds ~5 ms).
 
 Phases per size: build (timed), footprint, query latency (k = 60, the retriever's candidates per generator, warm),
@@ -57,7 +57,7 @@ from graphrecall.models import utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
-from graphrecall.store.text import STOPWORDS, query_terms
+from graphrecall.text import STOPWORDS, query_terms
 
 DATA = Path("../shared/data/longmemeval/longmemeval_s_dev.json.gz")
 K = 60
@@ -481,7 +481,7 @@ def semantics(work: Path, embedder_id: str) -> dict[str, Any]:
         "d2": "We're running late: the meeting moved to 3.5pm.",
         "d3": 'He said "C++ is hard"; I said no.',
     }
-    from graphrecall.store.text import index_terms
+    from graphrecall.text import index_terms
 
     cases = {
         "adopting cats?": {"d1"},

@@ -19,7 +19,7 @@ from graphrecall import Memory, Scope
 from graphrecall.index import ExactVectorIndex, ScopeIndexes, TantivyLexicalIndex, index_dir
 from graphrecall.index.source import RoundSource
 from graphrecall.store import rounds as q
-from graphrecall.store.text import query_terms
+from graphrecall.text import query_terms
 
 pytest.importorskip("tantivy")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from graphrecall.index import IndexCorrupt, TantivyLexicalIndex
-from graphrecall.store.text import index_terms, query_terms
+from graphrecall.text import index_terms, query_terms
 
 pytest.importorskip("tantivy")
 

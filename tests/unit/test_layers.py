@@ -22,20 +22,22 @@ FLOORS: dict[str, int] = {
     "embed": 1, "llm": 1,
     # 2 the store of record
     "store": 2,
-    # 3 what builds rows for the store and what ranks them
-    "ingest": 3, "extract": 3, "retrieve": 3,
-    # 4 reading answers
-    "read": 4,
-    # 5 services below the facade
-    "recall": 5, "writer": 5,
-    # 6 the facade
-    "memory": 6, "aio": 6, "testing": 6,
-    # 7 surfaces
-    "formats": 7, "cli": 7, "cli_common": 7, "cli_extract": 7, "server": 7, "__main__": 7,
+    # 3 indexes derived from it
+    "index": 3,
+    # 4 what builds rows for the store and what ranks them
+    "ingest": 4, "extract": 4, "retrieve": 4,
+    # 5 reading answers
+    "read": 5,
+    # 6 services below the facade
+    "recall": 6, "writer": 6,
+    # 7 the facade
+    "memory": 7, "aio": 7, "testing": 7,
+    # 8 surfaces
+    "formats": 8, "cli": 8, "cli_common": 8, "cli_extract": 8, "server": 8, "__main__": 8,
 }  # fmt: skip
 # Floors whose modules may import each other (the ground floor's helpers, the facade and its async twin, the
 # surfaces). Elsewhere siblings stay apart.
-OPEN_FLOORS = {0, 6, 7}
+OPEN_FLOORS = {0, 7, 8}
 # Edges that the floors would allow but the design forbids: the Reader sees memory only through its protocol.
 FORBIDDEN = {("read", "store"), ("read", "memory")}
 

@@ -6,8 +6,8 @@ it (same BM25 over the same terms), has no megabyte floor per index (Kuzu's FTS 
 commits incrementally and durably, and reopened cleanly after every kill -9 mid-commit. bm25s rewrites all of its
 files on every change and was left unreadable by a kill -9.
 
-Documents are indexed from ``store.text.index_terms`` with tantivy's ``whitespace`` tokenizer, and a query is a
-BooleanQuery of one SHOULD TermQuery per ``store.text.query_terms`` term: our stopwords and stemming, OR semantics,
+Documents are indexed from ``graphrecall.text.index_terms`` with tantivy's ``whitespace`` tokenizer, and a query is a
+BooleanQuery of one SHOULD TermQuery per ``graphrecall.text.query_terms`` term: our stopwords and stemming, OR semantics,
 and no user text ever reaches tantivy's query parser (which rejects ``What's ...?``, quotes, colons), so any
 natural-language question is safe.
 """
@@ -103,7 +103,7 @@ class TantivyLexicalIndex:
 
     # -- reading -----------------------------------------------------------------------------------------------
     def search(self, terms: Sequence[str], k: int) -> list[tuple[str, float]]:
-        """Top-k (id, BM25 score); ``terms`` are ``store.text.query_terms(question).split()``."""
+        """Top-k (id, BM25 score); ``terms`` are ``graphrecall.text.query_terms(question).split()``."""
         unique = list(dict.fromkeys(x for x in terms if x))
         if not unique or k <= 0:
             return []

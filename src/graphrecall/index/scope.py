@@ -31,7 +31,7 @@ class IndexSource(Protocol):
     """Where a rebuild reads from: the scope's Kuzu database (the store of record)."""
 
     def lexical_rows(self, name: str) -> Iterable[tuple[str, str]]:
-        """(id, ``store.text.index_terms`` string) for every row the lexical index ``name`` covers."""
+        """(id, ``graphrecall.text.index_terms`` string) for every row the lexical index ``name`` covers."""
         ...
 
     def vector_rows(self, name: str) -> Iterable[tuple[str, F32]]:
