@@ -39,6 +39,7 @@ from graphrecall.models import (
     Context,
     Entity,
     Event,
+    ExtractionJob,
     ExtractionResult,
     Fact,
     Hit,
@@ -52,6 +53,7 @@ from graphrecall.models import (
     TimeRange,
 )
 from graphrecall.read.models import Answer
+from graphrecall.recall import ScopeRecall
 
 
 class AsyncMemory:
@@ -207,6 +209,21 @@ class AsyncMemory:
             limit=limit,
             offset=offset,
         )
+
+    async def recall(self, scope: ScopeLike, question_date: datetime | str | None = None) -> ScopeRecall:
+        return await asyncio.to_thread(self.memory.recall, scope, question_date)
+
+    async def extraction_jobs(self, scope: ScopeLike | None = None) -> list[ExtractionJob]:
+        return await asyncio.to_thread(self.memory.extraction_jobs, scope)
+
+    async def retry_extraction(self, scope: ScopeLike) -> int:
+        return await asyncio.to_thread(self.memory.retry_extraction, scope)
+
+    async def wait_for_extraction(self, timeout: float | None = None) -> bool:
+        return await asyncio.to_thread(self.memory.wait_for_extraction, timeout)
+
+    async def flush(self) -> None:
+        await asyncio.to_thread(self.memory.flush)
 
     async def history(self, scope: ScopeLike, fact_id: str) -> list[Fact]:
         return await asyncio.to_thread(self.memory.history, scope, fact_id)

@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphrecall.errors import GraphRecallError
+from graphrecall.errors import ConfigurationError
 
 ALL_ORGS = "*"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
 
-class ServerConfigError(GraphRecallError):
+class ServerConfigError(ConfigurationError):
     """The server cannot start safely as configured (bad keys file, no keys on a public interface)."""
 
     code = "server_config"
