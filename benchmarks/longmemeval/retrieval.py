@@ -114,6 +114,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="ingest questions last-first (same results; lets a run going forwards share work via --embed-seed)",
     )
+    p.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="score only the questions cached with these settings, ingest nothing",
+    )
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds over questions (0: none)")
     p.add_argument("--seed", type=int, default=0, help="seed of the fold assignment")
     p.add_argument(
@@ -482,8 +487,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     jsonl = args.out / "retrieval.jsonl"
-    done = _load_done(jsonl) if args.resume else {}
-    if not args.resume and jsonl.exists():
+    resume = args.resume or args.cached_only  # --cached-only never deletes the cache it reads
+    done = _load_done(jsonl) if resume else {}
+    if not resume and jsonl.exists():
         jsonl.unlink()
     settings = Settings()
     if args.config:
@@ -554,6 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "embed_cache_misses": embedder.misses if embedder else 0,
         "context_budgets": budgets,
         "questions_from_cache": len(questions) - len(todo),
+        "cached_only": args.cached_only,
         "wall_s": time.perf_counter() - t_start,
         "bm25": {"k1": 1.5, "b": 0.75, "tokens": "lower-case \\w+"},
         "turn_unit": "round (user turn + following assistant reply); relevant = holds a has_answer message",
