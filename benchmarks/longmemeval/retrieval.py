@@ -165,8 +165,22 @@ def score_question(
     context: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, dict[str, int | None]], bool, list[str]]:
     session_of = {r.id: r.session_id for r in labelled}
-    ev_sessions = list(q.answer_session_ids)
     ev_rounds = sorted(data.evidence_rounds(q, labelled))
+    scores, firsts = score_ranked(
+        ranked_by_system, session_of, list(q.answer_session_ids), ev_rounds, ks, context
+    )
+    return scores, firsts, bool(ev_rounds), ev_rounds
+
+
+def score_ranked(
+    ranked_by_system: Mapping[str, list[str]],
+    session_of: Mapping[str, str],
+    ev_sessions: Sequence[str],
+    ev_rounds: Sequence[str],
+    ks: Sequence[int],
+    context: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, dict[str, int | None]]]:
+    """Session and turn metrics of each system's ranking (turn level only when there are evidence rounds)."""
     scores: dict[str, dict[str, dict[str, float]]] = {}
     firsts: dict[str, dict[str, int | None]] = {}
     for name, ranked in ranked_by_system.items():
@@ -178,7 +192,7 @@ def score_question(
             firsts[name]["turn"] = metrics.first_rank(ranked, ev_rounds)
     if context:
         scores["ours"]["context"] = context_scores(context, ev_sessions, ev_rounds)
-    return scores, firsts, bool(ev_rounds), ev_rounds
+    return scores, firsts
 
 
 def context_scores(
@@ -473,7 +487,15 @@ def rescore(
     ingest, no search)."""
     ranked = {name: row.ranked[name] for name in (*wanted, "bm25")}
     context = {str(b): row.context[str(b)] for b in budgets}
-    scores, firsts, _, _ = score_question(q, ranked, data.all_rounds(q), ks, context)
+    # Labels come from the row (computed when it was searched); a round id is "<session id>@<index>", and every
+    # ranked id was checked against the library's round builder then. Rebuilding the rounds here would cost
+    # their term indexing (seconds per question) for nothing.
+    known = {s.session_id for s in q.sessions}
+    session_of = {rid: rid.rsplit("@", 1)[0] for lst in ranked.values() for rid in lst}
+    strays = sorted({sid for sid in session_of.values() if sid not in known})
+    if strays:
+        raise ValueError(f"{q.question_id}: cached rounds name sessions not in the haystack: {strays[:3]}")
+    scores, firsts = score_ranked(ranked, session_of, row.evidence_sessions, row.evidence_rounds, ks, context)
     extra = row.extra | {"systems": {name: wanted[name] for name in wanted}}
     return replace(row, ranked=ranked, scores=scores, first_rank=firsts, context=context, extra=extra)
 
