@@ -519,6 +519,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     # What each system was searched with, recorded per row so a cache is reused only for the same settings.
     wanted: dict[str, Any] = {"ours": args.config or {}} | dict(args.variant)
     budgets = args.context_budgets
+    if args.cached_only:
+        usable = {
+            q.question_id
+            for q in questions
+            if q.question_id in done and reusable(done[q.question_id], wanted, budgets)
+        }
+        if len(usable) < len(questions):
+            print(
+                f"--cached-only: {len(questions) - len(usable)} questions without a usable cached row are left out"
+            )
+        questions = [q for q in questions if q.question_id in usable]
+        if not questions:
+            print("no cached questions to score", file=sys.stderr)
+            return 2
     todo = [
         q
         for q in (reversed(questions) if args.reverse else questions)

@@ -250,3 +250,42 @@ def test_cross_validation_over_question_rows_reports_held_out_and_in_sample(tmp_
     assert res.in_sample["default"]["system"] == "ours"
     assert set(res.pooled_by_group) == {"multi-session", "single-session-user"}
     assert "session.ndcg_any@10" in res.held_out
+
+
+def test_cached_only_scores_the_cached_questions_and_ingests_nothing(tmp_path: Path) -> None:
+    from benchmarks.longmemeval.retrieval import main
+
+    raws = [_raw_question(f"q{i}", "multi-session" if i % 2 else "single-session-user") for i in range(5)]
+    path = _write(tmp_path, raws)
+    questions = data.load(path)
+    out = tmp_path / "out"
+    out.mkdir()
+    with Memory.open(tmp_path / "store", embedder=HashingEmbedder(64)) as mem:
+        rows = [run_question(mem, q, [5, 10], budgets=[2000]) for q in questions[:4]]
+    with (out / "retrieval.jsonl").open("w") as f:
+        for r in rows:
+            r.extra["systems"] = {"ours": {}}
+            f.write(json.dumps(r.__dict__) + "\n")
+    assert (
+        main(
+            [
+                "--data",
+                str(path),
+                "--out",
+                str(out),
+                "--cached-only",
+                "--context-budgets",
+                "2000",
+                "--folds",
+                "2",
+            ]
+        )
+        == 0
+    )
+    report = json.loads((out / "retrieval.json").read_text())
+    assert report["summary"]["n_questions"] == 4  # q4 was never cached: left out, not ingested
+    assert report["config"]["questions_from_cache"] == 4
+    assert report["summary"]["cv"]["k"] == 2
+    assert "Cross-validated (2 folds" in (out / "retrieval.md").read_text()
+    # A budget the cache was not probed at makes every row unusable: nothing to score.
+    assert main(["--data", str(path), "--out", str(out), "--cached-only", "--context-budgets", "4000"]) == 2
