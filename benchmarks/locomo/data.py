@@ -4,7 +4,7 @@ A LoCoMo sample has ``conversation`` (``speaker_a``, ``speaker_b``, ``session_N`
 ``dia_id`` and ``text``, and ``session_N_date_time`` such as "1:56 pm on 8 May, 2023") and ``qa`` items
 (``question``, ``answer``, ``evidence`` dia ids, ``category``). Both speakers are people; ``speaker_a`` is stored as
 the user and ``speaker_b`` as the other party, each turn prefixed with the speaker's name so that questions about
-either person find their words. Categories (as in the released data): 1 multi-hop, 2 temporal, 3 open-domain,
+either person find their words (or, with ``both_user``, both speakers as user turns). Categories (as in the released data): 1 multi-hop, 2 temporal, 3 open-domain,
 4 single-hop, 5 adversarial (no answer in the conversation; left out by default, as in most published results).
 """
 
@@ -44,6 +44,8 @@ class Conversation:
     sessions: tuple[dict[str, Any], ...]
     last_date: datetime
     qa: tuple[QA, ...]
+    # Per session, the dia id of each stored message (same order): labels for scoring, never stored.
+    dia_ids: tuple[tuple[str, ...], ...] = ()
 
 
 def parse_locomo_date(text: str) -> datetime:
@@ -57,11 +59,12 @@ def parse_locomo_date(text: str) -> datetime:
     raise ValueError(f"unrecognised LoCoMo date {text!r}")
 
 
-def _conversation(raw: dict[str, Any], categories: set[int]) -> Conversation:
+def _conversation(raw: dict[str, Any], categories: set[int], both_user: bool = False) -> Conversation:
     conv = raw["conversation"]
     a, b = str(conv["speaker_a"]), str(conv["speaker_b"])
     numbers = sorted(int(m[1]) for key in conv if (m := _SESSION.match(key)))
     sessions = []
+    dia_ids: list[tuple[str, ...]] = []
     last = datetime.min
     for n in numbers:
         turns = conv[f"session_{n}"]
@@ -69,12 +72,16 @@ def _conversation(raw: dict[str, Any], categories: set[int]) -> Conversation:
             continue
         when = parse_locomo_date(str(conv[f"session_{n}_date_time"]))
         last = max(last, when)
+        kept = [t for t in turns if str(t.get("text", "")).strip()]
         messages = [
-            {"role": "user" if t["speaker"] == a else "assistant", "content": f"{t['speaker']}: {t['text']}"}
-            for t in turns
-            if str(t.get("text", "")).strip()
+            {
+                "role": "user" if both_user or t["speaker"] == a else "assistant",
+                "content": f"{t['speaker']}: {t['text']}",
+            }
+            for t in kept
         ]
         sessions.append({"session_id": f"session_{n}", "date": when.isoformat(), "messages": messages})
+        dia_ids.append(tuple(str(t.get("dia_id", "")) for t in kept))
     sample = str(raw.get("sample_id", "conv"))
     qa = tuple(
         QA(
@@ -85,14 +92,17 @@ def _conversation(raw: dict[str, Any], categories: set[int]) -> Conversation:
         for i, item in enumerate(raw["qa"])
         if int(item["category"]) in categories
     )  # fmt: skip
-    return Conversation(sample, a, b, tuple(sessions), last, qa)
+    return Conversation(sample, a, b, tuple(sessions), last, qa, tuple(dia_ids))
 
 
-def load(path: str | Path, categories: set[int] | None = None) -> list[Conversation]:
+def load(
+    path: str | Path, categories: set[int] | None = None, *, both_user: bool = False
+) -> list[Conversation]:
     """Conversations of a LoCoMo file (``.json`` or ``.json.gz``) with their QA items of ``categories``
-    (default 1-4)."""
+    (default 1-4). ``both_user`` stores both speakers' turns as user messages (each still prefixed with its
+    speaker's name) instead of speaker B as the other party."""
     raw = load_list(path, "LoCoMo", "conversations")
-    return [_conversation(item, categories or {1, 2, 3, 4}) for item in raw]
+    return [_conversation(item, categories or {1, 2, 3, 4}, both_user) for item in raw]
 
 
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")

@@ -66,19 +66,21 @@ def first_rank(ranked: Sequence[str], relevant: Collection[str]) -> int | None:
     return next((i for i, item in enumerate(ranked, start=1) if item in rel), None)
 
 
-def mean_scores(rows: Iterable[Scores]) -> Scores:
+def mean_scores(rows: Iterable[Mapping[str, float]]) -> Scores:
+    """Mean of each metric over the rows that have it (a metric undefined for a row, e.g. turn coverage of a
+    question without evidence turns, is left out of that metric's mean rather than counted as 0)."""
     sums: dict[str, float] = defaultdict(float)
-    n = 0
+    counts: dict[str, int] = defaultdict(int)
     for row in rows:
-        n += 1
         for key, v in row.items():
             sums[key] += v
-    return {key: v / n for key, v in sums.items()} if n else {}
+            counts[key] += 1
+    return {key: v / counts[key] for key, v in sums.items()}
 
 
-def by_group(rows: Iterable[tuple[str, Scores]]) -> dict[str, tuple[int, Scores]]:
+def by_group(rows: Iterable[tuple[str, Mapping[str, float]]]) -> dict[str, tuple[int, Scores]]:
     """Mean scores per group (e.g. question type), with the group size, groups sorted by name."""
-    groups: dict[str, list[Scores]] = defaultdict(list)
+    groups: dict[str, list[Mapping[str, float]]] = defaultdict(list)
     for group, row in rows:
         groups[group].append(row)
     return {g: (len(groups[g]), mean_scores(groups[g])) for g in sorted(groups)}

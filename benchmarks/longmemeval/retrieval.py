@@ -20,18 +20,17 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.longmemeval import data, metrics
+from benchmarks.longmemeval import cv, data, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
-from graphrecall import Memory, testing
+from graphrecall import Memory
 from graphrecall.config import RetrievalConfig, Settings
-from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
+from graphrecall.embed import CachedEmbedder, Embedder, SentenceTransformerEmbedder
 from graphrecall.models import Scope
-from graphrecall.retrieve.retriever import HybridRetriever
 
 SEARCH_K = 50
 SYSTEMS = ("ours", "bm25")
@@ -56,6 +55,8 @@ class QuestionResult:
     bm25_s: float
     turn_scoreable: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    # str(token budget) -> {"rounds": round ids inside Memory.context, "sessions": their sessions, "tokens": used}
+    context: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _parse_ks(text: str) -> list[int]:
@@ -68,6 +69,18 @@ def _parse_ks(text: str) -> list[int]:
     return ks
 
 
+def _parse_budgets(text: str) -> list[int]:
+    try:
+        budgets = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--context-budgets must be comma-separated integers, got {text!r}"
+        ) from None
+    if budgets and budgets[0] < 1:
+        raise argparse.ArgumentTypeError(f"--context-budgets must be positive, got {text!r}")
+    return budgets
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.longmemeval.retrieval", description=__doc__.split("\n")[0]
@@ -78,7 +91,36 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/longmemeval"))
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
     p.add_argument("--k-eval", type=_parse_ks, default=[5, 10], help="cut-offs, e.g. 5,10")
-    p.add_argument("--resume", action="store_true", help="reuse per-question rows already in retrieval.jsonl")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse per-question rows in retrieval.jsonl that were searched with the same settings (rescored, "
+        "not re-ingested); only missing or changed questions are ingested",
+    )
+    p.add_argument(
+        "--context-budgets",
+        type=_parse_budgets,
+        default=[2000, 4000],
+        help="token budgets at which Memory.context is checked for holding all gold sessions, e.g. 2000,4000",
+    )
+    p.add_argument(
+        "--embed-seed",
+        type=Path,
+        default=None,
+        help="another run's embedding cache, read-only, consulted before the model (never written)",
+    )
+    p.add_argument(
+        "--reverse",
+        action="store_true",
+        help="ingest questions last-first (same results; lets a run going forwards share work via --embed-seed)",
+    )
+    p.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="score only the questions cached with these settings, ingest nothing",
+    )
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds over questions (0: none)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fold assignment")
     p.add_argument(
         "--config",
         type=_parse_config,
@@ -120,10 +162,25 @@ def score_question(
     ranked_by_system: dict[str, list[str]],
     labelled: Sequence[data.LabelledRound],
     ks: Sequence[int],
+    context: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, dict[str, int | None]], bool, list[str]]:
     session_of = {r.id: r.session_id for r in labelled}
-    ev_sessions = list(q.answer_session_ids)
     ev_rounds = sorted(data.evidence_rounds(q, labelled))
+    scores, firsts = score_ranked(
+        ranked_by_system, session_of, list(q.answer_session_ids), ev_rounds, ks, context
+    )
+    return scores, firsts, bool(ev_rounds), ev_rounds
+
+
+def score_ranked(
+    ranked_by_system: Mapping[str, list[str]],
+    session_of: Mapping[str, str],
+    ev_sessions: Sequence[str],
+    ev_rounds: Sequence[str],
+    ks: Sequence[int],
+    context: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, dict[str, int | None]]]:
+    """Session and turn metrics of each system's ranking (turn level only when there are evidence rounds)."""
     scores: dict[str, dict[str, dict[str, float]]] = {}
     firsts: dict[str, dict[str, int | None]] = {}
     for name, ranked in ranked_by_system.items():
@@ -133,11 +190,29 @@ def score_question(
         if ev_rounds:
             scores[name]["turn"] = metrics.score(ranked, ev_rounds, ks)
             firsts[name]["turn"] = metrics.first_rank(ranked, ev_rounds)
-    return scores, firsts, bool(ev_rounds), ev_rounds
+    if context:
+        scores["ours"]["context"] = context_scores(context, ev_sessions, ev_rounds)
+    return scores, firsts
+
+
+def context_scores(
+    context: Mapping[str, Mapping[str, Any]], ev_sessions: Sequence[str], ev_rounds: Sequence[str]
+) -> dict[str, float]:
+    """Per budget: are all gold sessions (and all evidence rounds, when there are any) inside the context."""
+    out: dict[str, float] = {}
+    for budget, inside in context.items():
+        out[f"sessions_all@{budget}"] = harness.covers_all(inside["sessions"], ev_sessions)
+        if ev_rounds:
+            out[f"rounds_all@{budget}"] = harness.covers_all(inside["rounds"], ev_rounds)
+    return out
 
 
 def run_question(
-    mem: Memory, q: data.Question, ks: Sequence[int], variants: Sequence[tuple[str, HybridRetriever]] = ()
+    mem: Memory,
+    q: data.Question,
+    ks: Sequence[int],
+    variants: Sequence[tuple[str, harness.VariantSearch]] = (),
+    budgets: Sequence[int] = (),
 ) -> QuestionResult:
     scope = Scope(org_id="lme", user_id=q.question_id)
     mem.forget(scope)
@@ -148,13 +223,10 @@ def run_question(
     hits = mem.search(scope, q.question, k=SEARCH_K, question_date=q.question_date)
     t2 = time.perf_counter()
     ranked = {"ours": [h.id for h in hits]}
-    if variants:
-        cutoff = mem.recall(scope, q.question_date).cutoff
-        mem.flush()  # variants read Kuzu only; a small question's sessions may still be in the write log
-        with testing.database(mem, scope, create=False) as db:
-            for name, retriever in variants:
-                found = retriever.search(db, q.question, SEARCH_K, cutoff=cutoff)
-                ranked[name] = [h.id for h in found]
+    qd = data.parse_date(q.question_date)
+    for name, search in variants:
+        ranked[name] = search(scope, q.question, SEARCH_K, qd)
+    context = harness.context_probe(mem, scope, q.question, qd, budgets)
     t2v = time.perf_counter()
     mem.forget(scope)
     bm = BM25([r.text for r in labelled])
@@ -166,7 +238,7 @@ def run_question(
         raise RuntimeError(
             f"{q.question_id}: search returned rounds the benchmark cannot label: {unknown[:3]}"
         )
-    scores, firsts, scoreable, ev_rounds = score_question(q, ranked, labelled, ks)
+    scores, firsts, scoreable, ev_rounds = score_question(q, ranked, labelled, ks, context)
     return QuestionResult(
         question_id=q.question_id,
         question_type=q.question_type,
@@ -181,6 +253,7 @@ def run_question(
         search_s=t2 - t1,
         bm25_s=t3 - t2v,
         turn_scoreable=scoreable,
+        context=context,
     )
 
 
@@ -202,6 +275,17 @@ def summarize(rows: Sequence[QuestionResult], ks: Sequence[int]) -> dict[str, An
                     ).items()
                 },
             }
+    ctx = [r for r in rows if "context" in r.scores.get("ours", {})]
+    if ctx:
+        out["context"] = {
+            "overall": metrics.mean_scores(r.scores["ours"]["context"] for r in ctx),
+            "by_type": {
+                t: {"n": n, **m}
+                for t, (n, m) in metrics.by_group(
+                    (r.question_type, r.scores["ours"]["context"]) for r in ctx
+                ).items()
+            },
+        }
     ingest = [r.ingest_s for r in rows]
     search = [r.search_s for r in rows]
     out["timing"] = {
@@ -215,6 +299,70 @@ def summarize(rows: Sequence[QuestionResult], ks: Sequence[int]) -> dict[str, An
         "rounds_total": sum(r.n_rounds for r in rows),
     }
     return out
+
+
+PRIMARY, TIEBREAK = "session.ndcg_any@10", "session.recall_all@10"
+CV_SHOWN = (
+    "session.recall_all@10",
+    "session.ndcg_any@10",
+    "session.recall_any@5",
+    "turn.recall_any@10",
+    "turn.ndcg_any@10",
+)
+
+
+def cv_items(rows: Sequence[QuestionResult], systems: Sequence[str]) -> list[cv.Item]:
+    """Questions as cross-validation items: each system's session and turn metrics as ``level.metric``."""
+    return [
+        cv.Item(
+            id=r.question_id,
+            group=r.question_type,
+            scores={
+                name: {
+                    f"{level}.{m}": v for level in LEVELS for m, v in r.scores[name].get(level, {}).items()
+                }
+                for name in systems
+            },
+        )
+        for r in rows
+    ]
+
+
+def run_cv(rows: Sequence[QuestionResult], systems: Sequence[str], folds: int, seed: int) -> cv.CVResult:
+    """Cross-validate the choice among ``systems`` (``ours`` = the defaults first) on session ndcg_any@10."""
+    return cv.cross_validate(
+        cv_items(rows, systems),
+        systems,
+        k=folds,
+        seed=seed,
+        primary=PRIMARY,
+        tiebreak=TIEBREAK,
+        default="ours",
+    )
+
+
+def render_context(summary: dict[str, Any]) -> str:
+    """All gold sessions (and all evidence rounds) inside ``Memory.context`` per budget, overall and per type."""
+    ctx = summary.get("context")
+    if not ctx:
+        return ""
+    names = list(ctx["overall"])
+    lines = [
+        "## Context coverage (defaults): all gold sessions / all evidence rounds inside `Memory.context`",
+        "",
+        "| type | n | " + " | ".join(names) + " |",
+        "|---|---:|" + "---:|" * len(names),
+        "| ALL | "
+        + str(summary["n_questions"])
+        + " | "
+        + " | ".join(f"{ctx['overall'][m]:.3f}" for m in names)
+        + " |",
+    ]
+    for t, m in ctx["by_type"].items():
+        lines.append(
+            f"| {t} | {m['n']} | " + " | ".join(f"{m.get(x, float('nan')):.3f}" for x in names) + " |"
+        )
+    return "\n".join(lines)
 
 
 def _metric_names(ks: Sequence[int]) -> list[str]:
@@ -249,6 +397,10 @@ def render_markdown(summary: dict[str, Any], config: dict[str, Any], ks: Sequenc
         lines.append("")
     if config.get("variants"):
         lines += [render_systems(summary, config), ""]
+    if summary.get("context"):
+        lines += [render_context(summary), ""]
+    if summary.get("cv"):
+        lines += [cv.render_markdown(summary["cv"], CV_SHOWN), ""]
     tm = summary["timing"]
     lines += [
         "## Time",
@@ -315,6 +467,39 @@ def _load_done(path: Path) -> dict[str, QuestionResult]:
     return done
 
 
+def reusable(row: QuestionResult, wanted: Mapping[str, Any], budgets: Sequence[int]) -> bool:
+    """A cached row serves this run when it was searched with the same overrides for every wanted system
+    (``ours`` and each variant) and probed at every context budget."""
+    had = row.extra.get("systems", {"ours": None})
+    return all(name in had and had[name] == wanted[name] for name in wanted) and all(
+        str(b) in row.context for b in budgets
+    )
+
+
+def rescore(
+    row: QuestionResult,
+    q: data.Question,
+    wanted: Mapping[str, Any],
+    budgets: Sequence[int],
+    ks: Sequence[int],
+) -> QuestionResult:
+    """A cached row narrowed to this run's systems and budgets, scored again at this run's cut-offs (no
+    ingest, no search)."""
+    ranked = {name: row.ranked[name] for name in (*wanted, "bm25")}
+    context = {str(b): row.context[str(b)] for b in budgets}
+    # Labels come from the row (computed when it was searched); a round id is "<session id>@<index>", and every
+    # ranked id was checked against the library's round builder then. Rebuilding the rounds here would cost
+    # their term indexing (seconds per question) for nothing.
+    known = {s.session_id for s in q.sessions}
+    session_of = {rid: rid.rsplit("@", 1)[0] for lst in ranked.values() for rid in lst}
+    strays = sorted({sid for sid in session_of.values() if sid not in known})
+    if strays:
+        raise ValueError(f"{q.question_id}: cached rounds name sessions not in the haystack: {strays[:3]}")
+    scores, firsts = score_ranked(ranked, session_of, row.evidence_sessions, row.evidence_rounds, ks, context)
+    extra = row.extra | {"systems": {name: wanted[name] for name in wanted}}
+    return replace(row, ranked=ranked, scores=scores, first_rank=firsts, context=context, extra=extra)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     types = [t.strip() for t in args.types.split(",")] if args.types else None
@@ -324,53 +509,76 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     jsonl = args.out / "retrieval.jsonl"
-    done = _load_done(jsonl) if args.resume else {}
-    if not args.resume and jsonl.exists():
+    resume = args.resume or args.cached_only  # --cached-only never deletes the cache it reads
+    done = _load_done(jsonl) if resume else {}
+    if not resume and jsonl.exists():
         jsonl.unlink()
     settings = Settings()
     if args.config:
         settings.retrieval = RetrievalConfig.model_validate(settings.retrieval.model_dump() | args.config)
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(), path=args.embed_cache)
+    # What each system was searched with, recorded per row so a cache is reused only for the same settings.
+    wanted: dict[str, Any] = {"ours": args.config or {}} | dict(args.variant)
+    budgets = args.context_budgets
+    if args.cached_only:
+        usable = {
+            q.question_id
+            for q in questions
+            if q.question_id in done and reusable(done[q.question_id], wanted, budgets)
+        }
+        if len(usable) < len(questions):
+            print(
+                f"--cached-only: {len(questions) - len(usable)} questions without a usable cached row are left out"
+            )
+        questions = [q for q in questions if q.question_id in usable]
+        if not questions:
+            print("no cached questions to score", file=sys.stderr)
+            return 2
+    todo = [
+        q
+        for q in (reversed(questions) if args.reverse else questions)
+        if not (q.question_id in done and reusable(done[q.question_id], wanted, budgets))
+    ]
+    model: Embedder = SentenceTransformerEmbedder()
+    if args.embed_seed:
+        model = harness.SeededEmbedder(model, args.embed_seed)
+    embedder = CachedEmbedder(model, path=args.embed_cache) if todo else None
     # A SIGTERM (e.g. ``kill`` on a background run) unwinds like Ctrl-C, so the temporary store is removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     root = Path(tempfile.mkdtemp(prefix="lme-retrieval-"))
-    rows: list[QuestionResult] = []
+    fresh: dict[str, QuestionResult] = {}
     t_start = time.perf_counter()
     try:
         settings.root = root
-        with Memory.open(root, embedder=embedder, settings=settings) as mem, jsonl.open("a") as out:
-            variants = [
-                (
-                    name,
-                    HybridRetriever(
-                        mem.embedder,
-                        RetrievalConfig.model_validate(settings.retrieval.model_dump() | overrides),
-                        testing.retriever(mem).reranker,
-                    ),
-                )
-                for name, overrides in args.variant
-            ]
-            for i, q in enumerate(questions, start=1):
-                if q.question_id in done:
-                    rows.append(done[q.question_id])
-                    continue
-                r = run_question(mem, q, args.k_eval, variants)
-                rows.append(r)
-                out.write(json.dumps(r.__dict__) + "\n")
-                out.flush()
-                k10 = max(args.k_eval)
-                o, b = r.scores["ours"]["session"], r.scores["bm25"]["session"]
-                print(
-                    f"[{i}/{len(questions)}] {q.question_id} {q.question_type:<26} "
-                    f"ingest {r.ingest_s:5.1f}s search {r.search_s * 1000:4.0f}ms  "
-                    f"sess recall_all@{k10} {o[f'recall_all@{k10}']:.0f}/{b[f'recall_all@{k10}']:.0f}  "
-                    f"first evidence round {r.first_rank['ours'].get('turn')}/{r.first_rank['bm25'].get('turn')}  "
-                    f"cache {embedder.hits}h/{embedder.misses}m",
-                    flush=True,
-                )
+        if todo:
+            print(f"{len(questions) - len(todo)} questions from the cache, {len(todo)} to ingest", flush=True)
+            with Memory.open(root, embedder=embedder, settings=settings) as mem, jsonl.open("a") as out:
+                variants = harness.variant_searchers(mem, settings.retrieval, dict(args.variant))
+                for i, q in enumerate(todo, start=1):
+                    r = run_question(mem, q, args.k_eval, variants, budgets)
+                    r.extra["systems"] = wanted
+                    fresh[q.question_id] = r
+                    out.write(json.dumps(r.__dict__) + "\n")
+                    out.flush()
+                    k10 = max(args.k_eval)
+                    o, b = r.scores["ours"]["session"], r.scores["bm25"]["session"]
+                    print(
+                        f"[{i}/{len(todo)}] {q.question_id} {q.question_type:<26} "
+                        f"ingest {r.ingest_s:5.1f}s search {r.search_s * 1000:4.0f}ms  "
+                        f"sess recall_all@{k10} {o[f'recall_all@{k10}']:.0f}/{b[f'recall_all@{k10}']:.0f}  "
+                        f"first evidence round {r.first_rank['ours'].get('turn')}/{r.first_rank['bm25'].get('turn')}",
+                        flush=True,
+                    )
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    rows = [
+        fresh[q.question_id]
+        if q.question_id in fresh
+        else rescore(done[q.question_id], q, wanted, budgets, args.k_eval)
+        for q in questions
+    ]
     summary = summarize(rows, args.k_eval)
+    if args.folds:
+        summary["cv"] = run_cv(rows, list(wanted), args.folds, args.seed).as_dict()
     config: dict[str, Any] = {
         "command": "python -m benchmarks.longmemeval.retrieval "
         + " ".join(sys.argv[1:] if argv is None else argv),
@@ -379,13 +587,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "types": types,
         "k_eval": args.k_eval,
         "search_k": SEARCH_K,
-        "embedder": embedder.id,
+        "embedder": SentenceTransformerEmbedder.__name__ if embedder is None else embedder.id,
         "retrieval_config": settings.retrieval.model_dump(),
         "config_overrides": args.config,
         "variants": dict(args.variant),
         "reranker": settings.reranker,
-        "embed_cache_hits": embedder.hits,
-        "embed_cache_misses": embedder.misses,
+        "embed_cache_hits": embedder.hits if embedder else 0,
+        "embed_cache_misses": embedder.misses if embedder else 0,
+        "context_budgets": budgets,
+        "questions_from_cache": len(questions) - len(todo),
+        "cached_only": args.cached_only,
         "wall_s": time.perf_counter() - t_start,
         "bm25": {"k1": 1.5, "b": 0.75, "tokens": "lower-case \\w+"},
         "turn_unit": "round (user turn + following assistant reply); relevant = holds a has_answer message",
@@ -396,6 +607,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_table(summary, args.k_eval)
     if args.variant:
         print("\n" + render_systems(summary, config))
+    if summary.get("context"):
+        print("\n" + render_context(summary))
+    if summary.get("cv"):
+        print("\n" + cv.render_markdown(summary["cv"], CV_SHOWN))
     print(f"\nwrote {args.out / 'retrieval.json'} and {args.out / 'retrieval.md'}")
     return 0
 

@@ -15,14 +15,22 @@ import pytest
 # includes the root, put it on the path here).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.longmemeval import data, metrics
+from benchmarks.longmemeval import data, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
-from benchmarks.longmemeval.retrieval import _parser, render_systems, run_question, summarize
+from benchmarks.longmemeval.retrieval import (
+    _parser,
+    render_context,
+    render_systems,
+    rescore,
+    reusable,
+    run_cv,
+    run_question,
+    summarize,
+)
 
 from graphrecall import Memory
 from graphrecall.config import RetrievalConfig
 from graphrecall.embed import HashingEmbedder
-from graphrecall.retrieve.retriever import HybridRetriever
 
 
 # -- metrics ---------------------------------------------------------------------------------------------------
@@ -169,9 +177,9 @@ def test_run_question_ranks_and_scores_both_systems_and_leaves_no_scope(tmp_path
 def test_variants_are_searched_over_the_same_scope_and_scored_beside_ours(tmp_path: Path) -> None:
     (q,) = data.load(_write(tmp_path, [_raw_question()]))
     with Memory.open(tmp_path / "store", embedder=HashingEmbedder(64)) as mem:
-        lexical_only = RetrievalConfig(weights={"vector": 0.0, "bm25": 1.0, "bm25_user": 0.0}, time_boost=0.0)
-        variant = HybridRetriever(mem.embedder, lexical_only)
-        r = run_question(mem, q, [1, 5], [("lexical", variant)])
+        lexical_only = {"weights": {"vector": 0.0, "bm25": 1.0, "bm25_user": 0.0}, "time_boost": 0.0}
+        variants = harness.variant_searchers(mem, RetrievalConfig(), {"lexical": lexical_only})
+        r = run_question(mem, q, [1, 5], variants)
         assert mem.scopes() == []
     assert set(r.scores) == {"ours", "lexical", "bm25"}
     # Only rounds sharing a term with the question can come from a BM25-only system.
@@ -189,3 +197,95 @@ def test_variants_are_searched_over_the_same_scope_and_scored_beside_ours(tmp_pa
 def test_a_bad_variant_is_refused_with_the_offending_text(arg: str) -> None:
     with pytest.raises(SystemExit):
         _parser().parse_args(["--data", "x.json", "--variant", arg])
+
+
+# -- context coverage, cache reuse, cross-validation -------------------------------------------------------------
+def test_context_coverage_is_measured_per_budget_through_memory_context(tmp_path: Path) -> None:
+    (q,) = data.load(_write(tmp_path, [_raw_question()]))
+    with Memory.open(tmp_path / "store", embedder=HashingEmbedder(64)) as mem:
+        r = run_question(mem, q, [1, 5], budgets=[40, 4000])
+    assert set(r.context) == {"40", "4000"}
+    # 4000 tokens hold the whole 3-round haystack: the gold session and its evidence round are inside.
+    assert r.scores["ours"]["context"]["sessions_all@4000"] == 1.0
+    assert r.scores["ours"]["context"]["rounds_all@4000"] == 1.0
+    assert r.context["40"]["tokens"] <= 40 and len(r.context["40"]["rounds"]) < 3
+    summary = summarize([r], [1, 5])
+    assert summary["context"]["overall"]["sessions_all@4000"] == 1.0
+    assert "| ALL | 1 |" in render_context(summary)
+
+
+def test_covers_all_needs_every_gold_item() -> None:
+    assert harness.covers_all(["a", "b", "c"], ["a", "c"]) == 1.0
+    assert harness.covers_all(["a", "b"], ["a", "c"]) == 0.0
+    assert harness.covers_all(["a"], []) == 0.0
+
+
+def test_a_cached_row_is_reused_only_for_the_same_settings_and_budgets(tmp_path: Path) -> None:
+    (q,) = data.load(_write(tmp_path, [_raw_question()]))
+    with Memory.open(tmp_path / "store", embedder=HashingEmbedder(64)) as mem:
+        variants = harness.variant_searchers(mem, RetrievalConfig(), {"k60": {"rrf_k": 60}})
+        r = run_question(mem, q, [1, 5], variants, budgets=[2000])
+    r.extra["systems"] = {"ours": {}, "k60": {"rrf_k": 60}}
+    assert reusable(r, {"ours": {}}, [2000])
+    assert reusable(r, {"ours": {}, "k60": {"rrf_k": 60}}, [2000])
+    assert not reusable(r, {"ours": {}, "k60": {"rrf_k": 45}}, [2000])  # same name, other settings
+    assert not reusable(r, {"ours": {"rrf_k": 10}}, [2000])
+    assert not reusable(r, {"ours": {}}, [2000, 4000])
+    narrowed = rescore(r, q, {"ours": {}}, [2000], [10])
+    assert set(narrowed.ranked) == {"ours", "bm25"} and set(narrowed.scores) == {"ours", "bm25"}
+    assert (
+        "recall_all@10" in narrowed.scores["ours"]["session"]
+        and "recall_all@5" not in narrowed.scores["ours"]["session"]
+    )
+
+
+def test_cross_validation_over_question_rows_reports_held_out_and_in_sample(tmp_path: Path) -> None:
+    raws = [_raw_question(f"q{i}", "multi-session" if i % 2 else "single-session-user") for i in range(6)]
+    questions = data.load(_write(tmp_path, raws))
+    with Memory.open(tmp_path / "store", embedder=HashingEmbedder(64)) as mem:
+        variants = harness.variant_searchers(mem, RetrievalConfig(), {"k60": {"rrf_k": 60}})
+        rows = [run_question(mem, q, [5, 10], variants) for q in questions]
+    res = run_cv(rows, ["ours", "k60"], folds=3, seed=0)
+    assert sum(f.n_test for f in res.folds) == 6
+    assert res.in_sample["default"]["system"] == "ours"
+    assert set(res.pooled_by_group) == {"multi-session", "single-session-user"}
+    assert "session.ndcg_any@10" in res.held_out
+
+
+def test_cached_only_scores_the_cached_questions_and_ingests_nothing(tmp_path: Path) -> None:
+    from benchmarks.longmemeval.retrieval import main
+
+    raws = [_raw_question(f"q{i}", "multi-session" if i % 2 else "single-session-user") for i in range(5)]
+    path = _write(tmp_path, raws)
+    questions = data.load(path)
+    out = tmp_path / "out"
+    out.mkdir()
+    with Memory.open(tmp_path / "store", embedder=HashingEmbedder(64)) as mem:
+        rows = [run_question(mem, q, [5, 10], budgets=[2000]) for q in questions[:4]]
+    with (out / "retrieval.jsonl").open("w") as f:
+        for r in rows:
+            r.extra["systems"] = {"ours": {}}
+            f.write(json.dumps(r.__dict__) + "\n")
+    assert (
+        main(
+            [
+                "--data",
+                str(path),
+                "--out",
+                str(out),
+                "--cached-only",
+                "--context-budgets",
+                "2000",
+                "--folds",
+                "2",
+            ]
+        )
+        == 0
+    )
+    report = json.loads((out / "retrieval.json").read_text())
+    assert report["summary"]["n_questions"] == 4  # q4 was never cached: left out, not ingested
+    assert report["config"]["questions_from_cache"] == 4
+    assert report["summary"]["cv"]["k"] == 2
+    assert "Cross-validated (2 folds" in (out / "retrieval.md").read_text()
+    # A budget the cache was not probed at makes every row unusable: nothing to score.
+    assert main(["--data", str(path), "--out", str(out), "--cached-only", "--context-budgets", "4000"]) == 2

@@ -1,0 +1,127 @@
+"""What the retrieval benchmarks (LongMemEval, LoCoMo) ask of a filled ``Memory`` besides a plain search.
+
+Two probes, shared so both benchmarks measure the same thing:
+
+- ``variant_searchers``: search one ingested scope with other ``RetrievalConfig`` overrides, so several settings
+  are scored over identical stores (ingest once, search many). This is the only place a benchmark reaches below
+  ``Memory``, through the explicit ``graphrecall.testing`` seam.
+- ``context_probe``: which rounds and sessions ``Memory.context`` puts in front of a reader at each token budget
+  (public API only), because a retriever that ranks the evidence 8th helps nobody if the context stops at 6.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphrecall import Memory, testing
+from graphrecall.config import RetrievalConfig
+from graphrecall.embed import Embedder, TextKind, Vectors
+from graphrecall.models import Scope
+from graphrecall.retrieve.retriever import HybridRetriever
+
+# (scope, query, k, question_date) -> round ids, best first
+VariantSearch = Callable[[Scope, str, int, datetime | None], list[str]]
+
+
+def variant_searchers(
+    mem: Memory, base: RetrievalConfig, variants: Mapping[str, Mapping[str, Any]]
+) -> list[tuple[str, VariantSearch]]:
+    """One search function per named override set, each over ``mem``'s stores with ``base`` + overrides.
+
+    The variant retrievers share ``mem``'s embedder and reranker, and see what ``Memory.search`` would see: the
+    same cutoff for the question date, and the scope's write log flushed into Kuzu first."""
+    out: list[tuple[str, VariantSearch]] = []
+    reranker = testing.retriever(mem).reranker
+    for name, overrides in variants.items():
+        config = RetrievalConfig.model_validate(base.model_dump() | dict(overrides))
+        retriever = HybridRetriever(mem.embedder, config, reranker)
+
+        def search(
+            scope: Scope, query: str, k: int, qd: datetime | None, _r: HybridRetriever = retriever
+        ) -> list[str]:
+            cutoff = mem.recall(scope, qd).cutoff
+            mem.flush()
+            with testing.database(mem, scope) as db:
+                return [h.id for h in _r.search(db, query, k, cutoff=cutoff)]
+
+        out.append((name, search))
+    return out
+
+
+def context_probe(
+    mem: Memory, scope: Scope, query: str, question_date: datetime | str | None, budgets: Sequence[int]
+) -> dict[str, dict[str, Any]]:
+    """For each budget, the round ids and session ids inside ``Memory.context`` and the tokens it used."""
+    out: dict[str, dict[str, Any]] = {}
+    for budget in budgets:
+        ctx = mem.context(scope, query, token_budget=budget, question_date=question_date)
+        out[str(budget)] = {
+            "rounds": [h.id for h in ctx.hits],
+            "sessions": list(dict.fromkeys(h.session_id for h in ctx.hits)),
+            "tokens": ctx.token_count,
+        }
+    return out
+
+
+def covers_all(inside: Collection[str], gold: Collection[str]) -> float:
+    """1.0 when every gold item is inside (and there is at least one gold item), else 0.0."""
+    return 1.0 if gold and set(gold) <= set(inside) else 0.0
+
+
+class SeededEmbedder:
+    """An embedder that first looks texts up, read-only, in another run's ``CachedEmbedder`` file.
+
+    Two benchmark runs over the same data on one machine (e.g. before/after a change, in two checkouts) embed the
+    same texts; with this, the second run reuses what the first already computed without ever writing to the
+    first run's file. Keys follow ``CachedEmbedder``'s (model id, text kind, text); a key scheme change only
+    costs misses, never wrong vectors, since a miss falls through to the model."""
+
+    def __init__(self, inner: Embedder, seed: Path) -> None:
+        if not seed.exists():
+            raise FileNotFoundError(f"--embed-seed {seed} does not exist")
+        self.inner = inner
+        self._db = sqlite3.connect(f"file:{seed}?mode=ro", uri=True, check_same_thread=False)
+        self._lock = threading.Lock()
+        self.seeded = 0
+
+    @property
+    def id(self) -> str:
+        return self.inner.id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def _key(self, text: str, kind: TextKind) -> bytes:
+        return hashlib.sha256(f"{self.inner.id}\x00{kind}\x00{text}".encode()).digest()[:20]
+
+    def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
+        keys = [self._key(t, kind) for t in texts]
+        found: dict[bytes, Vectors] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                try:
+                    rows = self._db.execute(f"SELECT k, v FROM vec WHERE k IN ({marks})", chunk).fetchall()
+                except sqlite3.Error:  # the other run's file is busy or not yet created: fall through
+                    rows = []
+                for k, blob in rows:
+                    found[bytes(k)] = np.frombuffer(blob, dtype=np.float32).copy()
+        todo = [i for i, k in enumerate(keys) if k not in found]
+        self.seeded += len(texts) - len(todo)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if todo:
+            out[todo] = self.inner.embed([texts[i] for i in todo], kind=kind)
+        for i, k in enumerate(keys):
+            if k in found:
+                out[i] = found[k]
+        return out
