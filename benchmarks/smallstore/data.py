@@ -40,7 +40,9 @@ class Question(BaseModel):
     question: str = Field(min_length=3)
     gold: list[str] = Field(min_length=1, description="session ids that answer the question")
     gold_round: int | None = Field(default=None, ge=0, description="round index inside gold[0], when natural")
-    changed: bool = Field(default=False, description="the answer changed over time; the newest session is gold")
+    changed: bool = Field(
+        default=False, description="the answer changed over time; the newest session is gold"
+    )
 
 
 class History(BaseModel):

@@ -60,11 +60,15 @@ def _parse_variant(text: str) -> tuple[str, dict[str, Any]]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.smallstore.run", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.smallstore.run", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--split", choices=(*data.SPLITS, "all"), default="all")
     p.add_argument("--data-dir", type=Path, default=data.DATA_DIR)
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/smallstore"))
-    p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/smallstore/embed_cache.sqlite"))
+    p.add_argument(
+        "--embed-cache", type=Path, default=Path("benchmarks/results/smallstore/embed_cache.sqlite")
+    )
     p.add_argument(
         "--variant",
         action="append",
@@ -109,7 +113,9 @@ def run_history(
                     ranked[name] = [x.id for x in found]
             unknown = [rid for lst in ranked.values() for rid in lst if rid not in session_of]
             if unknown:
-                raise RuntimeError(f"{q.id}: search returned rounds the benchmark cannot label: {unknown[:3]}")
+                raise RuntimeError(
+                    f"{q.id}: search returned rounds the benchmark cannot label: {unknown[:3]}"
+                )
             sessions = {name: metrics.sessions_from_rounds(lst, session_of) for name, lst in ranked.items()}
             rows.append(
                 {
@@ -132,7 +138,9 @@ def run_history(
 def _means(rows: Sequence[dict[str, Any]], system: str) -> dict[str, float]:
     keys = ("r@1", "r@3", "mrr")
     n = len(rows)
-    return {k: (sum(r["scores"][system][k] for r in rows) / n if n else float("nan")) for k in keys} | {"n": n}
+    return {k: (sum(r["scores"][system][k] for r in rows) / n if n else float("nan")) for k in keys} | {
+        "n": n
+    }
 
 
 def summarize(rows: Sequence[dict[str, Any]], systems: Sequence[str]) -> dict[str, Any]:
@@ -169,7 +177,7 @@ def render_markdown(summary: dict[str, Any], rows: Sequence[dict[str, Any]], con
         lines += ["", "## Dev questions graphrecall does not answer with its first hit", ""]
         for r in misses:
             lines.append(
-                f"- {r['id']} \"{r['question']}\" gold {r['gold']}: top {r['top_sessions']['graphrecall']}"
+                f'- {r["id"]} "{r["question"]}" gold {r["gold"]}: top {r["top_sessions"]["graphrecall"]}'
             )
     return "\n".join(lines) + "\n"
 
@@ -194,7 +202,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Memory.open(root, embedder=embedder, settings=settings) as mem:
             defaults = settings.retrieval.model_dump()
             retrievers = [
-                ("dense", HybridRetriever(mem.embedder, RetrievalConfig.model_validate(defaults | {"weights": DENSE_ONLY}))),
+                (
+                    "dense",
+                    HybridRetriever(
+                        mem.embedder, RetrievalConfig.model_validate(defaults | {"weights": DENSE_ONLY})
+                    ),
+                ),
                 *(
                     (
                         name,
@@ -227,7 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_end": _load(),
         "wall_s": time.perf_counter() - t0,
     }
-    (args.out / "smallstore.json").write_text(json.dumps({"config": config, "summary": summary, "questions": rows}, indent=1))
+    (args.out / "smallstore.json").write_text(
+        json.dumps({"config": config, "summary": summary, "questions": rows}, indent=1)
+    )
     md = render_markdown(summary, rows, config)
     (args.out / "smallstore.md").write_text(md)
     print("\n" + md)

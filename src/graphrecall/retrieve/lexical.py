@@ -14,15 +14,23 @@ import math
 from collections import Counter
 from collections.abc import Mapping
 
-from graphrecall.store.text import tokenize
+from graphrecall.store.text import query_tokens, tokenize
 
 K1 = 1.2  # Kuzu's FTS defaults, so both BM25 lists behave alike
 B = 0.75
 
 
-def pool_bm25(query: str, docs: Mapping[str, str], k1: float = K1, b: float = B) -> list[tuple[str, float]]:
-    """(doc id, BM25 score) for documents matching at least one query term, best first, ties by id."""
-    terms = set(tokenize(query))
+def pool_bm25(
+    query: str,
+    docs: Mapping[str, str],
+    k1: float = K1,
+    b: float = B,
+    *,
+    drop_query_stopwords: bool = True,
+) -> list[tuple[str, float]]:
+    """(doc id, BM25 score) for documents matching at least one query term, best first, ties by id. Query words
+    without content ("now", "again", see ``store.text.QUERY_STOPWORDS``) are not terms."""
+    terms = set(query_tokens(query, drop_query_stopwords=drop_query_stopwords))
     if not terms or not docs:
         return []
     toks = {doc_id: tokenize(text) for doc_id, text in docs.items()}

@@ -111,8 +111,9 @@ class HybridRetriever:
             weights, reply_penalty = {**weights, "bm25_user": 0.0}, 0.0
         # A muted list is not computed (fusion would ignore it). BM25 needs no embedding: it runs while the query
         # is embedded (Kuzu releases the GIL, torch too).
+        terms = query_terms(query, drop_query_stopwords=cfg.query_stopwords)
         bm25_job = (
-            run.submit("fts", q.fts_search, db, "Round", "round_fts", query_terms(query), n)
+            run.submit("fts", q.fts_search, db, "Round", "round_fts", terms, n)
             if weights.get("bm25", 1.0)
             else None
         )
@@ -122,6 +123,9 @@ class HybridRetriever:
             if weights.get("vector", 1.0)
             else {}
         )
+        # A vector list shorter than n holds every round of the scope: a scope that small gets less lexical weight.
+        if cfg.small_store_rounds and vec and len(vec) < n:
+            weights = fusion.scale_for_store_size(weights, len(vec), cfg.small_store_rounds)
         lists: dict[str, Ranked] = {
             "vector": fusion.order(vec)[:n],
             "bm25": bm25_job.result() if bm25_job is not None else [],
@@ -222,7 +226,11 @@ class HybridRetriever:
         ids = [rid for rid, _ in head]
         pool.update(run.fetch_rounds(db, ids))
         with stage(run.timings, "bm25_user"):
-            return pool_bm25(query, {rid: pool[rid].user_text for rid in ids if rid in pool})
+            return pool_bm25(
+                query,
+                {rid: pool[rid].user_text for rid in ids if rid in pool},
+                drop_query_stopwords=self.config.query_stopwords,
+            )
 
     def _rerank(
         self, query: str, ranked: Ranked, rounds: dict[str, Round]
