@@ -55,6 +55,20 @@ class RetrievalConfig(BaseModel):
     reply_penalty: float = Field(
         default=0.02, description="subtracted from reply-vector similarity before the max"
     )
+    query_stopwords: bool = Field(
+        default=True,
+        description="drop words without content (graphrecall/stopwords.txt: function words, 'now', 'again', 'remind me') "
+        "from the query before BM25; False ranks as before the list existed",
+    )
+    small_store_rounds: int = Field(
+        default=60,
+        ge=0,
+        description="a scope with fewer rounds than this scales the BM25 lists' weights by rounds / this value: "
+        "IDF from a handful of sessions cannot tell an incidental shared word from the answer's (0: off). The "
+        "scope size is read off the vector list, which holds every round of a scope smaller than `candidates`, "
+        "so values above `candidates` act as `candidates` (60 = the default `candidates`: measured on the "
+        "small-store dev split, docs/benchmarks.md; ~500-round LongMemEval scopes are never scaled)",
+    )
     time_boost: float = Field(
         default=0.5, ge=0.0, description="added, in RRF rank-1 units, to in-range candidates"
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from importlib import resources
 
 import snowballstemmer
 
@@ -33,6 +34,21 @@ STOPWORDS: frozenset[str] = frozenset(
     ).split()
 )
 
+
+def _load_word_list(name: str) -> frozenset[str]:
+    """One lower-case word per line, ``#`` comments and blank lines ignored (a data file shipped in the wheel)."""
+    text = resources.files("graphrecall").joinpath(name).read_text(encoding="utf-8")
+    words = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    return frozenset(w for w in words if w)
+
+
+# Words a *question* may hold that say nothing about its topic: function words, "now", "again", "remind me",
+# "what did I say". Applied to queries only (``query_tokens``). Why not to indexed text as well: stores written
+# before this list existed keep these words in their ``terms`` column, and a term only affects a ranking when a
+# query sends it; dropping them on the query side therefore ranks old and new stores alike, while dropping them at
+# index time too would change new stores' document lengths and nothing else. A superset of ``STOPWORDS``.
+QUERY_STOPWORDS: frozenset[str] = STOPWORDS | _load_word_list("stopwords.txt")
+
 _TOKEN = re.compile(r"[0-9]+(?:[.,][0-9]+)*|[^\W\d_]+", re.UNICODE)
 _stemmer = snowballstemmer.stemmer("english")
 
@@ -42,17 +58,23 @@ def _stem(word: str) -> str:
     return str(_stemmer.stemWord(word))
 
 
-def tokenize(text: str) -> list[str]:
-    """Lower-cased word and number tokens, stopwords removed, stemmed (no prefix)."""
+def tokenize(text: str, stopwords: frozenset[str] = STOPWORDS) -> list[str]:
+    """Lower-cased word and number tokens, ``stopwords`` removed, stemmed (no prefix)."""
     out: list[str] = []
     for tok in _TOKEN.findall(text.lower()):
-        if tok in STOPWORDS:
+        if tok in stopwords:
             continue
         if tok[0].isdigit():
             out.append(tok.replace(",", ""))
         else:
             out.append(_stem(tok))
     return out
+
+
+def query_tokens(text: str, *, drop_query_stopwords: bool = True) -> list[str]:
+    """A question's tokens as ``tokenize`` makes them, without the words of ``QUERY_STOPWORDS`` (unless told not
+    to: ``drop_query_stopwords=False`` reproduces the ranking from before the list, for comparison)."""
+    return tokenize(text, QUERY_STOPWORDS if drop_query_stopwords else STOPWORDS)
 
 
 NUMBER_PREFIX = "n"
@@ -72,9 +94,9 @@ def index_terms(text: str) -> str:
     return " ".join(_term(t) for t in tokenize(text))
 
 
-def query_terms(text: str) -> str:
+def query_terms(text: str, *, drop_query_stopwords: bool = True) -> str:
     """A question as an OR query for Kuzu FTS: unique terms, original order, empty if nothing is left."""
     seen: dict[str, None] = {}
-    for t in tokenize(text):
+    for t in query_tokens(text, drop_query_stopwords=drop_query_stopwords):
         seen.setdefault(_term(t), None)
     return " ".join(seen)

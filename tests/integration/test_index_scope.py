@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphrecall import Memory, Scope
+from graphrecall import Memory, Scope, testing
 from graphrecall.index import ExactVectorIndex, ScopeIndexes, TantivyLexicalIndex, index_dir
 from graphrecall.index.source import RoundSource
 from graphrecall.store import rounds as q
@@ -43,10 +43,11 @@ def _fill(mem: Memory, scope: Scope, n: int = 12) -> None:
             ],
             session_id=f"s{i}",
         )
+    mem.flush()  # into Kuzu, which the indexes are built from
 
 
 def _open(mem: Memory, scope: Scope, mark: str | None = None) -> ScopeIndexes:
-    with mem.pool.acquire(scope) as db:
+    with testing.database(mem, scope, create=True) as db:
         return ScopeIndexes.open(
             db.path, embedder_id=mem.embedder.id, dim=mem.embedder.dim, source=RoundSource(db, lambda: mark)
         )
@@ -56,7 +57,7 @@ def test_first_open_builds_from_kuzu_and_agrees_with_kuzu_search(mem: Memory, sc
     _fill(mem, scope)
     ix = _open(mem, scope)
     assert len(ix.rebuilt) == 3  # nothing existed yet
-    with mem.pool.acquire(scope) as db:
+    with testing.database(mem, scope, create=True) as db:
         n = q.counts(db)["Round"]
         assert ix.lexical["round"].count() == n and ix.vector["round_user"].count() == n
         terms = query_terms("What did I say about the trip to Lisbon?")
@@ -91,7 +92,7 @@ def test_deleted_or_damaged_indexes_are_rebuilt_with_a_log_line(
 ) -> None:
     _fill(mem, scope)
     _open(mem, scope).close()
-    with mem.pool.acquire(scope) as db:
+    with testing.database(mem, scope, create=True) as db:
         damage(index_dir(db.path))
         n = q.counts(db)["Round"]
     with caplog.at_level(logging.WARNING, logger="graphrecall.index"):
@@ -107,7 +108,7 @@ def test_a_stale_mark_triggers_a_rebuild(mem: Memory, scope: Scope) -> None:
     _fill(mem, scope, 6)  # the store moved on while the index did not see it
     ix = _open(mem, scope, mark="13")
     assert len(ix.rebuilt) == 3 and ix.lexical["round"].mark == "13"
-    with mem.pool.acquire(scope) as db:
+    with testing.database(mem, scope, create=True) as db:
         assert ix.vector["round_user"].count() == q.counts(db)["Round"]
 
 

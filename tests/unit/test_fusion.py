@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graphrecall.retrieve.fusion import minmax, order, rrf, weighted
+from graphrecall.retrieve.fusion import minmax, order, rrf, scale_for_store_size, weighted
 
 Ranked = list[tuple[str, float]]
 
@@ -109,3 +109,31 @@ def test_minmax_maps_into_the_unit_interval(ranked: Ranked) -> None:
     assert all(0.0 <= s <= 1.0 for s in scaled.values())
     if ranked:
         assert scaled[ranked[0][0]] == 1.0
+
+
+# -- lexical weight in small scopes --------------------------------------------------------------------------------
+
+
+def test_small_scopes_scale_the_lexical_lists_in_proportion_to_their_size() -> None:
+    w = {"vector": 1.0, "bm25": 0.7, "bm25_user": 1.0, "fact": 1.0}
+    scaled = scale_for_store_size(w, rounds=15, full_at=60)
+    assert scaled == pytest.approx({"vector": 1.0, "bm25": 0.7 * 0.25, "bm25_user": 0.25, "fact": 1.0})
+    assert w["bm25"] == 0.7  # the caller's weights are not modified
+
+
+@pytest.mark.parametrize(("rounds", "full_at"), [(60, 60), (500, 60), (5, 0)])
+def test_scopes_at_full_size_or_with_scaling_off_keep_their_weights(rounds: int, full_at: int) -> None:
+    w = {"vector": 1.0, "bm25": 0.7, "bm25_user": 1.0}
+    assert scale_for_store_size(w, rounds, full_at) == w
+
+
+def test_a_lexical_list_missing_from_the_weights_is_scaled_from_its_implicit_weight_of_one() -> None:
+    assert scale_for_store_size({"vector": 1.0}, rounds=30, full_at=60) == {
+        "vector": 1.0,
+        "bm25": 0.5,
+        "bm25_user": 0.5,
+    }
+
+
+def test_a_muted_lexical_list_stays_muted() -> None:
+    assert scale_for_store_size({"bm25": 0.0, "bm25_user": 1.0}, 10, 60)["bm25"] == 0.0

@@ -25,3 +25,14 @@ def test_documents_without_any_query_word_are_not_returned() -> None:
 def test_an_empty_query_or_pool_finds_nothing() -> None:
     assert pool_bm25("the of and", {"x": "the cat"}) == []
     assert pool_bm25("cat", {}) == []
+
+
+def test_a_word_without_content_matches_nothing() -> None:
+    docs = {"flat": "we found a flat to live in near the park", "dog": "Pepper finally sleeps on our bed now"}
+    ranked = pool_bm25("where do I live now?", docs)
+    assert [d for d, _ in ranked] == ["flat"]
+    # the old query kept "now", and in a pool of two the rarer-looking word could outweigh the answer
+    assert {d for d, _ in pool_bm25("where do I live now?", docs, drop_query_stopwords=False)} == {
+        "flat",
+        "dog",
+    }

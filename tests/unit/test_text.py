@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import re
+from importlib import resources
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from graphrecall.text import NUMBER_PREFIX, STOPWORDS, TERM_PREFIX, index_terms, query_terms, tokenize
+from graphrecall.text import (
+    NUMBER_PREFIX,
+    QUERY_STOPWORDS,
+    STOPWORDS,
+    TERM_PREFIX,
+    index_terms,
+    query_terms,
+    query_tokens,
+    tokenize,
+)
 
 # One prefixed term: a word prefix then letters, or the number prefix then digits spelled as ASCII letters (Kuzu's
 # FTS tokenizer drops digits, so none may reach it).
@@ -82,8 +93,13 @@ def test_any_unicode_question_yields_only_prefixed_word_terms(text: str) -> None
 
 @given(st.text())
 def test_queries_and_documents_are_normalized_identically(text: str) -> None:
-    """A question matches a stored round exactly when they share a normalized term, whatever the wording."""
-    assert set(query_terms(text).split()) == set(index_terms(text).split())
+    """A question matches a stored round exactly when they share a normalized term, whatever the wording; the
+    query side only leaves out the terms of query stopwords."""
+    stored = set(index_terms(text).split())
+    asked = set(query_terms(text).split())
+    assert set(query_terms(text, drop_query_stopwords=False).split()) == stored
+    assert asked <= stored
+    assert stored - asked <= {index_terms(w) for w in QUERY_STOPWORDS}
 
 
 @given(st.text(alphabet=st.characters(codec="ascii"), max_size=80))
@@ -92,3 +108,62 @@ def test_tokenize_is_deterministic_and_drops_every_stopword(text: str) -> None:
     assert tokens == tokenize(text)
     assert all(tokens)
     assert tokenize(" ".join(STOPWORDS) + " " + text) == tokens
+
+
+# -- query stopwords: words a question holds that say nothing about its topic -----------------------------------
+
+
+def test_the_query_stopword_list_ships_with_the_package_and_extends_the_index_list() -> None:
+    shipped = resources.files("graphrecall").joinpath("stopwords.txt").read_text(encoding="utf-8")
+    assert "now" in shipped.split()
+    assert STOPWORDS < QUERY_STOPWORDS
+    assert len(QUERY_STOPWORDS) > 200  # a real list of function words, not a hand-picked few
+    assert all(w == w.lower().strip() and w.isalpha() for w in QUERY_STOPWORDS)
+
+
+@pytest.mark.parametrize(
+    ("question", "content"),
+    [
+        ("where do I live now?", "live"),
+        ("what's my dog called again?", "dog called"),
+        ("remind me what I said about work", "work"),
+        ("what did I say I'd cook on Friday?", "cook Friday"),
+        ("Where do I work nowadays?", "work"),
+        ("could you tell me what my new job is", "new job"),
+    ],
+)
+def test_a_question_sends_only_its_content_words(question: str, content: str) -> None:
+    assert query_terms(question) == query_terms(content)
+    assert query_tokens(question) == tokenize(content)
+
+
+def test_common_content_words_are_never_query_stopwords() -> None:
+    for word in (
+        "work",
+        "live",
+        "home",
+        "new",
+        "name",
+        "called",
+        "cook",
+        "job",
+        "first",
+        "last",
+        "go",
+        "far",
+    ):
+        assert word not in QUERY_STOPWORDS, word
+        assert query_terms(word) == index_terms(word)
+
+
+def test_the_stored_terms_are_unchanged_so_old_and_new_stores_index_alike() -> None:
+    # Indexing keeps "now" (as every store written before the list did); a query never sends it, so those stored
+    # terms cannot decide a ranking in any store, old or new.
+    assert index_terms("we live in Denver now").split() == [index_terms(w) for w in ("live", "Denver", "now")]
+    assert index_terms("now") not in query_terms("where do I live now?").split()
+
+
+def test_turning_the_list_off_restores_the_old_query() -> None:
+    assert query_terms("where do I live now?", drop_query_stopwords=False) == " ".join(
+        index_terms(w) for w in ("live", "now")
+    )

@@ -53,3 +53,27 @@ def weighted(lists: Mapping[str, Scored], weights: Mapping[str, float] | None = 
 def order(scores: Mapping[str, float]) -> list[tuple[str, float]]:
     """Descending by score, ties broken by id so results are deterministic."""
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+LEXICAL_LISTS: tuple[str, ...] = ("bm25", "bm25_user")
+
+
+def scale_for_store_size(
+    weights: Mapping[str, float], rounds: int, full_at: int, names: Sequence[str] = LEXICAL_LISTS
+) -> dict[str, float]:
+    """``weights`` with the lists in ``names`` scaled by ``rounds / full_at`` when the scope holds fewer than
+    ``full_at`` rounds.
+
+    Why: BM25's IDF is only as good as the collection it is counted in. In a scope of a few sessions, a word that two
+    rounds share is "rare" whatever it means, so the lexical lists rank a round first on one incidental shared word
+    ("live", "work", "name") as confidently as on the answer's own words, and rank fusion, which sees ranks and not
+    scores, gives that first place full weight. The dense list ranks every round of a small scope on meaning. As
+    the scope grows, IDF becomes informative and the weights return to those configured (tuned on ~500-round
+    LongMemEval haystacks, which this leaves untouched)."""
+    if full_at <= 0 or rounds >= full_at:
+        return dict(weights)
+    f = max(rounds, 0) / full_at
+    out = dict(weights)
+    for name in names:  # a list missing from ``weights`` weighs 1.0 in fusion, so it is scaled from 1.0
+        out[name] = out.get(name, 1.0) * f
+    return out

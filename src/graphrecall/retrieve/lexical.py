@@ -16,12 +16,20 @@ from collections.abc import Mapping
 
 from graphrecall.text import BM25_B as B
 from graphrecall.text import BM25_K1 as K1
-from graphrecall.text import tokenize
+from graphrecall.text import query_tokens, tokenize
 
 
-def pool_bm25(query: str, docs: Mapping[str, str], k1: float = K1, b: float = B) -> list[tuple[str, float]]:
-    """(doc id, BM25 score) for documents matching at least one query term, best first, ties by id."""
-    terms = set(tokenize(query))
+def pool_bm25(
+    query: str,
+    docs: Mapping[str, str],
+    k1: float = K1,
+    b: float = B,
+    *,
+    drop_query_stopwords: bool = True,
+) -> list[tuple[str, float]]:
+    """(doc id, BM25 score) for documents matching at least one query term, best first, ties by id. Query words
+    without content ("now", "again", see ``graphrecall.text.QUERY_STOPWORDS``) are not terms."""
+    terms = set(query_tokens(query, drop_query_stopwords=drop_query_stopwords))
     if not terms or not docs:
         return []
     toks = {doc_id: tokenize(text) for doc_id, text in docs.items()}

@@ -111,8 +111,9 @@ class HybridRetriever:
             weights, reply_penalty = {**weights, "bm25_user": 0.0}, 0.0
         # A muted list is not computed (fusion would ignore it). BM25 needs no embedding: it runs while the query
         # is embedded (Kuzu releases the GIL, torch too).
+        terms = query_terms(query, drop_query_stopwords=cfg.query_stopwords)
         bm25_job = (
-            run.submit("fts", q.fts_search, db, "Round", "round_fts", query_terms(query), n)
+            run.submit("fts", q.fts_search, db, "Round", "round_fts", terms, n)
             if weights.get("bm25", 1.0)
             else None
         )
@@ -130,6 +131,12 @@ class HybridRetriever:
         if tail is not None:
             vec, weights = self._merge_tail(tail, qvec, query, n, vec, lists, weights, reply_penalty)
             pool.update(tail.get(list(vec) + [rid for rid, _ in lists["bm25_tail"]]))
+        # A vector list shorter than n holds every round of the scope (Kuzu's and the tail's): a scope that small
+        # gets less lexical weight.
+        if cfg.small_store_rounds and vec and len(vec) < n:
+            weights = fusion.scale_for_store_size(weights, len(vec), cfg.small_store_rounds)
+            if "bm25_tail" in weights:
+                weights["bm25_tail"] = weights.get("bm25", 1.0)  # the tail's BM25 weighs like Kuzu's
         if weights.get("bm25_user", 0.0):
             lists["bm25_user"] = self._user_side_list(db, query, lists, weights, pool, run)
         if self.graph is not None:
@@ -204,7 +211,11 @@ class HybridRetriever:
         lists["vector"] = fusion.order(merged)[:n]
         lists["bm25"] = [(rid, s) for rid, s in lists["bm25"] if rid not in shadowed]
         bm25_weight = weights.get("bm25", 1.0)
-        lists["bm25_tail"] = tail.bm25_search(query, n) if bm25_weight else []
+        lists["bm25_tail"] = (
+            tail.bm25_search(query, n, drop_query_stopwords=self.config.query_stopwords)
+            if bm25_weight
+            else []
+        )
         return merged, {**weights, "bm25_tail": bm25_weight}
 
     def _embed_query(self, query: str) -> Vectors:
@@ -259,7 +270,11 @@ class HybridRetriever:
         ids = [rid for rid, _ in head]
         pool.update(run.fetch_rounds(db, [rid for rid in ids if rid not in pool]))
         with stage(run.timings, "bm25_user"):
-            return pool_bm25(query, {rid: pool[rid].user_text for rid in ids if rid in pool})
+            return pool_bm25(
+                query,
+                {rid: pool[rid].user_text for rid in ids if rid in pool},
+                drop_query_stopwords=self.config.query_stopwords,
+            )
 
     def _rerank(
         self, query: str, ranked: Ranked, rounds: dict[str, Round]

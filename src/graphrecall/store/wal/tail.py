@@ -31,7 +31,7 @@ from graphrecall.models import Round
 from graphrecall.store.wal.entry import LoggedMessage, WriteEntry
 from graphrecall.text import BM25_B as B
 from graphrecall.text import BM25_K1 as K1
-from graphrecall.text import tokenize
+from graphrecall.text import query_tokens, tokenize
 
 Side = Literal["user", "reply"]
 
@@ -196,9 +196,12 @@ class TailSnapshot:
         order = sorted(range(len(ids)), key=lambda i: (-float(scores[i]), ids[i]))[:k]
         return [(ids[i], float(scores[i])) for i in order]
 
-    def bm25_search(self, query: str, k: int, k1: float = K1, b: float = B) -> list[tuple[str, float]]:
-        """Top-k (round id, BM25) with OR semantics over the tail's rounds; statistics are the tail's own."""
-        terms = set(tokenize(query))
+    def bm25_search(
+        self, query: str, k: int, k1: float = K1, b: float = B, *, drop_query_stopwords: bool = True
+    ) -> list[tuple[str, float]]:
+        """Top-k (round id, BM25) with OR semantics over the tail's rounds; statistics are the tail's own. The
+        question's terms are the ones Kuzu's BM25 gets (``graphrecall.text.query_tokens``)."""
+        terms = set(query_tokens(query, drop_query_stopwords=drop_query_stopwords))
         snap = list(self._rounds.values())
         if not terms or not snap or k < 1:
             return []

@@ -1,0 +1,1 @@
+"""Small-store retrieval benchmark: short hand-written personal histories and conversational questions."""

@@ -1,0 +1,255 @@
+"""Small-store retrieval benchmark: graphrecall against BM25 alone and dense-only, on hand-written histories.
+
+Each history (5-15 short sessions of one person's chats) is ingested into its own scope through
+``Memory.add_sessions`` with the bundled MiniLM embedder; each of its questions is asked with ``question_date`` = the
+day after the last session. Rankings are scored by gold *session* (a session ranks where its best round ranks):
+R@1, R@3 and MRR. The systems, over the same stored rounds:
+
+- ``graphrecall``: ``Memory.search`` with the library defaults;
+- ``bm25``: the plain Okapi baseline of the LongMemEval harness (``benchmarks/longmemeval/bm25.py``) over the same
+  round texts (no stopwords, no stemming);
+- ``dense``: the library's retriever with only the vector list weighted (``RetrievalConfig.weights``);
+- each ``--variant NAME=JSON``: RetrievalConfig overrides on the defaults, searched over the same scope.
+
+Questions and gold labels never reach the store. Only the dev split is for looking at misses; the test split is
+for reporting (the markdown lists misses for dev only).
+
+    python -m benchmarks.smallstore.run --split test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.longmemeval import metrics
+from benchmarks.longmemeval.bm25 import BM25
+from benchmarks.smallstore import data
+from graphrecall import Memory, testing
+from graphrecall.config import RetrievalConfig, Settings
+from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
+from graphrecall.models import Scope
+from graphrecall.retrieve.retriever import HybridRetriever
+
+SEARCH_K = 50  # more than any history has rounds: every round is ranked
+BASE_SYSTEMS = ("graphrecall", "bm25", "dense")
+DENSE_ONLY = {"vector": 1.0, "bm25": 0.0, "bm25_user": 0.0, "fact": 0.0, "event": 0.0, "entity": 0.0}
+
+
+def _parse_variant(text: str) -> tuple[str, dict[str, Any]]:
+    name, sep, body = text.partition("=")
+    name = name.strip()
+    if not sep or not name or name in BASE_SYSTEMS:
+        raise argparse.ArgumentTypeError(f"--variant must be NAME=JSON with a new name, got {text!r}")
+    try:
+        overrides = json.loads(body)
+        if not isinstance(overrides, dict):
+            raise ValueError("not a JSON object")
+        RetrievalConfig.model_validate(overrides)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not a valid RetrievalConfig override: {body!r} ({e})") from None
+    return name, overrides
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.smallstore.run", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--split", choices=(*data.SPLITS, "all"), default="all")
+    p.add_argument("--data-dir", type=Path, default=data.DATA_DIR)
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results/smallstore"))
+    p.add_argument(
+        "--embed-cache", type=Path, default=Path("benchmarks/results/smallstore/embed_cache.sqlite")
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        type=_parse_variant,
+        metavar="NAME=JSON",
+        help="an extra system: RetrievalConfig overrides on the defaults (repeatable)",
+    )
+    return p
+
+
+def score(ranked_sessions: Sequence[str], gold: Sequence[str]) -> dict[str, float]:
+    """R@1, R@3 (any gold session in the top k) and reciprocal rank of the first gold session."""
+    first = metrics.first_rank(ranked_sessions, gold)
+    return {
+        "r@1": metrics.recall_any(ranked_sessions, gold, 1),
+        "r@3": metrics.recall_any(ranked_sessions, gold, 3),
+        "mrr": 0.0 if first is None else 1.0 / first,
+    }
+
+
+def run_history(
+    mem: Memory, h: data.History, split: str, retrievers: Sequence[tuple[str, HybridRetriever]]
+) -> list[dict[str, Any]]:
+    """Ingest one history into a fresh scope, ask its questions with every system, erase the scope."""
+    scope = Scope(org_id="smallstore", user_id=h.id)
+    mem.forget(scope)
+    mem.add_sessions(scope, h.session_inputs())
+    rounds = h.rounds()
+    session_of = {rid: sid for rid, sid, _ in rounds}
+    bm = BM25([text for _, _, text in rounds])
+    rows = []
+    try:
+        for q in h.questions:
+            ranked: dict[str, list[str]] = {}
+            hits = mem.search(scope, q.question, k=SEARCH_K, question_date=h.question_date)
+            ranked["graphrecall"] = [x.id for x in hits]
+            ranked["bm25"] = [rounds[i][0] for i in bm.rank(q.question, SEARCH_K)]
+            cutoff = mem.recall(scope, h.question_date).cutoff
+            mem.flush()  # the side-by-side retrievers read Kuzu only
+            with testing.database(mem, scope) as db:
+                for name, retriever in retrievers:
+                    found = retriever.search(db, q.question, SEARCH_K, cutoff=cutoff)
+                    ranked[name] = [x.id for x in found]
+            unknown = [rid for lst in ranked.values() for rid in lst if rid not in session_of]
+            if unknown:
+                raise RuntimeError(
+                    f"{q.id}: search returned rounds the benchmark cannot label: {unknown[:3]}"
+                )
+            sessions = {name: metrics.sessions_from_rounds(lst, session_of) for name, lst in ranked.items()}
+            rows.append(
+                {
+                    "split": split,
+                    "history": h.id,
+                    "id": q.id,
+                    "question": q.question,
+                    "gold": q.gold,
+                    "changed": q.changed,
+                    "n_sessions": len(h.sessions),
+                    "top_sessions": {name: s[:3] for name, s in sessions.items()},
+                    "scores": {name: score(s, q.gold) for name, s in sessions.items()},
+                }
+            )
+    finally:
+        mem.forget(scope)
+    return rows
+
+
+def _means(rows: Sequence[dict[str, Any]], system: str) -> dict[str, float]:
+    keys = ("r@1", "r@3", "mrr")
+    n = len(rows)
+    return {k: (sum(r["scores"][system][k] for r in rows) / n if n else float("nan")) for k in keys} | {
+        "n": n
+    }
+
+
+def summarize(rows: Sequence[dict[str, Any]], systems: Sequence[str]) -> dict[str, Any]:
+    groups: dict[str, list[dict[str, Any]]] = {"overall": list(rows)}
+    for split in data.SPLITS:
+        groups[split] = [r for r in rows if r["split"] == split]
+    groups["changed answer"] = [r for r in rows if r["changed"]]
+    return {g: {s: _means(rs, s) for s in systems} for g, rs in groups.items() if rs}
+
+
+def render_markdown(summary: dict[str, Any], rows: Sequence[dict[str, Any]], config: dict[str, Any]) -> str:
+    systems: list[str] = config["systems"]
+    lines = [
+        "# Small-store retrieval",
+        "",
+        f"Command: `{config['command']}`  ",
+        f"Load average at start / end: {config['load_start']} / {config['load_end']}; wall {config['wall_s']:.0f} s.",
+        "",
+        "R@1 / R@3 / MRR by gold session.",
+        "",
+        "| group | n | " + " | ".join(systems) + " |",
+        "|---|---:|" + "---|" * len(systems),
+    ]
+    for group, by_sys in summary.items():
+        n = next(iter(by_sys.values()))["n"]
+        cells = [f"{m['r@1']:.3f} / {m['r@3']:.3f} / {m['mrr']:.3f}" for m in by_sys.values()]
+        lines.append(f"| {group} | {n} | " + " | ".join(cells) + " |")
+    variants = config.get("variants") or {}
+    if variants:
+        lines += ["", "Variants (RetrievalConfig overrides on the defaults):", ""]
+        lines += [f"- `{name}`: `{json.dumps(o)}`" for name, o in variants.items()]
+    misses = [r for r in rows if r["split"] == "dev" and r["scores"]["graphrecall"]["r@1"] < 1.0]
+    if misses:
+        lines += ["", "## Dev questions graphrecall does not answer with its first hit", ""]
+        for r in misses:
+            lines.append(
+                f'- {r["id"]} "{r["question"]}" gold {r["gold"]}: top {r["top_sessions"]["graphrecall"]}'
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    splits = list(data.SPLITS) if args.split == "all" else [args.split]
+    histories = [(split, h) for split in splits for h in data.load(split, args.data_dir)]
+    args.out.mkdir(parents=True, exist_ok=True)
+    args.embed_cache.parent.mkdir(parents=True, exist_ok=True)
+    load_start = _load()
+    t0 = time.perf_counter()
+    embedder = CachedEmbedder(SentenceTransformerEmbedder(), path=args.embed_cache)
+    root = Path(tempfile.mkdtemp(prefix="smallstore-"))
+    rows: list[dict[str, Any]] = []
+    try:
+        settings = Settings(root=root)
+        with Memory.open(root, embedder=embedder, settings=settings) as mem:
+            defaults = settings.retrieval.model_dump()
+            retrievers = [
+                (
+                    "dense",
+                    HybridRetriever(
+                        mem.embedder, RetrievalConfig.model_validate(defaults | {"weights": DENSE_ONLY})
+                    ),
+                ),
+                *(
+                    (
+                        name,
+                        HybridRetriever(
+                            mem.embedder,
+                            RetrievalConfig.model_validate(defaults | overrides),
+                            testing.retriever(mem).reranker,
+                        ),
+                    )
+                    for name, overrides in args.variant
+                ),
+            ]
+            for split, h in histories:
+                rows += run_history(mem, h, split, retrievers)
+                print(f"{split} {h.id}: {len(h.sessions)} sessions, {len(h.questions)} questions", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    systems = [*BASE_SYSTEMS, *(name for name, _ in args.variant)]
+    summary = summarize(rows, systems)
+    config: dict[str, Any] = {
+        "command": "python -m benchmarks.smallstore.run " + " ".join(sys.argv[1:] if argv is None else argv),
+        "splits": splits,
+        "systems": systems,
+        "variants": dict(args.variant),
+        "embedder": embedder.id,
+        "retrieval_config": settings.retrieval.model_dump(),
+        "search_k": SEARCH_K,
+        "load_start": load_start,
+        "load_end": _load(),
+        "wall_s": time.perf_counter() - t0,
+    }
+    (args.out / "smallstore.json").write_text(
+        json.dumps({"config": config, "summary": summary, "questions": rows}, indent=1)
+    )
+    md = render_markdown(summary, rows, config)
+    (args.out / "smallstore.md").write_text(md)
+    print("\n" + md)
+    print(f"wrote {args.out / 'smallstore.json'} and {args.out / 'smallstore.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
