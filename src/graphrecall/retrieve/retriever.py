@@ -39,6 +39,12 @@ from graphrecall.text import query_terms
 
 log = logging.getLogger(__name__)
 
+# Lists that a small scope weighs less (``RetrievalConfig.small_store_rounds``): the lexical ones (BM25's IDF over a
+# handful of sessions makes any shared word look rare) and the extracted-memory ones (over a handful of facts they
+# rank every fact, so any round with a fact gains a bonus whether it matches or not, and a round that matches the
+# question exactly but has no facts yet, such as the newest turn, loses to it).
+SMALL_SCOPE_LISTS = (*fusion.LEXICAL_LISTS, "fact", "event", "entity")
+
 
 class HybridRetriever:
     def __init__(
@@ -134,7 +140,9 @@ class HybridRetriever:
         # A vector list shorter than n holds every round of the scope (Kuzu's and the tail's): a scope that small
         # gets less lexical weight.
         if cfg.small_store_rounds and vec and len(vec) < n:
-            weights = fusion.scale_for_store_size(weights, len(vec), cfg.small_store_rounds)
+            weights = fusion.scale_for_store_size(
+                weights, len(vec), cfg.small_store_rounds, SMALL_SCOPE_LISTS
+            )
             if "bm25_tail" in weights:
                 weights["bm25_tail"] = weights.get("bm25", 1.0)  # the tail's BM25 weighs like Kuzu's
         if weights.get("bm25_user", 0.0):
