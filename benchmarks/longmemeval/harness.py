@@ -11,7 +11,6 @@ Two probes, shared so both benchmarks measure the same thing:
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -24,6 +23,7 @@ import numpy as np
 from graphrecall import Memory, testing
 from graphrecall.config import RetrievalConfig
 from graphrecall.embed import Embedder, TextKind, Vectors
+from graphrecall.embed.cache import cache_key
 from graphrecall.models import Scope
 from graphrecall.retrieve.retriever import HybridRetriever
 
@@ -81,7 +81,7 @@ class SeededEmbedder:
 
     Two benchmark runs over the same data on one machine (e.g. before/after a change, in two checkouts) embed the
     same texts; with this, the second run reuses what the first already computed without ever writing to the
-    first run's file. Keys follow ``CachedEmbedder``'s (model id, text kind, text); a key scheme change only
+    first run's file. Keys follow ``CachedEmbedder``'s (``graphrecall.embed.cache.cache_key``); a key scheme change only
     costs misses, never wrong vectors, since a miss falls through to the model."""
 
     def __init__(self, inner: Embedder, seed: Path) -> None:
@@ -100,11 +100,8 @@ class SeededEmbedder:
     def dim(self) -> int:
         return self.inner.dim
 
-    def _key(self, text: str, kind: TextKind) -> bytes:
-        return hashlib.sha256(f"{self.inner.id}\x00{kind}\x00{text}".encode()).digest()[:20]
-
     def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
-        keys = [self._key(t, kind) for t in texts]
+        keys = [cache_key(self.inner.id, kind, t) for t in texts]
         found: dict[bytes, Vectors] = {}
         with self._lock:
             for start in range(0, len(keys), 500):

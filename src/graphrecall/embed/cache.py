@@ -19,6 +19,12 @@ import numpy as np
 from graphrecall.embed.base import Embedder, TextKind, Vectors
 
 
+def cache_key(embedder_id: str, kind: TextKind, text: str) -> bytes:
+    """The key of one vector in a cache file: model id, text kind and text, hashed (20 bytes). A file written by
+    one model never answers for another."""
+    return hashlib.sha256(f"{embedder_id}\x00{kind}\x00{text}".encode()).digest()[:20]
+
+
 class CachedEmbedder:
     def __init__(self, inner: Embedder, *, capacity: int = 50_000, path: str | Path | None = None) -> None:
         self.inner = inner
@@ -44,7 +50,7 @@ class CachedEmbedder:
         return self.inner.dim
 
     def _key(self, text: str, kind: TextKind) -> bytes:
-        return hashlib.sha256(f"{self.inner.id}\x00{kind}\x00{text}".encode()).digest()[:20]
+        return cache_key(self.inner.id, kind, text)
 
     def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
         keys = [self._key(t, kind) for t in texts]
