@@ -60,13 +60,19 @@ def _pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def run(turns: int, base_sessions: int, seed: int) -> dict[str, Any]:
+def run(turns: int, base_sessions: int, seed: int, flush_age: float = 0.5) -> dict[str, Any]:
     rng = random.Random(seed)
     embedder = default_embedder()
     work = Path(tempfile.mkdtemp(prefix="graphrecall-turns-"))
     sides = {"log": Scope(org_id="perf", user_id="log"), "direct": Scope(org_id="perf", user_id="direct")}
-    out: dict[str, Any] = {"turns": turns, "base_sessions": base_sessions, "load": os.getloadavg()[0]}
-    with Memory.open(work, embedder=embedder, settings=Settings(root=work, reranker=None)) as mem:
+    out: dict[str, Any] = {
+        "turns": turns,
+        "base_sessions": base_sessions,
+        "flush_max_age_s": flush_age,
+        "load": os.getloadavg()[0],
+    }
+    settings = Settings(root=work, reranker=None, flush_max_age_s=flush_age)
+    with Memory.open(work, embedder=embedder, settings=settings) as mem:
         base = [
             {
                 "session_id": f"base{j}",
@@ -115,15 +121,21 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=50, help="single-turn writes per side")
     ap.add_argument("--base-sessions", type=int, default=30, help="sessions in each warm scope before timing")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--flush-age",
+        type=float,
+        default=0.5,
+        help="Settings.flush_max_age_s: how long a write may wait in the log",
+    )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/turns"))
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    res = run(args.turns, args.base_sessions, args.seed)
+    res = run(args.turns, args.base_sessions, args.seed, args.flush_age)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "turns.json").write_text(json.dumps(res, indent=2))
     lines = [
         f"# One turn at a time ({res['turns']} turns per side, {res['base_sessions']}-session warm scope, "
-        f"load {res['load']:.1f})",
+        f"flush age {res['flush_max_age_s']:g} s, load {res['load']:.1f})",
         "",
         "| path | p50 ms | p99 ms | max ms | next search finds it | disk KB per turn |",
         "|---|---|---|---|---|---|",

@@ -91,6 +91,12 @@ class Settings(BaseModel):
     embed_cache: Path | None = None
     pool_size: int = 16
     buffer_pool_bytes: int = 256 << 20  # 64 MiB ran out at ~4k-round ingest batches (benchmarks/perf)
+    flush_max_age_s: float = Field(
+        default=0.5,
+        ge=0.0,
+        description="a write waits at most this long in a scope's write log before the flusher moves it into "
+        "Kuzu (it is durable and searchable meanwhile); longer batches more turns per Kuzu commit",
+    )
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
 
     @classmethod
@@ -103,5 +109,7 @@ class Settings(BaseModel):
             values["embed_cache"] = Path(env["GRAPHRECALL_EMBED_CACHE"]).expanduser()
         if env.get("GRAPHRECALL_POOL_SIZE"):
             values["pool_size"] = int(env["GRAPHRECALL_POOL_SIZE"])
+        if env.get("GRAPHRECALL_FLUSH_MAX_AGE_S"):
+            values["flush_max_age_s"] = float(env["GRAPHRECALL_FLUSH_MAX_AGE_S"])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)

@@ -121,7 +121,12 @@ class Memory:
         )
         if reranker is None:
             reranker = load_reranker(self.settings.reranker)
-        self._logs = ScopeLogs(self._pool, embedder.dim, capacity=4 * self.settings.pool_size)
+        self._logs = ScopeLogs(
+            self._pool,
+            embedder.dim,
+            capacity=4 * self.settings.pool_size,
+            max_age_s=self.settings.flush_max_age_s,
+        )
         self._recall = Recall(
             self._pool, self._logs, embedder, retrieval or self.settings.retrieval, reranker
         )
