@@ -31,8 +31,11 @@ from graphrecall.text import query_terms
 class GraphCandidates:
     """Callable as a candidate generator; ``node_hits`` for fact/event hits. Stateless apart from settings."""
 
-    def __init__(self, *, rrf_k: int, oversample: int = 3) -> None:
+    def __init__(self, *, rrf_k: int, query_stopwords: bool = True, oversample: int = 3) -> None:
+        """``rrf_k`` and ``query_stopwords`` are the retriever's (``RetrievalConfig``), so fact and event search
+        treat a question the way round search does."""
         self.rrf_k = rrf_k
+        self.query_stopwords = query_stopwords
         self.oversample = oversample
 
     # -- as a generator of round candidates ------------------------------------------------------------------------
@@ -80,7 +83,7 @@ class GraphCandidates:
         if not fq.has_extracted(db):
             return [], []
         m = n * self.oversample
-        terms = query_terms(query)
+        terms = query_terms(query, drop_query_stopwords=self.query_stopwords)
         until = cutoff.until if cutoff is not None else None
         out: list[Ranked] = []
         for table, vindex, findex in (("Fact", "fact_vec", "fact_fts"), ("Event", "event_vec", "event_fts")):

@@ -59,7 +59,11 @@ class HybridRetriever:
         self.embedder = embedder
         self.config = config or RetrievalConfig()
         self.reranker = reranker
-        self.graph = GraphCandidates(rrf_k=self.config.rrf_k) if graph else None
+        self.graph = (
+            GraphCandidates(rrf_k=self.config.rrf_k, query_stopwords=self.config.query_stopwords)
+            if graph
+            else None
+        )
 
     def search(
         self,
