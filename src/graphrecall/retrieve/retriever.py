@@ -139,7 +139,7 @@ class HybridRetriever:
         }
         pool: dict[str, Round] = {}  # rounds read while generating candidates, reused for the hits
         if tail is not None:
-            vec, weights = self._merge_tail(tail, qvec, query, n, vec, lists, weights, reply_penalty)
+            vec = self._merge_tail(tail, qvec, query, n, vec, lists, weights, reply_penalty)
             pool.update(tail.get(list(vec) + [rid for rid, _ in lists["bm25_tail"]]))
         # A vector list shorter than n holds every round of the scope (Kuzu's and the tail's): a scope that small
         # gets less lexical weight.
@@ -147,8 +147,8 @@ class HybridRetriever:
             weights = fusion.scale_for_store_size(
                 weights, len(vec), cfg.small_store_rounds, SMALL_SCOPE_LISTS
             )
-            if "bm25_tail" in weights:
-                weights["bm25_tail"] = weights.get("bm25", 1.0)  # the tail's BM25 weighs like Kuzu's
+        if tail is not None:
+            weights = {**weights, "bm25_tail": weights.get("bm25", 1.0)}  # the tail's BM25 weighs like Kuzu's
         if weights.get("bm25_user", 0.0):
             lists["bm25_user"] = self._user_side_list(db, query, lists, weights, pool, run)
         if self.graph is not None:
@@ -208,10 +208,11 @@ class HybridRetriever:
         lists: dict[str, Ranked],
         weights: dict[str, float],
         reply_penalty: float,
-    ) -> tuple[dict[str, float], dict[str, float]]:
+    ) -> dict[str, float]:
         """Kuzu's lists without the rows the tail rewrote or deleted, plus the tail's own candidates: its cosine
         scores are Kuzu's measure, so they join the vector list by score; its BM25 has the tail's own statistics,
-        so it is a list of its own (``bm25_tail``) that fusion weighs like ``bm25``."""
+        so it is a list of its own (``bm25_tail``), which the caller weighs like ``bm25``. Returns the merged
+        vector scores."""
         shadowed = tail.shadowed
         merged = {rid: s for rid, s in vec.items() if rid not in shadowed}
         if weights.get("vector", 1.0):
@@ -228,7 +229,7 @@ class HybridRetriever:
             if bm25_weight
             else []
         )
-        return merged, {**weights, "bm25_tail": bm25_weight}
+        return merged
 
     def _embed_query(self, query: str) -> Vectors:
         if on_search_worker():
