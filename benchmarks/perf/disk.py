@@ -19,7 +19,6 @@ from graphrecall import ingest as ing
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
 from graphrecall.store.database import DEFAULT_BUFFER_POOL, DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
-from graphrecall.text import STOPWORDS
 
 MB = 1e6
 
@@ -77,7 +76,6 @@ def _variant(path: Path, index_stmts: list[str], dim: int, sessions: int) -> dic
     conn = kuzu.Connection(db)
     for stmt in [*schema.node_tables(dim), *schema.REL_TABLES, *index_stmts]:
         conn.execute(stmt)
-    conn.execute("UNWIND $ws AS w CREATE (:Stopword {sw: w})", {"ws": sorted(STOPWORDS)})
     conn.execute("CHECKPOINT")
     out = {"created_mb": total(path) / MB}
     for i in range(sessions):
@@ -104,14 +102,14 @@ def floor(work: Path, *, dim: int = 384, sessions: int = 10) -> dict[str, Any]:
     out["after_checkpoint"] = files(path)
     db.close()
     out["after_close"] = files(path)
-    stmts = schema.index_statements()
+    stmts = schema.kuzu_index_statements()
     n_vec = len(schema.VECTOR_INDEXES)
     variants = {
         "no_indexes": [],
         "vector_indexes_only": stmts[:n_vec],
         "fts_indexes_only": stmts[n_vec:],
         "round_indexes_only": [s for s in stmts if "'Round'" in s],
-        "all_indexes (shipped schema)": stmts,
+        "all_indexes (schema 1)": stmts,
     }
     out["ablation"] = {
         name: _variant(work / f"{i}.kuzu", st, dim, sessions) for i, (name, st) in enumerate(variants.items())

@@ -6,9 +6,9 @@ Rows are built the way the product builds them: LongMemEval_S haystack sessions 
 ``terms``), a base of real rounds embedded once by the real MiniLM embedder (cached to ``--out/base_vectors.npy``)
 and replicated by ``synth.StoreGrower`` (new ids, shifted dates, perturbed re-normalized vectors) up to the largest
 size; each size is the prefix of that one stream, so every engine indexes exactly the same rows. The Kuzu store of a
-size has the product schema, rows written through ``store.rounds.write_history`` and the product's indexes built
+size has the product schema, rows written through ``store.rounds.write_batch`` and the product's indexes built
 once over them (size after each index is recorded: that is the index's footprint), and is queried through a real
-``ScopeDatabase`` with ``store.rounds.fts_search`` / ``vector_search``, exactly as the retriever does. Queries are
+``ScopeDatabase`` with ``store.rounds.kuzu_fts_search`` / ``kuzu_vector_search``, exactly as the retriever does. Queries are
 real LongMemEval questions; lexical engines all get ``graphrecall.text.query_terms`` (our tokens, stopwords, stems), vector
 engines the question's MiniLM vector (query embedding is NOT in the latencies here; the product adds ~5 ms).
 
@@ -57,7 +57,7 @@ from graphrecall.models import utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
-from graphrecall.text import STOPWORDS, query_terms
+from graphrecall.text import query_terms
 
 DATA = Path("../shared/data/longmemeval/longmemeval_s_dev.json.gz")
 K = 60
@@ -153,7 +153,7 @@ def make_rows(
 def write_round(
     txn: WriteTxn, r: ing.RoundRow, msgs: list[ing.MessageRow], at: datetime, vecs: F32, new_session: bool
 ) -> None:
-    q.write_history(
+    q.write_batch(
         txn,
         new_sessions=[(r.session_id, at)] if new_session else [],
         messages=msgs,
@@ -208,9 +208,8 @@ def build_kuzu(
     conn = kuzu.Connection(db)
     for stmt in [*schema.node_tables(DIM), *schema.REL_TABLES]:
         conn.execute(stmt)
-    conn.execute("UNWIND $ws AS w CREATE (:Stopword {sw: w})", {"ws": sorted(STOPWORDS)})
     conn.execute(
-        "CREATE (:Meta {key: 'meta', schema_version: $v, embedder_id: $e, dim: $d, created_at: $t})",
+        "CREATE (:Meta {key: 'meta', schema_version: $v, embedder_id: $e, dim: $d, created_at: $t, index_marks: '{}'})",
         {"v": schema.SCHEMA_VERSION, "e": embedder_id, "d": DIM, "t": utcnow()},
     )
     t0 = time.perf_counter()
@@ -221,7 +220,7 @@ def build_kuzu(
         sids = list(dict.fromkeys(sids))
         seen.update(sids)
         conn.execute("BEGIN TRANSACTION")
-        q.write_history(
+        q.write_batch(
             WriteTxn(conn),
             new_sessions=[(s, rows.sessions[s]) for s in sids],
             messages=[rows.messages[m] for r in chunk for m in r.message_ids],
@@ -234,7 +233,7 @@ def build_kuzu(
         conn.execute("COMMIT")
     conn.execute("CHECKPOINT")
     out: dict[str, Any] = {"load_s": time.perf_counter() - t0, "bytes_no_index": kuzu_files_bytes(path)}
-    stmts = schema.index_statements()
+    stmts = schema.kuzu_index_statements()
     fts = [s for s in stmts if "'round_fts'" in s]
     vec = [s for s in stmts if "'round_user_vec'" in s]
     rest = [s for s in stmts if s not in fts and s not in vec] if other_indexes else []
@@ -319,7 +318,7 @@ def measure_queries(
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"load_before": load_now()}
     lex: dict[str, Callable[[str], list[str]]] = {
-        "kuzu_fts": lambda t: [i for i, _ in q.fts_search(db, "Round", "round_fts", query_terms(t), K)],
+        "kuzu_fts": lambda t: [i for i, _ in q.kuzu_fts_search(db, "Round", "round_fts", query_terms(t), K)],
         "tantivy": lambda t: eng["tantivy"].search(query_terms(t).split(), K),
         "bm25s": lambda t: eng["bm25s"].search(query_terms(t).split(), K),
     }
@@ -334,7 +333,7 @@ def measure_queries(
         out[name]["top60_overlap_kuzu_fts"] = statistics.fmean(overlap(a, b, K) for a, b in pairs)
     exact = [[ids[i] for i in exact_topk(mat, v, K)] for v in qv]
     vec: dict[str, Callable[[F32], list[str]]] = {
-        "kuzu_hnsw": lambda v: [i for i, _ in q.vector_search(db, "Round", "round_user_vec", v, K)],
+        "kuzu_hnsw": lambda v: [i for i, _ in q.kuzu_vector_search(db, "Round", "round_user_vec", v, K)],
         "numpy": lambda v: eng["numpy"].search(v, K),
         "usearch": lambda v: eng["usearch"].search(v, K),
     }
@@ -390,7 +389,7 @@ def measure_writes(
         else:
             done = res["writes"]
             with db.write() as txn:
-                q.write_history(
+                q.write_batch(
                     txn,
                     new_sessions=[(r.session_id, r.at) for r, _, _ in docs[:done]],
                     messages=[m for _, msgs, _ in docs[:done] for m in msgs],
@@ -452,7 +451,7 @@ def natural_language(db: ScopeDatabase, eng: dict[str, Any]) -> dict[str, Any]:
 
     out: dict[str, Any] = {"queries": NASTY, "errors": {}, "raw_tantivy_parser_errors": []}
     fns = {
-        "kuzu_fts": lambda t: [i for i, _ in q.fts_search(db, "Round", "round_fts", query_terms(t), 10)],
+        "kuzu_fts": lambda t: [i for i, _ in q.kuzu_fts_search(db, "Round", "round_fts", query_terms(t), 10)],
         "tantivy": lambda t: eng["tantivy"].search(query_terms(t).split(), 10),
         "bm25s": lambda t: eng["bm25s"].search(query_terms(t).split(), 10),
     }
@@ -507,7 +506,7 @@ def semantics(work: Path, embedder_id: str) -> dict[str, Any]:
         r = ing.RoundRow(rid, sid, 0, t, t, "", index_terms(t), at, [m.id])
         with db.write() as txn:
             write_round(txn, r, [m], at, v, True)
-    engines["kuzu_fts"] = lambda t: [i for i, _ in q.fts_search(db, "Round", "round_fts", query_terms(t), 10)]
+    engines["kuzu_fts"] = lambda t: [i for i, _ in q.kuzu_fts_search(db, "Round", "round_fts", query_terms(t), 10)]
     out: dict[str, Any] = {}
     for name, fn in engines.items():
         out[name] = {c: {"got": sorted(fn(c)), "ok": set(fn(c)) == want} for c, want in cases.items()}

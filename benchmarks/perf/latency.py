@@ -60,11 +60,11 @@ def stage_breakdown(
     """
     stages: dict[str, list[float]] = {}
     store = {
-        "hnsw_user",
-        "hnsw_reply",
+        "vec_user",
+        "vec_reply",
         "scan_user",
         "scan_reply",
-        "fts",
+        "bm25",
         "fetch_rows",
         "fetch_rows_bg",
         "time_range",
@@ -90,7 +90,7 @@ def hnsw_recall(mem: Memory, scope: Scope, queries: Sequence[str]) -> dict[str, 
     with testing.database(mem, scope, create=False) as db:
         for query in queries:
             qvec = mem.embedder.embed([query], kind="query")[0]
-            approx = [rid for rid, _ in q.vector_search(db, "Round", "round_user_vec", qvec, n)]
+            approx = [rid for rid, _ in q.vector_search(db, "round_user", qvec, n)]
             exact = [rid for rid, _ in q.exact_vector_search(db, "embedding", qvec, n)]
             at_n.append(len(set(approx) & set(exact)) / max(1, len(exact)))
             at_k.append(len(set(approx[:K]) & set(exact[:K])) / max(1, len(exact[:K])))

@@ -1,5 +1,6 @@
-"""Derived indexes of a real scope: built from Kuzu, agreeing with Kuzu's own search, rebuilt when deleted, damaged
-or stale, and reopened after a kill -9 in the middle of writes with every acknowledged row present."""
+"""Derived indexes of a real scope: holding what Kuzu holds, ranking like an exact scan, rebuilt on open when
+deleted, damaged or stale, and reopened after a kill -9 in the middle of writes with every acknowledged row
+present."""
 
 from __future__ import annotations
 
@@ -15,13 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphrecall import Memory, Scope, testing
-from graphrecall.index import ExactVectorIndex, ScopeIndexes, TantivyLexicalIndex, index_dir
-from graphrecall.index.source import RoundSource
+from graphrecall import Memory, Scope, Settings, testing
+from graphrecall.embed import HashingEmbedder
+from graphrecall.index import ExactVectorIndex, TantivyLexicalIndex, index_dir
 from graphrecall.store import rounds as q
 from graphrecall.text import query_terms
-
-pytest.importorskip("tantivy")
 
 TOPICS = [
     "my cat Tom",
@@ -46,70 +45,71 @@ def _fill(mem: Memory, scope: Scope, n: int = 12) -> None:
     mem.flush()  # into Kuzu, which the indexes are built from
 
 
-def _open(mem: Memory, scope: Scope, mark: str | None = None) -> ScopeIndexes:
-    with testing.database(mem, scope, create=True) as db:
-        return ScopeIndexes.open(
-            db.path, embedder_id=mem.embedder.id, dim=mem.embedder.dim, source=RoundSource(db, lambda: mark)
-        )
+def _reopen(store_root: Path) -> Memory:
+    return Memory.open(store_root, embedder=HashingEmbedder(64), settings=Settings(root=store_root))
 
 
-def test_first_open_builds_from_kuzu_and_agrees_with_kuzu_search(mem: Memory, scope: Scope) -> None:
+def test_the_derived_indexes_hold_what_kuzu_holds_and_rank_like_an_exact_scan(
+    mem: Memory, scope: Scope
+) -> None:
     _fill(mem, scope)
-    ix = _open(mem, scope)
-    assert len(ix.rebuilt) == 3  # nothing existed yet
-    with testing.database(mem, scope, create=True) as db:
+    with testing.database(mem, scope, create=False) as db:
         n = q.counts(db)["Round"]
-        assert ix.lexical["round"].count() == n and ix.vector["round_user"].count() == n
-        terms = query_terms("What did I say about the trip to Lisbon?")
-        kuzu_ids = {i for i, _ in q.fts_search(db, "Round", "round_fts", terms, 5)}
-        ours = {i for i, _ in ix.lexical["round"].search(terms.split(), 5)}
-        assert ours == kuzu_ids
+        assert all(db.indexes.count(name) == n for name in ("round_terms", "round_user", "round_reply"))
+        hits = q.lexical_search(db, "round_terms", query_terms("What did I say about the trip to Lisbon?"), 5)
+        assert {rid.split("@")[0] for rid, _ in hits[:3]} <= {"s1", "s6", "s11"}
         vec = mem.embedder.embed(["Tell me about the trip to Lisbon, part 1."])[0]
         exact = q.exact_vector_search(db, "embedding", vec, 5)
-        ours_v = ix.vector["round_user"].search(vec, 5)
-        assert ours_v[0][0] == exact[0][0]
-        assert [s for _, s in ours_v] == pytest.approx([s for _, s in exact], abs=1e-5)  # ties may swap ids
-    ix.close()
-    assert _open(mem, scope).rebuilt == []  # a second open trusts what it finds
+        ours = q.vector_search(db, "round_user", vec, 5)
+        assert ours[0][0] == exact[0][0]
+        assert [s for _, s in ours] == pytest.approx([s for _, s in exact], abs=1e-5)  # ties may swap ids
 
 
 @pytest.mark.parametrize(
     "damage",
     [
         lambda d: __import__("shutil").rmtree(d),
-        lambda d: (d / "lex-round" / "manifest.json").write_text("nonsense"),
-        lambda d: (d / "lex-round" / "data" / "meta.json").write_text("{"),
+        lambda d: (d / "lex-round_terms" / "manifest.json").write_text("nonsense"),
+        lambda d: (d / "lex-round_terms" / "data" / "meta.json").write_text("{"),
         lambda d: (d / "vec-round_user" / "log.txt").write_text("junk\n"),
         lambda d: (d / "vec-round_reply" / "vectors.f32").write_bytes(b"\0" * 7),
+        lambda d: (d / "vec-round_user" / "manifest.json").write_text(
+            (d / "vec-round_user" / "manifest.json").read_text().replace('"mark":"', '"mark":"9')
+        ),
     ],
-    ids=["dir-deleted", "manifest-garbage", "tantivy-meta-torn", "vector-log-garbage", "vectors-truncated"],
+    ids=[
+        "dir-deleted",
+        "manifest-garbage",
+        "tantivy-meta-torn",
+        "vector-log-garbage",
+        "vectors-truncated",
+        "stale-mark",
+    ],
 )
-def test_deleted_or_damaged_indexes_are_rebuilt_with_a_log_line(
-    mem: Memory,
+def test_deleted_damaged_or_stale_indexes_are_rebuilt_on_open_with_one_log_line(
+    store_root: Path,
     scope: Scope,
     damage,
     caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
 ) -> None:
-    _fill(mem, scope)
-    _open(mem, scope).close()
-    with testing.database(mem, scope, create=True) as db:
-        damage(index_dir(db.path))
-        n = q.counts(db)["Round"]
-    with caplog.at_level(logging.WARNING, logger="graphrecall.index"):
-        ix = _open(mem, scope)
-    assert ix.rebuilt and any("rebuilt" in r.message for r in caplog.records)
-    assert ix.lexical["round"].count() == n and all(v.count() == n for v in ix.vector.values())
+    with _reopen(store_root) as mem:
+        _fill(mem, scope)
+        with testing.database(mem, scope, create=False) as db:
+            path, n = db.path, q.counts(db)["Round"]
+    damage(index_dir(path))
+    with caplog.at_level(logging.WARNING, logger="graphrecall.index"), _reopen(store_root) as mem:
+        with testing.database(mem, scope, create=False) as db:
+            assert db.indexes.rebuilt
+            assert all(db.indexes.count(name) == n for name in ("round_terms", "round_user", "round_reply"))
+        assert [h.session_id for h in mem.search(scope, "Lisbon part 6", k=1)] == ["s6"]
+    assert len([r for r in caplog.records if "rebuilt" in r.message]) == 1
 
 
-def test_a_stale_mark_triggers_a_rebuild(mem: Memory, scope: Scope) -> None:
-    _fill(mem, scope, 3)
-    _open(mem, scope, mark="7").close()
-    assert _open(mem, scope, mark="7").rebuilt == []
-    _fill(mem, scope, 6)  # the store moved on while the index did not see it
-    ix = _open(mem, scope, mark="13")
-    assert len(ix.rebuilt) == 3 and ix.lexical["round"].mark == "13"
-    with testing.database(mem, scope, create=True) as db:
-        assert ix.vector["round_user"].count() == q.counts(db)["Round"]
+def test_an_untouched_store_reopens_without_a_rebuild(store_root: Path, scope: Scope) -> None:
+    with _reopen(store_root) as mem:
+        _fill(mem, scope)
+    with _reopen(store_root) as mem, testing.database(mem, scope, create=False) as db:
+        assert db.indexes.rebuilt == []
 
 
 CHILD = textwrap.dedent(

@@ -51,7 +51,7 @@ def snapshot(mem: Memory, scope: Scope) -> dict[str, object]:
             "MATCH (r:Round)-[:ROUND_IN]->(s:Session) OPTIONAL MATCH (r)-[:HAS_MESSAGE]->(m:Message) "
             "RETURN r.id, r.text, r.terms, s.id, count(m) ORDER BY r.id"
         )
-        kind = [rid for rid, _ in q.fts_search(db, "Round", "round_fts", query_terms("kind"), 100)]
+        kind = [rid for rid, _ in q.lexical_search(db, "round_terms", query_terms("kind"), 100)]
     return {
         "rounds": rows,
         "counts": mem.stats(scope).model_dump(exclude={"disk_bytes"}),

@@ -200,7 +200,7 @@ def test_parallel_and_sequential_search_rank_alike(mem: Memory) -> None:
 def test_search_reports_the_time_of_each_stage(mem: Memory) -> None:
     timings: dict[str, float] = {}
     _hits(mem, "What exercises did you suggest for my back?", RetrievalConfig(), timings=timings)
-    assert {"embed_query", "fts", "hnsw_user", "hnsw_reply"} <= timings.keys()
+    assert {"embed_query", "bm25", "vec_user", "vec_reply"} <= timings.keys()
     assert all(ms >= 0 for ms in timings.values())
 
 
@@ -217,7 +217,7 @@ def test_a_failing_store_query_fails_the_search_with_its_own_error(
     def broken(*_: object) -> list[tuple[str, float]]:
         raise RuntimeError("fts index unavailable")
 
-    monkeypatch.setattr("graphrecall.store.rounds.fts_search", broken)
+    monkeypatch.setattr("graphrecall.store.rounds.lexical_search", broken)
     with pytest.raises(RuntimeError, match="fts index unavailable"):
         _hits(mem, "my back hurts", RetrievalConfig(parallel=parallel))
 
@@ -227,7 +227,7 @@ def test_a_failed_search_returns_only_after_its_running_stages_have_finished(
 ) -> None:
     """Otherwise a worker could still be reading the database after the caller handed it back to the pool."""
     finished: list[str] = []
-    real_fts = q.fts_search
+    real_fts = q.lexical_search
 
     def slow_fts(*args: object) -> list[tuple[str, float]]:
         time.sleep(0.5)
@@ -238,7 +238,7 @@ def test_a_failed_search_returns_only_after_its_running_stages_have_finished(
     def broken_hnsw(*_: object) -> list[tuple[str, float]]:
         raise RuntimeError("hnsw index unavailable")
 
-    monkeypatch.setattr("graphrecall.store.rounds.fts_search", slow_fts)
+    monkeypatch.setattr("graphrecall.store.rounds.lexical_search", slow_fts)
     monkeypatch.setattr("graphrecall.store.rounds.vector_search", broken_hnsw)
     with pytest.raises(RuntimeError, match="hnsw index unavailable"):
         _hits(mem, "my back hurts", RetrievalConfig(parallel=True))

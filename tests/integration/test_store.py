@@ -11,8 +11,10 @@ import pytest
 
 from graphrecall import EmbedderMismatch, Memory, Scope, Settings, testing, writer
 from graphrecall.embed import HashingEmbedder
+from graphrecall.index import index_dir
 from graphrecall.store import schema
 from graphrecall.store.database import ScopeDatabase, WriteTxn
+from graphrecall.store.derived import DERIVED
 from graphrecall.store.rounds import counts
 
 
@@ -55,12 +57,14 @@ def test_a_new_database_has_the_schema_and_records_its_embedder(tmp_path: Path) 
             assert stmt.split()[3].split("(")[0] in tables
         meta = db.query("MATCH (m:Meta {key: 'meta'}) RETURN m.schema_version, m.embedder_id, m.dim")
         assert meta == [[schema.SCHEMA_VERSION, "hashing-64", 64]]
-        rows = db.query("CALL show_indexes() RETURN *")
-        indexes = {row[1] for row in rows}
-        assert {name for _, name, _ in schema.VECTOR_INDEXES + schema.FTS_INDEXES} <= indexes
-        vector_definitions = [row[5] for row in rows if row[2] == "HNSW"]
-        assert len(vector_definitions) == len(schema.VECTOR_INDEXES)
-        assert all(f"ml := {schema.HNSW_MAX_DEGREE}," in d for d in vector_definitions), vector_definitions
+        # Kuzu holds no index of its own: every index is derived, beside the database, and starts empty.
+        assert db.query("CALL show_indexes() RETURN *") == []
+        assert sorted(p.name for p in index_dir(db.path).iterdir()) == sorted(
+            f"{'lex' if d.kind == 'lexical' else 'vec'}-{d.name}" for d in DERIVED
+        )
+        assert all(db.indexes.count(d.name) == 0 for d in DERIVED) and sorted(db.indexes.rebuilt) == sorted(
+            d.name for d in DERIVED
+        )
     finally:
         db.close()
 

@@ -96,7 +96,7 @@ def test_applying_a_batch_twice_changes_nothing(db: ScopeDatabase) -> None:
     ]
     apply_entries(db, es)
     assert dump(db) == once
-    assert q.fts_search(db, "Round", "round_fts", "wbiscuit", 5)[0][0] == "s2@0"
+    assert q.lexical_search(db, "round_terms", "wbiscuit", 5)[0][0] == "s2@0"
 
 
 @pytest.mark.parametrize("flushed", [0, 1, 2, 3])
@@ -204,6 +204,6 @@ def test_kill_9_during_a_flush_loses_nothing_and_duplicates_nothing(tmp_path: Pa
         assert (counts["Session"], counts["Message"], counts["Round"]) == (60, 120, 60)
         ids = [r[0] for r in db.query("MATCH (r:Round) RETURN r.id")]
         assert sorted(ids) == sorted(f"s{i}@0" for i in range(60))
-        assert [h for h, _ in q.fts_search(db, "Round", "round_fts", query_terms("42"), 3)] == ["s42@0"]
+        assert [h for h, _ in q.lexical_search(db, "round_terms", query_terms("42"), 3)] == ["s42@0"]
     finally:
         db.close()

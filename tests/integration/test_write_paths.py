@@ -36,9 +36,9 @@ def _ingest(root: Path, batch_sessions: int) -> dict[str, list[str]]:
         m.flush()  # small batches went through the write log: look at what reached Kuzu
         with testing.database(m, scope) as db:
             for i, w in enumerate(WORDS):
-                found[w] = [rid for rid, _ in q.fts_search(db, "Round", "round_fts", query_terms(w), 3)]
+                found[w] = [rid for rid, _ in q.lexical_search(db, "round_terms", query_terms(w), 3)]
                 found[str(1000 + i)] = [
-                    rid for rid, _ in q.fts_search(db, "Round", "round_fts", query_terms(str(1000 + i)), 3)
+                    rid for rid, _ in q.lexical_search(db, "round_terms", query_terms(str(1000 + i)), 3)
                 ]
     return found
 

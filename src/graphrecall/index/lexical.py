@@ -36,6 +36,9 @@ class LexicalIndex(Protocol):
     def search(self, terms: Sequence[str], k: int) -> list[tuple[str, float]]: ...
     def add(self, rows: Sequence[tuple[str, str]], *, mark: str | None = None) -> None: ...
     def delete(self, ids: Sequence[str], *, mark: str | None = None) -> None: ...
+    def apply(
+        self, delete: Sequence[str], add: Sequence[tuple[str, str]], *, mark: str | None = None
+    ) -> None: ...
     def count(self) -> int: ...
     @property
     def mark(self) -> str | None: ...
@@ -46,7 +49,9 @@ def _tantivy() -> Any:
     try:
         import tantivy
     except ImportError as e:  # optional dependency
-        raise ImportError("the lexical index needs tantivy: pip install 'graphrecall[index]'") from e
+        raise ImportError(
+            "the lexical index needs tantivy (a dependency of graphrecall): pip install tantivy"
+        ) from e
     return tantivy
 
 
@@ -129,18 +134,22 @@ class TantivyLexicalIndex:
 
     def add(self, rows: Sequence[tuple[str, str]], *, mark: str | None = None) -> None:
         """Index rows and commit durably (an id already present is replaced); visible to the next search."""
-        with self._lock:
-            w = self._w()
-            for rid, terms in rows:
-                w.delete_documents_by_term("id", rid)
-                w.add_document(self._t.Document(id=rid, terms=terms))
-            self._commit(mark)
+        self.apply((), rows, mark=mark)
 
     def delete(self, ids: Sequence[str], *, mark: str | None = None) -> None:
+        self.apply(ids, (), mark=mark)
+
+    def apply(
+        self, delete: Sequence[str], add: Sequence[tuple[str, str]], *, mark: str | None = None
+    ) -> None:
+        """Delete ``delete``, then index ``add`` (replacing ids present), in one durable commit."""
         with self._lock:
             w = self._w()
-            for rid in ids:
+            for rid in delete:
                 w.delete_documents_by_term("id", rid)
+            for rid, terms in add:
+                w.delete_documents_by_term("id", rid)
+                w.add_document(self._t.Document(id=rid, terms=terms))
             self._commit(mark)
 
     def _commit(self, mark: str | None) -> None:

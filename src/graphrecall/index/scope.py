@@ -1,12 +1,13 @@
 """One scope's derived indexes, in a directory beside its Kuzu database, checked on open and rebuilt from Kuzu.
 
 Layout: ``<root>/<org>/<user>.kuzu.idx/`` holding ``lex-<name>/`` (``TantivyLexicalIndex``) and ``vec-<name>/``
-(``TieredVectorIndex``: exact scan, HNSW above 20k rows) per index name. The directory ends in ``.idx`` so the pool's ``*.kuzu`` scan never mistakes
-it for a database; erasing a user must remove it together with the ``.kuzu`` file.
+(``TieredVectorIndex``: exact scan, HNSW above 20k rows) per index name. The directory ends in ``.idx`` so the pool's
+``*.kuzu`` scan never mistakes it for a database; erasing a user removes it together with the ``.kuzu`` file.
 
 Opening never trusts an index it cannot vouch for: a missing directory, a bad or foreign manifest, a file tantivy or
 the vector log cannot read, or a ``mark`` that differs from the store's (the index missed commits, e.g. a crash
-between the Kuzu commit and the index commit) each trigger a rebuild from the source (Kuzu), with one log line.
+between the Kuzu commit and the index commit) each trigger a rebuild from the source (Kuzu), with one log line per
+open. Which rows each index covers, and how marks are kept, is the store's business (``graphrecall.store.derived``).
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from graphrecall.index.vector import F32, TieredVectorIndex
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 
 class IndexSource(Protocol):
     """Where a rebuild reads from: the scope's Kuzu database (the store of record)."""
@@ -38,8 +37,8 @@ class IndexSource(Protocol):
         """(id, normalized vector) for every row the vector index ``name`` covers."""
         ...
 
-    def mark(self) -> str | None:
-        """The store's current mark (what the indexes must have seen), or None when it keeps none."""
+    def mark(self, name: str) -> str | None:
+        """The store's current mark for index ``name`` (what the index must have seen), or None if it keeps none."""
         ...
 
 
@@ -49,6 +48,8 @@ def index_dir(db_path: Path) -> Path:
 
 @dataclass
 class ScopeIndexes:
+    """The open derived indexes of one scope, by name (index names are unique across both kinds)."""
+
     lexical: dict[str, TantivyLexicalIndex]
     vector: dict[str, TieredVectorIndex]
     rebuilt: list[str] = field(default_factory=list)
@@ -61,34 +62,50 @@ class ScopeIndexes:
         embedder_id: str,
         dim: int,
         source: IndexSource,
-        lexical: Sequence[str] = ("round",),
-        vector: Sequence[str] = ("round_user", "round_reply"),
+        lexical: Sequence[str],
+        vector: Sequence[str],
+        fresh: bool = False,
     ) -> ScopeIndexes:
+        """Open every index, rebuilding from ``source`` the ones it cannot vouch for.
+
+        ``fresh``: the store was created just now, so missing indexes are created empty without a warning. Any
+        other rebuild is logged once per open (one line naming every index rebuilt and why), because it means the
+        indexes were missing, damaged, of another format or behind the store (a crash, an upgrade)."""
         root = index_dir(db_path)
         root.mkdir(parents=True, exist_ok=True)
-        mark = source.mark()
         out = cls({}, {})
+        reasons: list[str] = []
+        t0 = time.perf_counter()
         for name in lexical:
             d = root / f"lex-{name}"
             out.lexical[name] = _open_or_rebuild(
-                f"lexical index {name!r} of {db_path}",
+                name,
                 lambda d=d: TantivyLexicalIndex(d),  # type: ignore[misc]
                 lambda d=d, name=name: TantivyLexicalIndex.rebuild_from(  # type: ignore[misc]
-                    d, source.lexical_rows(name), mark=mark
+                    d, source.lexical_rows(name), mark=source.mark(name)
                 ),
-                mark,
-                out.rebuilt,
+                source.mark(name),
+                reasons,
             )
         for name in vector:
             d = root / f"vec-{name}"
             out.vector[name] = _open_or_rebuild(
-                f"vector index {name!r} of {db_path}",
+                name,
                 lambda d=d: TieredVectorIndex(d, embedder_id=embedder_id, dim=dim),  # type: ignore[misc]
                 lambda d=d, name=name: TieredVectorIndex.rebuild_from(  # type: ignore[misc]
-                    d, source.vector_rows(name), embedder_id=embedder_id, dim=dim, mark=mark
+                    d, source.vector_rows(name), embedder_id=embedder_id, dim=dim, mark=source.mark(name)
                 ),
-                mark,
-                out.rebuilt,
+                source.mark(name),
+                reasons,
+            )
+        out.rebuilt = [r.split(":", 1)[0] for r in reasons]
+        if reasons and not fresh:
+            log.warning(
+                "rebuilt %d derived index(es) of %s from the store in %.2f s: %s",
+                len(reasons),
+                db_path,
+                time.perf_counter() - t0,
+                "; ".join(reasons),
             )
         return out
 
@@ -110,8 +127,9 @@ M = TypeVar("M", bound=_Marked)
 
 
 def _open_or_rebuild(
-    what: str, opener: Callable[[], M], builder: Callable[[], M], mark: str | None, rebuilt: list[str]
+    name: str, opener: Callable[[], M], builder: Callable[[], M], mark: str | None, reasons: list[str]
 ) -> M:
+    """The index as found when its mark matches the store's, else rebuilt; ``reasons`` gets "name: why"."""
     try:
         idx = opener()
     except IndexCorrupt as e:
@@ -121,8 +139,5 @@ def _open_or_rebuild(
             return idx
         idx.close()
         reason = f"index mark {idx.mark!r} != store mark {mark!r}"
-    t0 = time.perf_counter()
-    idx = builder()
-    log.warning("rebuilt the %s from the store (%s) in %.2f s", what, reason, time.perf_counter() - t0)
-    rebuilt.append(what)
-    return idx
+    reasons.append(f"{name}: {reason}")
+    return builder()

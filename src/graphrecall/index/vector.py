@@ -319,7 +319,9 @@ class TieredVectorIndex:
         try:
             from usearch.index import Index
         except ImportError as e:
-            raise ImportError("a large vector index needs usearch: pip install 'graphrecall[index]'") from e
+            raise ImportError(
+                "a large vector index needs usearch (a dependency of graphrecall): pip install usearch"
+            ) from e
         return Index(
             ndim=self.dim,
             metric="cos",

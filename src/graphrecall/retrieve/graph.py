@@ -86,9 +86,12 @@ class GraphCandidates:
         terms = query_terms(query, drop_query_stopwords=self.query_stopwords)
         until = cutoff.until if cutoff is not None else None
         out: list[Ranked] = []
-        for table, vindex, findex in (("Fact", "fact_vec", "fact_fts"), ("Event", "event_vec", "event_fts")):
-            vec = q.vector_search(db, table, vindex, qvec, m)
-            bm25 = q.fts_search(db, table, findex, terms, m)
+        for table, vindex, findex in (
+            ("Fact", "fact_vec", "fact_terms"),
+            ("Event", "event_vec", "event_terms"),
+        ):
+            vec = q.vector_search(db, vindex, qvec, m)
+            bm25 = q.lexical_search(db, findex, terms, m)
             ids = list(dict.fromkeys([i for i, _ in vec] + [i for i, _ in bm25]))
             ok = (
                 fq.visible_fact_ids(db, ids, until, as_of)

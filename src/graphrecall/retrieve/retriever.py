@@ -123,7 +123,7 @@ class HybridRetriever:
         # is embedded (Kuzu releases the GIL, torch too).
         terms = query_terms(query, drop_query_stopwords=cfg.query_stopwords)
         bm25_job = (
-            run.submit("fts", q.fts_search, db, "Round", "round_fts", terms, n)
+            run.submit("bm25", q.lexical_search, db, "round_terms", terms, n)
             if weights.get("bm25", 1.0)
             else None
         )
@@ -253,9 +253,9 @@ class HybridRetriever:
         reply_job: Future[list[tuple[str, float]]] | None = None
         if use_index:
             if self.config.use_reply_vectors:
-                reply_job = run.submit("hnsw_reply", q.vector_search, db, "Round", "round_reply_vec", qvec, n)
-            with stage(run.timings, "hnsw_user"):
-                user = q.vector_search(db, "Round", "round_user_vec", qvec, n)
+                reply_job = run.submit("vec_reply", q.vector_search, db, "round_reply", qvec, n)
+            with stage(run.timings, "vec_user"):
+                user = q.vector_search(db, "round_user", qvec, n)
         else:
             if self.config.use_reply_vectors:
                 reply_job = run.submit("scan_reply", q.exact_vector_search, db, "reply_embedding", qvec, n)

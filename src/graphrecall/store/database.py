@@ -1,9 +1,12 @@
-"""One scope's Kuzu database: schema, embedder check, the single-writer lock, and per-thread read connections.
+"""One scope's Kuzu database: schema (and its upgrade), embedder check, the single-writer lock, per-thread read
+connections, and the derived indexes beside it.
 
 Kuzu allows one write transaction per database at a time, and a second concurrent writer fails at once instead of
 waiting; worse, after a failed ``BEGIN`` the next query on that connection crashes the process. So every write goes
 through ``ScopeDatabase.write()``: one dedicated connection, one ``threading.Lock``, ``BEGIN``/``COMMIT`` around the
-whole batch and ``ROLLBACK`` on error, so a failed batch leaves nothing half-written.
+whole batch and ``ROLLBACK`` on error, so a failed batch leaves nothing half-written. The same call keeps the derived
+indexes (``store.derived``) in step: what a transaction did to an indexed table is applied to them after its commit,
+before ``write()`` returns, so a write is searchable as soon as it is acknowledged.
 """
 
 from __future__ import annotations
@@ -11,19 +14,21 @@ from __future__ import annotations
 import contextlib
 import importlib.util  # noqa: F401  (kuzu's pyarrow scan path needs importlib.util imported)
 import logging
+import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import kuzu
 
 from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy
+from graphrecall.index import index_dir
 from graphrecall.models import utcnow
 from graphrecall.store import schema
+from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
 from graphrecall.store.recovery import recover
-from graphrecall.text import STOPWORDS
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +58,7 @@ class ScopeDatabase:
                 raise StoreBusy(f"database {path} is held by another process: {e}") from e
             raise
         self.write_lock = threading.RLock()
-        self._copied: set[str] = set()  # tables COPYed into by the open write transaction
+        self._changes: list[Change] = []  # what the open write transaction did to indexed tables
         self._gate = _ReadGate()
         self._writer = kuzu.Connection(self._db)
         self._local = threading.local()
@@ -61,12 +66,27 @@ class ScopeDatabase:
         self._conns_lock = threading.Lock()
         self.in_use = 0
         self.closed = False
-        self._ensure_schema(embedder_id, dim)
-        if (
-            self._fts_marker.exists()
-        ):  # the last owner rolled back a write and died before repairing the index
-            with self.write_lock:
-                self._rebuild_fts(self._fts_marker.read_text().split())
+        self._marks: dict[str, int] = {}
+        self._embedder_id, self._dim = embedder_id, dim
+        t0 = time.perf_counter()
+        created, upgraded = self._ensure_schema(embedder_id, dim)
+        try:
+            self.indexes = DerivedIndexes.open(
+                self, path, self._marks, embedder_id=embedder_id, dim=dim, fresh=created or bool(upgraded)
+            )
+        except BaseException:
+            self.close()
+            raise
+        if upgraded:
+            log.warning(
+                "upgraded the store %s from schema %d to %d in %.2f s: %s; built its derived indexes (%s)",
+                path,
+                upgraded,
+                schema.SCHEMA_VERSION,
+                time.perf_counter() - t0,
+                "dropped Kuzu's full-text indexes, kept its vector indexes (no longer searched)",
+                ", ".join(self.indexes.rebuilt) or "none",
+            )
 
     # -- connections -------------------------------------------------------------------------------------------
     def reader(self) -> kuzu.Connection:
@@ -102,17 +122,18 @@ class ScopeDatabase:
 
     @contextlib.contextmanager
     def write(self) -> Iterator[WriteTxn]:
-        """The only way to write: serialized by a lock, atomic by a transaction."""
+        """The only way to write: serialized by a lock, atomic by a transaction, indexed before it returns."""
         with self.write_lock:
             if self._active:  # a nested write() on the same thread joins the open transaction
-                yield WriteTxn(self._writer, self._copied)
+                yield WriteTxn(self._writer, self._changes)
                 return
-            self._copied = set()
-            txn = WriteTxn(self._writer, self._copied)
+            self._changes = []
+            txn = WriteTxn(self._writer, self._changes)
             _run(self._writer, "BEGIN TRANSACTION")
             self._active = True
             try:
                 yield txn
+                marks = self._bump_marks(txn.changes)
             except BaseException:
                 self._rollback()
                 raise
@@ -121,51 +142,54 @@ class ScopeDatabase:
                     _run(self._writer, "COMMIT")
             finally:
                 self._active = False
+            if txn.changes:
+                self._marks = marks
+                self._apply_to_indexes(txn.changes, marks)
 
     _active = False
 
+    def _apply_to_indexes(self, changes: Sequence[Change], marks: dict[str, int]) -> None:
+        """After a commit: the changes into the derived indexes; if that fails (a full disk, a damaged file), the
+        indexes are reopened, which rebuilds the ones behind Kuzu. The data is committed either way; only an index
+        that cannot be rebuilt either raises."""
+        try:
+            self.indexes.apply(changes, marks)
+        except Exception as e:
+            log.warning(
+                "updating the derived indexes of %s failed (%s); rebuilding them from the store", self.path, e
+            )
+            self.indexes.close()
+            self.indexes = DerivedIndexes.open(
+                self, self.path, marks, embedder_id=self._embedder_id, dim=self._dim, fresh=False
+            )
+
+    def _bump_marks(self, changes: Sequence[Change]) -> dict[str, int]:
+        """The marks after this transaction, written into it: one more for each indexed table it changed."""
+        if not changes:
+            return self._marks
+        marks = dict(self._marks)
+        for table in {c.table for c in changes}:
+            marks[table] = marks.get(table, 0) + 1
+        _run(
+            self._writer,
+            "MATCH (m:Meta {key: 'meta'}) SET m.index_marks = $j",
+            {"j": dump_marks(marks)},
+        )
+        return marks
+
     def _rollback(self) -> None:
-        # Kuzu 0.11.3: once a transaction that COPYed into a full-text-indexed table is rolled back, the next COPY
-        # into that table is silently left out of the index (for good: reopening does not help), and deleting one
-        # of those rows later crashes the process; a single CREATE to "heal" it crashes too, now and then
-        # (measured, docs/architecture.md). Rebuilding the table's FTS index is what reliably helps, so that is
-        # done right after the rollback. A marker file makes the next open finish the job if we die before that.
-        stale = sorted({t for t, _, _ in schema.FTS_INDEXES} & self._copied)
-        if stale:
-            self._fts_marker.write_text("\n".join(stale))
         try:
             _run(self._writer, "ROLLBACK")
         except RuntimeError as e:  # a failed statement already rolled the transaction back
             log.debug("rollback after error: %s", e)
-        if stale:
-            self._rebuild_fts(stale)
-
-    @property
-    def _fts_marker(self) -> Path:
-        return Path(str(self.path) + ".fts-rebuild")
-
-    def _rebuild_fts(self, tables: list[str]) -> None:
-        """Drop and re-create the FTS indexes of ``tables`` from their rows (auto-commit DDL on the writer)."""
-        t0 = time.perf_counter()
-        with self._gate.exclusive():
-            for table, name, column in schema.FTS_INDEXES:
-                if table in tables:
-                    _run(self._writer, f"CALL DROP_FTS_INDEX('{table}', '{name}')")
-                    _run(self._writer, schema.fts_index_statement(table, name, column))
-        self._fts_marker.unlink(missing_ok=True)
-        log.warning(
-            "rebuilt the full-text index of %s in %s after a rolled-back write (%.2f s)",
-            ", ".join(tables),
-            self.path,
-            time.perf_counter() - t0,
-        )
 
     # -- schema ------------------------------------------------------------------------------------------------
-    def _ensure_schema(self, embedder_id: str, dim: int) -> None:
+    def _ensure_schema(self, embedder_id: str, dim: int) -> tuple[bool, int]:
+        """(created now, the schema version upgraded from or 0); loads the index marks."""
         tables = {row[1] for row in self.query("CALL show_tables() RETURN *")}
         if "Meta" not in tables:
             self._create_schema(embedder_id, dim)
-            return
+            return True, 0
         rows = self.query("MATCH (m:Meta {key: 'meta'}) RETURN m.schema_version, m.embedder_id, m.dim")
         if not rows:
             raise SchemaMismatch(f"database {self.path} has no Meta node; it was not created by graphrecall")
@@ -176,30 +200,64 @@ class ScopeDatabase:
                 f"this Memory uses {embedder_id!r} (dim {dim}). Open it with the same embedder, or export and "
                 "re-import into a new store."
             )
-        if version != schema.SCHEMA_VERSION:
+        upgraded = 0
+        if version == 1:
+            self._upgrade_from_1()
+            upgraded = 1
+        elif version != schema.SCHEMA_VERSION:
             raise SchemaMismatch(
-                f"database {self.path} has schema version {version}; this graphrecall expects {schema.SCHEMA_VERSION}"
+                f"database {self.path} has schema version {version}; this graphrecall reads versions 1 to "
+                f"{schema.SCHEMA_VERSION} (a newer graphrecall wrote it?)"
             )
+        self._marks = parse_marks(self.query("MATCH (m:Meta {key: 'meta'}) RETURN m.index_marks")[0][0])
+        return False, upgraded
 
     def _create_schema(self, embedder_id: str, dim: int) -> None:
         with self.write_lock:
-            # DDL and index creation run in auto-commit mode (Kuzu does not allow them in one manual transaction).
-            for stmt in [*schema.node_tables(dim), *schema.REL_TABLES, *schema.index_statements()]:
+            # DDL runs in auto-commit mode (Kuzu does not allow it in one manual transaction).
+            for stmt in [*schema.node_tables(dim), *schema.REL_TABLES]:
                 _run(self._writer, stmt)
-            _run(self._writer, "UNWIND $ws AS w CREATE (:Stopword {sw: w})", {"ws": sorted(STOPWORDS)})
             _run(
                 self._writer,
-                "CREATE (:Meta {key: 'meta', schema_version: $v, embedder_id: $e, dim: $d, created_at: $t})",
+                "CREATE (:Meta {key: 'meta', schema_version: $v, embedder_id: $e, dim: $d, created_at: $t,"
+                " index_marks: '{}'})",
                 {"v": schema.SCHEMA_VERSION, "e": embedder_id, "d": dim, "t": utcnow()},
             )
             # A new database is durable as a whole before its first write: recovery never has to replay DDL.
             _run(self._writer, "CHECKPOINT")
+        # Indexes of an earlier store at this path (erased while this process held it open) describe nothing now.
+        shutil.rmtree(index_dir(self.path), ignore_errors=True)
+
+    def _upgrade_from_1(self) -> None:
+        """Schema 1 -> 2: the index marks column, Kuzu's full-text indexes dropped (the derived lexical index
+        replaces them; they cost ~6 MB per store and a checkpointed update per write). Its vector indexes cannot be
+        dropped safely in Kuzu 0.11.3 and stay, unused. Idempotent: a crash half-way is finished by the next open."""
+        with self.write_lock:
+            columns = {r[1] for r in self.query("CALL table_info('Meta') RETURN *")}
+            if "index_marks" not in columns:
+                _run(self._writer, "ALTER TABLE Meta ADD index_marks STRING DEFAULT '{}'")
+            existing = {(r[0], r[1]) for r in self.query("CALL show_indexes() RETURN table_name, index_name")}
+            for table, name, _ in schema.FTS_INDEXES:
+                if (table, name) in existing:
+                    _run(self._writer, f"CALL DROP_FTS_INDEX('{table}', '{name}')")
+            _run(
+                self._writer,
+                "MATCH (m:Meta {key: 'meta'}) SET m.schema_version = $v",
+                {"v": schema.SCHEMA_VERSION},
+            )
+            _run(self._writer, "CHECKPOINT")
+        Path(str(self.path) + ".fts-rebuild").unlink(
+            missing_ok=True
+        )  # schema 1's repair marker: nothing to repair
 
     def close(self) -> None:
         if self.closed:
             return
         with self.write_lock:
             self.closed = True
+            indexes: DerivedIndexes | None = getattr(self, "indexes", None)
+            if indexes is not None:
+                indexes.close()
             with self._conns_lock:
                 for c in self._conns:
                     with contextlib.suppress(Exception):
@@ -278,25 +336,31 @@ class _ReadGate:
 class WriteTxn:
     """A handle on the writer connection inside ``ScopeDatabase.write()``."""
 
-    def __init__(self, conn: kuzu.Connection, copied: set[str] | None = None) -> None:
+    def __init__(self, conn: kuzu.Connection, changes: list[Change] | None = None) -> None:
         self._conn = conn
-        self.copied = copied if copied is not None else set()  # tables COPYed into in this transaction
+        self.changes = changes if changes is not None else []  # what this transaction did to indexed tables
 
     def execute(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        """Run a statement. Deleting rows of an indexed table must be announced with ``unindex``."""
         return _run(self._conn, cypher, params)
 
-    def copy(self, table: str, data: Any) -> None:
-        """Insert a pyarrow table with ``COPY``, whatever its size.
+    def unindex(self, table: str, ids: Sequence[str]) -> None:
+        """Take ``ids`` of ``table`` out of its derived indexes when the transaction commits (call it beside the
+        statement that deletes them)."""
+        if table in INDEXED_TABLES and ids:
+            self.changes.append(Change(table, deleted=list(ids)))
 
-        Why always COPY: it is ~20x faster per row than ``CREATE``, and the alternatives lose data in Kuzu 0.11.3
-        (measured): a multi-row ``UNWIND ... CREATE`` leaves all but one row out of the full-text index, and
-        ``UNWIND ... CREATE`` into several vector-indexed tables in one transaction lost rows at commit. The price
-        is that a transaction which ran a COPY checkpoints on commit (~0.35 s even for one row), so a small write
-        costs a checkpoint; correctness first.
+    def copy(self, table: str, data: Any) -> None:
+        """Insert a pyarrow table with ``COPY``, whatever its size; an indexed table's rows are indexed at commit.
+
+        Why always COPY: it is ~20x faster per row than ``CREATE``, and with Kuzu's own indexes (schema 1, which
+        upgraded stores keep for vectors) the alternatives lose data in Kuzu 0.11.3 (measured): a multi-row
+        ``UNWIND ... CREATE`` into several vector-indexed tables in one transaction lost rows at commit.
         """
         if data.num_rows == 0:
             return
         # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
         frame = data  # noqa: F841
-        self.copied.add(table)
         _drain(self._conn.execute(f"COPY {table} FROM frame"))
+        if table in INDEXED_TABLES:
+            self.changes.append(Change(table, added=data))

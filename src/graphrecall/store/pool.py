@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from graphrecall.errors import NotFound, StoreBusy
+from graphrecall.index import index_dir
 from graphrecall.models import Scope
 from graphrecall.store.database import DEFAULT_BUFFER_POOL, DEFAULT_MAX_DB_SIZE, ScopeDatabase
 
@@ -148,6 +149,7 @@ class DatabasePool:
                 Path(str(path) + ".lock"),
                 Path(str(path) + ".shadow"),
                 Path(str(path) + ".fts-rebuild"),
+                index_dir(path),
             ):
                 if p.is_dir():
                     shutil.rmtree(p)

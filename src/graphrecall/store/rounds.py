@@ -74,6 +74,7 @@ def write_messages(
         txn.execute(
             "UNWIND $ids AS i MATCH (r:Round {id: i}) DETACH DELETE r", {"ids": list(replaced_round_ids)}
         )
+        txn.unindex("Round", replaced_round_ids)
     if new_sessions:
         txn.copy(
             "Session",
@@ -142,18 +143,13 @@ def touch_sessions(txn: WriteTxn, messages: Sequence[MessageRow]) -> None:
         )
 
 
-def vector_search(db: ScopeDatabase, table: str, index: str, vec: Vectors, k: int) -> list[tuple[str, float]]:
-    """Top-k by cosine similarity through the HNSW index (Kuzu returns distances unsorted)."""
-    rows = db.query(
-        f"CALL QUERY_VECTOR_INDEX('{table}', '{index}', $v, $k, efs := {max(HNSW_SEARCH_EF, k)}) "
-        "RETURN node.id, distance ORDER BY distance",
-        {"v": np.asarray(vec, dtype=np.float32).tolist(), "k": k},
-    )
-    return [(r[0], 1.0 - float(r[1])) for r in rows]
+def vector_search(db: ScopeDatabase, index: str, vec: Vectors, k: int) -> list[tuple[str, float]]:
+    """Top-k (id, cosine similarity), best first, from the derived vector index ``index`` (``store.derived``)."""
+    return db.indexes.vector_search(index, vec, k)
 
 
 def exact_vector_search(db: ScopeDatabase, column: str, vec: Vectors, k: int) -> list[tuple[str, float]]:
-    """The same ranking by a full scan, without the index: the baseline the HNSW index is measured against."""
+    """The same ranking by a full scan in Kuzu, without an index: the reference the indexes are measured against."""
     rows = db.query(
         f"MATCH (r:Round) WITH r, array_cosine_similarity(r.{column}, $v) AS s RETURN r.id, s ORDER BY s DESC "
         "LIMIT $k",
@@ -162,8 +158,26 @@ def exact_vector_search(db: ScopeDatabase, column: str, vec: Vectors, k: int) ->
     return [(r[0], float(r[1])) for r in rows]
 
 
-def fts_search(db: ScopeDatabase, table: str, index: str, terms: str, k: int) -> list[tuple[str, float]]:
-    """BM25 top-k with OR semantics over normalized terms (see ``graphrecall.text``)."""
+def lexical_search(db: ScopeDatabase, index: str, terms: str, k: int) -> list[tuple[str, float]]:
+    """BM25 top-k with OR semantics over normalized terms (see ``graphrecall.text``), from the derived lexical
+    index ``index``."""
+    return db.indexes.lexical_search(index, terms, k)
+
+
+def kuzu_vector_search(
+    db: ScopeDatabase, table: str, index: str, vec: Vectors, k: int
+) -> list[tuple[str, float]]:
+    """Top-k through a Kuzu HNSW index (schema 1; benchmarks compare it with the derived index)."""
+    rows = db.query(
+        f"CALL QUERY_VECTOR_INDEX('{table}', '{index}', $v, $k, efs := {max(HNSW_SEARCH_EF, k)}) "
+        "RETURN node.id, distance ORDER BY distance",
+        {"v": np.asarray(vec, dtype=np.float32).tolist(), "k": k},
+    )
+    return [(r[0], 1.0 - float(r[1])) for r in rows]
+
+
+def kuzu_fts_search(db: ScopeDatabase, table: str, index: str, terms: str, k: int) -> list[tuple[str, float]]:
+    """BM25 top-k through a Kuzu full-text index (schema 1; benchmarks compare it with the derived index)."""
     if not terms:
         return []
     rows = db.query(

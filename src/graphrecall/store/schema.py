@@ -4,15 +4,20 @@ One Kuzu database holds one scope (an org's user). ``SCHEMA_VERSION`` is stored 
 the embedder id and dimension; opening a database with another embedder is refused (vectors of different models are
 not comparable, and mixing them would return silent garbage).
 
-Indexes: HNSW (cosine) on every embedding column that retrieval searches, FTS (BM25) on the derived ``terms``
-columns (see ``graphrecall.text`` for why the terms are ours and not Kuzu's tokenizer's). Vector indexes are never
-dropped: ``DROP_VECTOR_INDEX`` followed by an insert crashes Kuzu 0.11.3 after a reopen.
+Indexes: none inside Kuzu since schema 2. The lexical (BM25 over the ``terms`` columns: see ``graphrecall.text``
+for why the terms are ours) and vector indexes that retrieval searches are derived, beside the database
+(``graphrecall.store.derived``), because Kuzu's own cost a fixed ~6 MB per store for full-text search, a
+checkpointed index update per write, and 37-54 ms per full-text query at 100k rounds (docs/benchmarks.md). Schema 1
+stores are upgraded on open (``ScopeDatabase``): their full-text indexes are dropped, their HNSW indexes stay
+(``DROP_VECTOR_INDEX`` followed by an insert crashes Kuzu 0.11.3 after a reopen) but are no longer searched.
+``kuzu_index_statements`` keeps schema 1's definitions for the benchmarks that measure Kuzu's engines.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
+# Kuzu-native indexes of schema 1 (benchmarks measure them; upgraded stores may still hold them).
 # (table, index name, column) for every HNSW index.
 VECTOR_INDEXES: tuple[tuple[str, str, str], ...] = (
     ("Round", "round_user_vec", "embedding"),
@@ -34,8 +39,7 @@ def node_tables(dim: int) -> list[str]:
     vec = f"FLOAT[{dim}]"
     return [
         "CREATE NODE TABLE Meta(key STRING PRIMARY KEY, schema_version INT64, embedder_id STRING, dim INT64,"
-        " created_at TIMESTAMP)",
-        "CREATE NODE TABLE Stopword(sw STRING PRIMARY KEY)",
+        " created_at TIMESTAMP, index_marks STRING)",
         "CREATE NODE TABLE Session(id STRING PRIMARY KEY, started_at TIMESTAMP, extract_status STRING,"
         " extract_error STRING, updated_at TIMESTAMP)",
         "CREATE NODE TABLE Message(id STRING PRIMARY KEY, session_id STRING, idx INT64, role STRING, text STRING,"
@@ -68,16 +72,16 @@ REL_TABLES: list[str] = [
 ]
 
 
-# HNSW lower-layer degree. Kuzu's default (60) made inserting a round's two vectors ~3.8 ms, most of what an ingest
-# spends outside the embedder; 32 halves that (benchmarks/perf) at no measurable loss in recall (docs/benchmarks.md).
-# Applies to databases created from now on; existing ones keep the degree they were built with.
+# HNSW lower-layer degree of schema 1. Kuzu's default (60) made inserting a round's two vectors ~3.8 ms; 32 halved
+# that at no measurable loss in recall (docs/benchmarks.md).
 HNSW_MAX_DEGREE = 32
 # Candidates kept while searching (Kuzu's default is 200). With the lower degree above, 300 restores recall@60 at
 # 100k rounds from 0.979 to 0.994 (exact scan as reference) at no measurable latency cost.
 HNSW_SEARCH_EF = 300
 
 
-def index_statements() -> list[str]:
+def kuzu_index_statements() -> list[str]:
+    """Schema 1's Kuzu-native HNSW and FTS indexes: for benchmarks that compare engines, not for stores."""
     stmts = [
         f"CALL CREATE_VECTOR_INDEX('{t}', '{name}', '{col}', metric := 'cosine', ml := {HNSW_MAX_DEGREE})"
         for t, name, col in VECTOR_INDEXES

@@ -1,0 +1,209 @@
+"""The derived indexes of one scope's database: what each covers, the marks that prove it caught up, and keeping them
+in step with every committed write.
+
+Why here: Kuzu is the store of record, so the indexes beside it (``graphrecall.index``: tantivy for BM25, an exact
+scan or usearch for vectors) are maintained by the one place every write passes through, ``ScopeDatabase.write()``.
+A ``COPY`` into an indexed table and an ``unindex`` of deleted ids are recorded on the transaction; the Kuzu commit
+also bumps a per-table counter in the ``Meta`` node (``index_marks``); after the commit the changes are applied to
+the indexes, each of which stores the counter it reached. On open, an index whose counter differs from Kuzu's (a
+crash between the two commits), or that is missing or damaged, is rebuilt from Kuzu. So an index can lag Kuzu only
+between a commit and the end of that same ``write()`` call, and never survives a restart stale.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import pyarrow as pa
+
+from graphrecall.index import ScopeIndexes
+from graphrecall.index.vector import F32
+
+if TYPE_CHECKING:
+    from graphrecall.store.database import ScopeDatabase
+
+
+@dataclass(frozen=True)
+class Derived:
+    """One derived index: its name (unique across kinds; the directory is ``lex-<name>`` or ``vec-<name>``)."""
+
+    name: str
+    kind: Literal["lexical", "vector"]
+    table: str
+    column: str
+
+
+DERIVED: tuple[Derived, ...] = (
+    Derived("round_terms", "lexical", "Round", "terms"),
+    Derived("round_user", "vector", "Round", "embedding"),
+    Derived("round_reply", "vector", "Round", "reply_embedding"),
+    Derived("fact_terms", "lexical", "Fact", "terms"),
+    Derived("fact_vec", "vector", "Fact", "embedding"),
+    Derived("event_terms", "lexical", "Event", "terms"),
+    Derived("event_vec", "vector", "Event", "embedding"),
+)
+BY_NAME = {d.name: d for d in DERIVED}
+INDEXED_TABLES = frozenset(d.table for d in DERIVED)
+PAGE = 5000
+
+
+@dataclass
+class Change:
+    """What one statement of a write transaction did to an indexed table: ids deleted, or rows COPYed in."""
+
+    table: str
+    deleted: list[str] = field(default_factory=list)
+    added: pa.Table | None = None
+
+
+def parse_marks(raw: str | None) -> dict[str, int]:
+    return {str(k): int(v) for k, v in json.loads(raw or "{}").items()}
+
+
+def dump_marks(marks: Mapping[str, int]) -> str:
+    return json.dumps(dict(marks), sort_keys=True)
+
+
+class KuzuSource:
+    """``IndexSource`` over one open scope database: rows read in pages ordered by id (a 100k-round rebuild never
+    materializes a table in one result), marks as Kuzu last committed them."""
+
+    def __init__(self, db: ScopeDatabase, marks: Mapping[str, int]) -> None:
+        self.db = db
+        self.marks = marks
+
+    def _pages(self, spec: Derived) -> Iterator[list[object]]:
+        skip = 0
+        while True:
+            rows = self.db.query(
+                f"MATCH (n:{spec.table}) RETURN n.id, n.{spec.column} ORDER BY n.id SKIP $s LIMIT $n",
+                {"s": skip, "n": PAGE},
+            )
+            yield from rows
+            if len(rows) < PAGE:
+                return
+            skip += PAGE
+
+    def lexical_rows(self, name: str) -> Iterator[tuple[str, str]]:
+        for r in self._pages(BY_NAME[name]):
+            yield str(r[0]), str(r[1] or "")
+
+    def vector_rows(self, name: str) -> Iterator[tuple[str, F32]]:
+        for r in self._pages(BY_NAME[name]):
+            if r[1] is not None:
+                yield str(r[0]), np.asarray(r[1], dtype=np.float32)
+
+    def mark(self, name: str) -> str | None:
+        return str(self.marks.get(BY_NAME[name].table, 0))
+
+
+class DerivedIndexes:
+    """The open derived indexes of one scope database, searched by the retriever and kept in step by ``apply``."""
+
+    def __init__(self, indexes: ScopeIndexes, dim: int) -> None:
+        self.indexes = indexes
+        self.dim = dim
+
+    @classmethod
+    def open(
+        cls,
+        db: ScopeDatabase,
+        db_path: Path,
+        marks: Mapping[str, int],
+        *,
+        embedder_id: str,
+        dim: int,
+        fresh: bool,
+    ) -> DerivedIndexes:
+        ix = ScopeIndexes.open(
+            db_path,
+            embedder_id=embedder_id,
+            dim=dim,
+            source=KuzuSource(db, marks),
+            lexical=[d.name for d in DERIVED if d.kind == "lexical"],
+            vector=[d.name for d in DERIVED if d.kind == "vector"],
+            fresh=fresh,
+        )
+        return cls(ix, dim)
+
+    @property
+    def rebuilt(self) -> list[str]:
+        return self.indexes.rebuilt
+
+    def lexical_search(self, name: str, terms: str, k: int) -> list[tuple[str, float]]:
+        """BM25 top-k (OR semantics) for a ``graphrecall.text.query_terms`` string."""
+        if not terms:
+            return []
+        return self.indexes.lexical[name].search(terms.split(), k)
+
+    def vector_search(self, name: str, vec: object, k: int) -> list[tuple[str, float]]:
+        """Cosine top-k, best first."""
+        return self.indexes.vector[name].search(np.asarray(vec, dtype=np.float32).reshape(-1), k)
+
+    def count(self, name: str) -> int:
+        spec = BY_NAME[name]
+        return (self.indexes.lexical if spec.kind == "lexical" else self.indexes.vector)[name].count()
+
+    def apply(self, changes: Sequence[Change], marks: Mapping[str, int]) -> None:
+        """Bring every index of a changed table up to ``marks`` (what Kuzu just committed)."""
+        for table in dict.fromkeys(c.table for c in changes):
+            final = _final_rows(c for c in changes if c.table == table)
+            deleted = [rid for rid, row in final.items() if row is None]
+            added = {rid: row for rid, row in final.items() if row is not None}
+            mark = str(marks[table])
+            ids = list(added)
+            for spec in (d for d in DERIVED if d.table == table):
+                if spec.kind == "lexical":
+                    rows = [(rid, _text(added[rid], spec.column)) for rid in ids]
+                    self.indexes.lexical[spec.name].apply(deleted, rows, mark=mark)
+                else:
+                    vx = self.indexes.vector[spec.name]
+                    if ids:
+                        if deleted:
+                            vx.delete(deleted)
+                        vx.add(ids, _vectors(added, ids, spec.column, self.dim), mark=mark)
+                    else:
+                        vx.delete(deleted, mark=mark)
+
+    def close(self) -> None:
+        self.indexes.close()
+
+
+def _final_rows(changes: Iterator[Change]) -> dict[str, tuple[pa.Table, int] | None]:
+    """Each id's last state in the transaction: its (table, row) when added last, None when deleted last."""
+    final: dict[str, tuple[pa.Table, int] | None] = {}
+    for c in changes:
+        for rid in c.deleted:
+            final[rid] = None
+        if c.added is not None:
+            for i, rid in enumerate(c.added.column("id").to_pylist()):
+                final.pop(rid, None)  # re-insert keeps the transaction's order
+                final[rid] = (c.added, i)
+    return final
+
+
+def _text(row: tuple[pa.Table, int], column: str) -> str:
+    table, i = row
+    value = table.column(column)[i].as_py()
+    return str(value or "")
+
+
+def _vectors(added: Mapping[str, tuple[pa.Table, int]], ids: Sequence[str], column: str, dim: int) -> F32:
+    out = np.empty((len(ids), dim), dtype=np.float32)
+    cache: dict[int, F32] = {}
+    for j, rid in enumerate(ids):
+        table, i = added[rid]
+        mat = cache.get(id(table))
+        if mat is None:
+            col = table.column(column).combine_chunks()
+            if col.null_count:
+                raise ValueError(f"column {column} has null vectors; indexed rows need one")
+            mat = np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
+            cache[id(table)] = mat
+        out[j] = mat[i]
+    return out
