@@ -506,7 +506,9 @@ def semantics(work: Path, embedder_id: str) -> dict[str, Any]:
         r = ing.RoundRow(rid, sid, 0, t, t, "", index_terms(t), at, [m.id])
         with db.write() as txn:
             write_round(txn, r, [m], at, v, True)
-    engines["kuzu_fts"] = lambda t: [i for i, _ in q.kuzu_fts_search(db, "Round", "round_fts", query_terms(t), 10)]
+    engines["kuzu_fts"] = lambda t: [
+        i for i, _ in q.kuzu_fts_search(db, "Round", "round_fts", query_terms(t), 10)
+    ]
     out: dict[str, Any] = {}
     for name, fn in engines.items():
         out[name] = {c: {"got": sorted(fn(c)), "ok": set(fn(c)) == want} for c, want in cases.items()}

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.perf.footprint import scope_files
 from graphrecall import Memory, Scope, writer
 from graphrecall.config import Settings
 from graphrecall.embed import default_embedder
@@ -51,8 +52,7 @@ def _session(i: int, rng: random.Random) -> list[dict[str, str]]:
 
 
 def _du(root: Path, scope: Scope) -> int:
-    folder = root / scope.org_id
-    return sum(p.stat().st_size for p in folder.glob(f"{scope.user_id}.*") if p.is_file())
+    return sum(scope_files(root, scope).values())
 
 
 def _pct(values: list[float], q: float) -> float:

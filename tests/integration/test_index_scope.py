@@ -167,3 +167,20 @@ def test_kill_9_in_the_middle_of_writes_loses_no_acknowledged_row(tmp_path: Path
         assert got <= base + acked + 10  # at most the one batch in flight
         ix.close()
         base = got
+
+
+def test_rounds_read_from_the_index_equal_kuzus_rows_also_after_a_round_is_replaced(
+    mem: Memory, scope: Scope
+) -> None:
+    _fill(mem, scope, 4)
+    # A reply arriving for a stored turn replaces its round (delete + insert), in Kuzu and in the index.
+    mem.add_messages(
+        scope, [{"role": "assistant", "content": "And one more thing about the cello."}], session_id="s3"
+    )
+    mem.flush()
+    with testing.database(mem, scope, create=False) as db:
+        ids = [r[0] for r in db.query("MATCH (r:Round) RETURN r.id")]
+        from_index, from_kuzu = db.indexes.rounds(ids), q.kuzu_rounds(db, ids)
+        assert from_index == from_kuzu and len(from_index) == len(ids) == 4
+        assert "one more thing" in from_index["s3@0"].text
+        assert q.fetch_rounds(db, [*ids, "nope@0"]) == from_kuzu

@@ -30,15 +30,19 @@ WRITER_HEAP = 15_000_000  # tantivy's minimum per thread is 3 MB; small writes n
 BUILD_HEAP = 200_000_000
 
 
+# A row to index: (id, terms) or (id, terms, payload). The payload is stored, not indexed: what the caller wants back
+# by id without asking the store (the retriever's rounds: a Kuzu point lookup costs ~0.5 ms, 40 of them per search).
+Row = tuple[str, str] | tuple[str, str, bytes]
+
+
 class LexicalIndex(Protocol):
     """What the retriever needs from a lexical index: BM25 top-k with OR semantics over our terms."""
 
     def search(self, terms: Sequence[str], k: int) -> list[tuple[str, float]]: ...
-    def add(self, rows: Sequence[tuple[str, str]], *, mark: str | None = None) -> None: ...
+    def add(self, rows: Sequence[Row], *, mark: str | None = None) -> None: ...
     def delete(self, ids: Sequence[str], *, mark: str | None = None) -> None: ...
-    def apply(
-        self, delete: Sequence[str], add: Sequence[tuple[str, str]], *, mark: str | None = None
-    ) -> None: ...
+    def apply(self, delete: Sequence[str], add: Sequence[Row], *, mark: str | None = None) -> None: ...
+    def payloads(self, ids: Sequence[str]) -> dict[str, bytes]: ...
     def count(self) -> int: ...
     @property
     def mark(self) -> str | None: ...
@@ -59,14 +63,21 @@ def _schema(tantivy: Any) -> Any:
     sb = tantivy.SchemaBuilder()
     sb.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
     sb.add_text_field("terms", stored=False, tokenizer_name="whitespace", index_option="freq")
+    sb.add_bytes_field("doc", stored=True, indexed=False)
     return sb.build()
+
+
+def _document(t: Any, row: Row) -> Any:
+    if len(row) > 2:
+        return t.Document(id=row[0], terms=row[1], doc=row[2])  # type: ignore[misc]
+    return t.Document(id=row[0], terms=row[1])
 
 
 class TantivyLexicalIndex:
     """BM25 over ``terms`` strings. Writes are serialized by a lock; searches run concurrently on a searcher."""
 
     KIND = "tantivy-terms"
-    VERSION = 1
+    VERSION = 2  # 2: a stored payload per document
 
     def __init__(self, directory: Path) -> None:
         """Open an existing index; ``IndexCorrupt`` when it cannot be trusted (then ``rebuild_from``)."""
@@ -88,7 +99,7 @@ class TantivyLexicalIndex:
 
     @classmethod
     def rebuild_from(
-        cls, directory: Path, rows: Iterable[tuple[str, str]], *, mark: str | None = None
+        cls, directory: Path, rows: Iterable[Row], *, mark: str | None = None
     ) -> TantivyLexicalIndex:
         """Index (id, terms) rows (read from Kuzu) into a fresh directory and put it in place atomically."""
         t = _tantivy()
@@ -97,8 +108,8 @@ class TantivyLexicalIndex:
         (tmp / "data").mkdir(parents=True)
         index = t.Index(_schema(t), path=str(tmp / "data"), reuse=False)
         writer = index.writer(BUILD_HEAP, 1)
-        for rid, terms in rows:
-            writer.add_document(t.Document(id=rid, terms=terms))
+        for row in rows:
+            writer.add_document(_document(t, row))
         writer.commit()
         writer.wait_merging_threads()
         del writer, index
@@ -119,6 +130,21 @@ class TantivyLexicalIndex:
         searcher = self.index.searcher()
         return [(searcher.doc(addr)["id"][0], float(score)) for score, addr in searcher.search(query, k).hits]
 
+    def payloads(self, ids: Sequence[str]) -> dict[str, bytes]:
+        """The stored payload of each id that has one (one term-set query, then the documents)."""
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return {}
+        searcher = self.index.searcher()
+        hits = searcher.search(self._t.Query.term_set_query(self.schema, "id", unique), len(unique)).hits
+        out: dict[str, bytes] = {}
+        for _, addr in hits:
+            doc = searcher.doc(addr)
+            payload = doc["doc"]
+            if payload:
+                out[doc["id"][0]] = bytes(payload[0])
+        return out
+
     def count(self) -> int:
         return int(self.index.searcher().num_docs)
 
@@ -132,24 +158,22 @@ class TantivyLexicalIndex:
             self._writer = self.index.writer(WRITER_HEAP, 1)
         return self._writer
 
-    def add(self, rows: Sequence[tuple[str, str]], *, mark: str | None = None) -> None:
+    def add(self, rows: Sequence[Row], *, mark: str | None = None) -> None:
         """Index rows and commit durably (an id already present is replaced); visible to the next search."""
         self.apply((), rows, mark=mark)
 
     def delete(self, ids: Sequence[str], *, mark: str | None = None) -> None:
         self.apply(ids, (), mark=mark)
 
-    def apply(
-        self, delete: Sequence[str], add: Sequence[tuple[str, str]], *, mark: str | None = None
-    ) -> None:
+    def apply(self, delete: Sequence[str], add: Sequence[Row], *, mark: str | None = None) -> None:
         """Delete ``delete``, then index ``add`` (replacing ids present), in one durable commit."""
         with self._lock:
             w = self._w()
             for rid in delete:
                 w.delete_documents_by_term("id", rid)
-            for rid, terms in add:
-                w.delete_documents_by_term("id", rid)
-                w.add_document(self._t.Document(id=rid, terms=terms))
+            for row in add:
+                w.delete_documents_by_term("id", row[0])
+                w.add_document(_document(self._t, row))
             self._commit(mark)
 
     def _commit(self, mark: str | None) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from graphrecall.index.lexical import TantivyLexicalIndex
+from graphrecall.index.lexical import Row, TantivyLexicalIndex
 from graphrecall.index.manifest import IndexCorrupt
 from graphrecall.index.vector import F32, TieredVectorIndex
 
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 class IndexSource(Protocol):
     """Where a rebuild reads from: the scope's Kuzu database (the store of record)."""
 
-    def lexical_rows(self, name: str) -> Iterable[tuple[str, str]]:
+    def lexical_rows(self, name: str) -> Iterable[Row]:
         """(id, ``graphrecall.text.index_terms`` string) for every row the lexical index ``name`` covers."""
         ...
 

@@ -18,25 +18,23 @@ from graphrecall.store.visibility import round_condition
 
 
 def existing_sessions(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, int]:
-    """Session id -> number of stored messages, for the ids that exist."""
-    rows = db.query(
-        "UNWIND $ids AS i MATCH (s:Session {id: i}) OPTIONAL MATCH (m:Message)-[:MSG_IN]->(s) "
-        "RETURN s.id, count(m)",
-        {"ids": list(ids)},
+    """Session id -> number of stored messages, for the ids that exist (point lookups: see ``fetch_rounds``)."""
+    rows = db.query_each(
+        "MATCH (s:Session {id: $i}) OPTIONAL MATCH (m:Message)-[:MSG_IN]->(s) RETURN s.id, count(m)",
+        [{"i": sid} for sid in dict.fromkeys(ids)],
     )
     return {r[0]: int(r[1]) for r in rows}
 
 
 def existing_message_ids(db: ScopeDatabase, ids: Sequence[str]) -> set[str]:
-    if not ids:
-        return set()
-    rows = db.query("UNWIND $ids AS i MATCH (m:Message {id: i}) RETURN m.id", {"ids": list(ids)})
+    rows = db.query_each("MATCH (m:Message {id: $i}) RETURN m.id", [{"i": mid} for mid in dict.fromkeys(ids)])
     return {r[0] for r in rows}
 
 
 def session_messages(db: ScopeDatabase, session_id: str) -> list[MessageRow]:
+    """A session's messages in order, through its edges (a filter on ``m.session_id`` would scan every message)."""
     rows = db.query(
-        "MATCH (m:Message) WHERE m.session_id = $s RETURN m.id, m.session_id, m.idx, m.role, m.text, m.at "
+        "MATCH (m:Message)-[:MSG_IN]->(:Session {id: $s}) RETURN m.id, m.session_id, m.idx, m.role, m.text, m.at "
         "ORDER BY m.idx",
         {"s": session_id},
     )
@@ -201,11 +199,20 @@ def rounds_between(
 
 
 def fetch_rounds(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
+    """Rounds by id: from the round index's stored documents, and from Kuzu for any it lacks."""
     if not ids:
         return {}
-    # One primary-key lookup per id, on purpose: Kuzu 0.11.3 plans ``UNWIND $ids MATCH (r:Round {id: i})`` as a hash
-    # join over a scan of the whole table, which at 100k rounds exhausts a 64 MiB buffer pool (and an ``IN`` filter
-    # scans too: ~420 ms); 30 point lookups take ~25 ms at 100k rounds (benchmarks/perf).
+    out = db.indexes.rounds(ids)
+    missing = [rid for rid in dict.fromkeys(ids) if rid not in out]
+    if missing:
+        out.update(kuzu_rounds(db, missing))
+    return out
+
+
+def kuzu_rounds(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
+    """Rounds by id from Kuzu. One primary-key lookup per id, on purpose: Kuzu 0.11.3 plans ``UNWIND $ids MATCH
+    (r:Round {id: i})`` as a hash join over a scan of the whole table, which at 100k rounds exhausts a 64 MiB buffer
+    pool (and an ``IN`` filter scans too: ~420 ms); 30 point lookups take ~25 ms at 100k rounds (benchmarks/perf)."""
     rows = db.query_each(
         "MATCH (r:Round {id: $i}) RETURN r.id, r.session_id, r.idx, r.text, r.user_text, r.at, r.message_ids",
         [{"i": rid} for rid in dict.fromkeys(ids)],

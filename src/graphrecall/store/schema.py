@@ -92,3 +92,13 @@ def kuzu_index_statements() -> list[str]:
 
 def fts_index_statement(table: str, name: str, column: str) -> str:
     return f"CALL CREATE_FTS_INDEX('{table}', '{name}', ['{column}'], stemmer := 'none')"
+
+
+def rel_ends(table: str) -> tuple[str, str] | None:
+    """(FROM, TO) node tables of relationship table ``table``; None for a node table."""
+    for stmt in REL_TABLES:
+        name, rest = stmt.removeprefix("CREATE REL TABLE ").split("(", 1)
+        if name == table:
+            src, dst = rest.removeprefix("FROM ").split(",")[0].rstrip(")").split(" TO ")
+            return src.strip(), dst.strip()
+    return None
