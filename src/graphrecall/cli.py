@@ -60,7 +60,6 @@ from graphrecall.cli_common import (
     positive_int as _positive,
 )
 from graphrecall.dates import parse_date
-from graphrecall.embed import lazy
 from graphrecall.errors import (
     ConfigurationError,
     EmbedderMismatch,
@@ -257,6 +256,8 @@ def _announce_model_loads(*, quiet: bool) -> Callable[[], None]:
     only the commands that embed pay it."""
     if quiet or not sys.stderr.isatty():
         return lambda: None
+    from graphrecall.embed import lazy  # here, not at the top: --help and --version need no embedder (NumPy)
+
     return lazy.on_load(lambda what: notice(f"loading the {what}…"))
 
 

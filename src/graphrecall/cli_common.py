@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from graphrecall.config import default_root
-from graphrecall.embed import Embedder, HashingEmbedder
 from graphrecall.errors import ConfigurationError, InvalidInput, NotAvailable, NotFound
 from graphrecall.models import Scope
 
 if TYPE_CHECKING:
+    from graphrecall.embed import Embedder
     from graphrecall.llm import LLM
     from graphrecall.memory import Memory
 
@@ -65,7 +65,10 @@ def root_of(args: argparse.Namespace) -> Path:
 
 
 def embedder_of(args: argparse.Namespace) -> Embedder | None:
-    """``None`` means the default model (loaded only when something embeds); ``hashing`` is the model-free one."""
+    """``None`` means the default model (loaded only when something embeds); ``hashing`` is the model-free one.
+    Imported here, not at the top: the embedders bring NumPy, which ``graphrecall --help`` does not need."""
+    from graphrecall.embed import HashingEmbedder
+
     return HashingEmbedder(64) if args.embedder == "hashing" else None
 
 

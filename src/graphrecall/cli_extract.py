@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphrecall import params
 from graphrecall.cli_common import (
@@ -27,9 +27,11 @@ from graphrecall.cli_common import (
     require_scope,
     scope_of,
 )
-from graphrecall.llm import LLM
-from graphrecall.memory import Memory
 from graphrecall.models import ExtractionResult, Fact, Scope
+
+if TYPE_CHECKING:  # annotations only: Memory brings Kuzu, which the parser (--help) does not need
+    from graphrecall.llm import LLM
+    from graphrecall.memory import Memory
 
 
 def register(sub: Any, *, common: argparse.ArgumentParser, scope: argparse.ArgumentParser,

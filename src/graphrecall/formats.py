@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal, get_args
 
-from graphrecall import ingest as ing
 from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
 from graphrecall.models import Role, Session, SessionInput, validate_identifier
@@ -398,7 +397,12 @@ def _unique(session: SessionInput, where: str, seen: dict[str, str]) -> SessionI
 
 
 def _messages(items: Any, where: str) -> list[Any]:
-    """Check the common mistakes with precise messages, then let the library's validator check the rest."""
+    """Check the common mistakes with precise messages, then let the library's validator check the rest.
+
+    ``ingest`` is imported here rather than at the top because it brings the store's row types (Kuzu, PyArrow),
+    which the command line's parser, reading only ``FORMATS``, must not pay for."""
+    from graphrecall import ingest as ing
+
     if not isinstance(items, list):
         raise InvalidInput(f"must be a list of messages, got {_kind(items)}", where=where)
     if not items:
