@@ -123,8 +123,15 @@ def test_entries_left_by_a_crash_are_replayed_on_open_before_any_new_write(tmp_p
     sl.close(flush=False)
     assert first.applied == []
     second = FakeStore()
-    with ScopeLog(path, dim=DIM, apply=second, batch_entries=1000, max_age_s=3600) as sl2:
+    opened = threading.Event()
+
+    def apply_after_the_check(entries):  # type: ignore[no-untyped-def]
+        opened.wait(10)  # hold the replay until the tail was looked at (else a fast flush empties it first)
+        second(entries)
+
+    with ScopeLog(path, dim=DIM, apply=apply_after_the_check, batch_entries=1000, max_age_s=3600) as sl2:
         assert [r.id for r in sl2.tail.snapshot().rounds()] == ["s0@0", "s1@0", "s2@0", "s3@0"]
+        opened.set()
         until(lambda: second.applied == [1, 2, 3, 4])  # due at once, although young and few
 
 
