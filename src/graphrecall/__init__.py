@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "Memory": "graphrecall.memory",
     "Context": "graphrecall.models",
     "Entity": "graphrecall.models",
+    "Erasure": "graphrecall.models",
     "Event": "graphrecall.models",
     "ExtractionResult": "graphrecall.models",
     "Fact": "graphrecall.models",
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from graphrecall.models import (
         Context,
         Entity,
+        Erasure,
         Event,
         ExtractionResult,
         Fact,
@@ -108,6 +110,7 @@ __all__ = [
     "Context",
     "EmbedderMismatch",
     "Entity",
+    "Erasure",
     "Event",
     "ExtractionResult",
     "Fact",

@@ -38,6 +38,7 @@ from graphrecall.memory import Memory, Progress, ScopeLike
 from graphrecall.models import (
     Context,
     Entity,
+    Erasure,
     Event,
     ExtractionJob,
     ExtractionResult,
@@ -178,6 +179,26 @@ class AsyncMemory:
 
     async def forget(self, scope: ScopeLike) -> bool:
         return await asyncio.to_thread(self.memory.forget, scope)
+
+    async def erase(
+        self,
+        scope: ScopeLike,
+        *,
+        session_ids: Sequence[str] = (),
+        fact_ids: Sequence[str] = (),
+        before: datetime | str | None = None,
+        matching: str | None = None,
+        dry_run: bool = False,
+    ) -> Erasure:
+        return await asyncio.to_thread(
+            self.memory.erase,
+            scope,
+            session_ids=session_ids,
+            fact_ids=fact_ids,
+            before=before,
+            matching=matching,
+            dry_run=dry_run,
+        )
 
     async def scopes(self) -> list[Scope]:
         return await asyncio.to_thread(self.memory.scopes)

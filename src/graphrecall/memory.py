@@ -27,6 +27,7 @@ from graphrecall.llm import LLM
 from graphrecall.models import (
     Context,
     Entity,
+    Erasure,
     Event,
     ExtractionJob,
     ExtractionResult,
@@ -46,11 +47,13 @@ from graphrecall.models import (
 from graphrecall.read.models import Answer
 from graphrecall.recall import Recall, ScopeRecall
 from graphrecall.retrieve.rerank import Reranker, load_reranker
+from graphrecall.store import erase as erase_store
 from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.pool import DatabasePool
+from graphrecall.text import query_terms
 from graphrecall.writer import Writer
 
 ScopeLike = Scope | tuple[str, str]
@@ -394,6 +397,67 @@ class Memory:
         if self._queue is not None or self._queue_file().exists():
             self._extraction_queue(start=False).forget(s)
         return self._pool.drop(s)
+
+    def erase(
+        self,
+        scope: ScopeLike,
+        *,
+        session_ids: Sequence[str] = (),
+        fact_ids: Sequence[str] = (),
+        before: datetime | str | None = None,
+        matching: str | None = None,
+        dry_run: bool = False,
+    ) -> Erasure:
+        """Forget part of a scope: sessions by id, facts by id, every session that started before ``before``, and
+        every round, fact and event whose text holds all the words of ``matching``. What goes with them: a session's
+        messages; a message's rounds (a matched round takes its messages, and a session left empty goes too); every
+        fact and event extracted from an erased message; entities nothing else mentions; their vectors and index
+        entries. ``dry_run=True`` reports the same lists and deletes nothing. Unknown ids raise ``NotFound`` before
+        anything is deleted; ``forget`` erases a whole scope."""
+        s = as_scope(scope)
+        if not (session_ids or fact_ids or before is not None or matching):
+            raise InvalidInput(
+                "say what to erase: session_ids, fact_ids, before or matching (forget() erases a whole scope)",
+                where="erase",
+            )
+        if isinstance(session_ids, str) or isinstance(fact_ids, str):
+            raise InvalidInput("session_ids and fact_ids are lists of ids", where="erase")
+        cutoff = parse_date(before, where="before") if isinstance(before, str) else before
+        if matching is not None and not query_terms(matching):
+            raise InvalidInput(f"matching {matching!r} has no words to match", where="matching")
+        if not self._pool.exists(s):
+            raise NotFound(f"scope {s} has no memory")
+        with self._logs.scope_lock(s), self._flushed(s) as db:
+            for table, ids in (("Session", session_ids), ("Fact", fact_ids)):
+                unknown = sorted(set(ids) - set(erase_store.existing(db, table, ids)))
+                if unknown:
+                    raise NotFound(f"no {table.lower()} {', '.join(map(repr, unknown))} in {s}")
+            sessions = list(session_ids) + (erase_store.sessions_before(db, cutoff) if cutoff else [])
+            messages: list[str] = []
+            facts, events = list(fact_ids), []
+            if matching:
+                terms = query_terms(matching)
+                messages = erase_store.round_messages(
+                    db, erase_store.matching_ids(db, "Round", "round_terms", terms)
+                )
+                facts += erase_store.matching_ids(db, "Fact", "fact_terms", terms)
+                events = erase_store.matching_ids(db, "Event", "event_terms", terms)
+            plan = erase_store.plan(db, sessions=sessions, messages=messages, facts=facts, events=events)
+            if not dry_run and not plan.empty():
+                erase_store.apply(db, plan)
+                self._writer.forget_known(db)
+                if self._queue is not None or self._queue_file().exists():
+                    self._extraction_queue(start=False).forget_sessions(s, plan.sessions)
+        return Erasure(
+            scope=s,
+            dry_run=dry_run,
+            sessions=plan.sessions,
+            messages=plan.messages,
+            rounds=plan.rounds,
+            facts=plan.facts,
+            events=plan.events,
+            entities=plan.entities,
+        )
 
     def scopes(self) -> list[Scope]:
         return self._pool.scopes()

@@ -277,6 +277,19 @@ class ExtractionJob(BaseModel):
     updated_at: datetime
 
 
+class Erasure(BaseModel):
+    """What ``Memory.erase`` removed (or, with ``dry_run``, would remove), by kind of record."""
+
+    scope: Scope
+    dry_run: bool
+    sessions: list[str] = Field(default_factory=list)
+    messages: list[str] = Field(default_factory=list)
+    rounds: list[str] = Field(default_factory=list)
+    facts: list[str] = Field(default_factory=list)
+    events: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=list)
+
+
 class IngestResult(BaseModel):
     """What an ingest call changed: new ids are counted, known ids are skipped (ingest is idempotent).
     ``extraction``: what a synchronous extraction did; ``extraction_job``: the queued background extraction."""

@@ -100,6 +100,11 @@ class Writer:
                 k = self._known[db] = Known.load(db)
             return k
 
+    def forget_known(self, db: ScopeDatabase) -> None:
+        """Drop the ids kept for ``db`` (after an erase): the next write reloads them."""
+        with self._known_lock:
+            self._known.pop(db, None)
+
     def _remember(self, db: ScopeDatabase, plan: Plan) -> None:
         k = self.known(db)
         k.sessions.update(sid for sid, _ in plan.new_sessions)

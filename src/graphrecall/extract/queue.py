@@ -26,7 +26,7 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -188,6 +188,19 @@ class ExtractionQueue:
                 self._exec(
                     "DELETE FROM jobs WHERE org = ? AND user = ?", (scope.org_id, scope.user_id)
                 ).rowcount
+            )
+
+    def forget_sessions(self, scope: Scope, session_ids: Sequence[str]) -> int:
+        """Drop the jobs of erased sessions (a running one finds its session gone and fails harmlessly)."""
+        with self._lock:
+            return sum(
+                int(
+                    self._exec(
+                        "DELETE FROM jobs WHERE org = ? AND user = ? AND session_id = ?",
+                        (scope.org_id, scope.user_id, sid),
+                    ).rowcount
+                )
+                for sid in session_ids
             )
 
     # -- workers ---------------------------------------------------------------------------------------------

@@ -1,0 +1,138 @@
+"""Selective forgetting: what erasing sessions, messages or facts removes from a scope, and removing it.
+
+Why one module: "forget this" must reach everything derived from what is forgotten, or it is not forgotten. A
+message goes with its rounds (a round holds the message's text and vectors), with every fact and event extracted
+from it (``FACT_FROM`` / ``EVENT_FROM``), and with the entities that nothing else mentions any more; a session goes
+with its messages. The derived indexes lose the same rows in the same ``ScopeDatabase.write()`` (``unindex``).
+``plan`` only reads, so a dry run reports exactly what ``apply`` would delete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from graphrecall.store.database import ScopeDatabase
+
+
+@dataclass
+class ErasePlan:
+    """Ids to delete, by table; ``orphans`` are entities left without any fact or event."""
+
+    sessions: list[str] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+    rounds: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    entities: list[str] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not (self.sessions or self.messages or self.rounds or self.facts or self.events)
+
+
+def sessions_before(db: ScopeDatabase, before: datetime) -> list[str]:
+    return [r[0] for r in db.query("MATCH (s:Session) WHERE s.started_at < $t RETURN s.id", {"t": before})]
+
+
+def existing(db: ScopeDatabase, table: str, ids: Sequence[str]) -> list[str]:
+    rows = db.query_each(f"MATCH (n:{table} {{id: $i}}) RETURN n.id", [{"i": i} for i in dict.fromkeys(ids)])
+    return [r[0] for r in rows]
+
+
+def plan(
+    db: ScopeDatabase,
+    *,
+    sessions: Sequence[str] = (),
+    messages: Sequence[str] = (),
+    facts: Sequence[str] = (),
+    events: Sequence[str] = (),
+) -> ErasePlan:
+    """Everything erasing these ids removes (ids that do not exist are ignored: check them before)."""
+    p = ErasePlan(sessions=list(dict.fromkeys(sessions)))
+    msg = dict.fromkeys(messages)
+    for sid in p.sessions:
+        for r in db.query("MATCH (m:Message)-[:MSG_IN]->(:Session {id: $s}) RETURN m.id", {"s": sid}):
+            msg[r[0]] = None
+    p.messages = list(msg)
+    # A session that loses every message goes too (no empty sessions left behind).
+    gone = set(p.messages)
+    for r in db.query_each(
+        "MATCH (m:Message {id: $m})-[:MSG_IN]->(s:Session) RETURN s.id", [{"m": m} for m in p.messages]
+    ):
+        if r[0] not in p.sessions:
+            left = db.query("MATCH (m:Message)-[:MSG_IN]->(:Session {id: $s}) RETURN m.id", {"s": r[0]})
+            if {x[0] for x in left} <= gone:
+                p.sessions.append(r[0])
+    rounds: dict[str, None] = {}
+    fact_ids = dict.fromkeys(facts)
+    event_ids = dict.fromkeys(events)
+    for mid in p.messages:
+        for r in db.query("MATCH (r:Round)-[:HAS_MESSAGE]->(:Message {id: $m}) RETURN r.id", {"m": mid}):
+            rounds[r[0]] = None
+        for r in db.query("MATCH (f:Fact)-[:FACT_FROM]->(:Message {id: $m}) RETURN f.id", {"m": mid}):
+            fact_ids[r[0]] = None
+        for r in db.query("MATCH (e:Event)-[:EVENT_FROM]->(:Message {id: $m}) RETURN e.id", {"m": mid}):
+            event_ids[r[0]] = None
+    p.rounds, p.facts, p.events = list(rounds), list(fact_ids), list(event_ids)
+    p.entities = _orphans(db, set(p.facts), set(p.events))
+    return p
+
+
+def _orphans(db: ScopeDatabase, facts: set[str], events: set[str]) -> list[str]:
+    """Entities that only the erased facts and events mention."""
+    touched: dict[str, None] = {}
+    for fid in facts:
+        for r in db.query("MATCH (:Fact {id: $f})-[:ABOUT]->(e:Entity) RETURN e.id", {"f": fid}):
+            touched[r[0]] = None
+    for eid in events:
+        for r in db.query("MATCH (:Event {id: $e})-[:SUBJECT|OBJECT]->(n:Entity) RETURN n.id", {"e": eid}):
+            touched[r[0]] = None
+    out = []
+    for nid in touched:
+        users = db.query(
+            "MATCH (x)-[:ABOUT|SUBJECT|OBJECT]->(:Entity {id: $n}) RETURN DISTINCT x.id", {"n": nid}
+        )
+        if {r[0] for r in users} <= facts | events:
+            out.append(nid)
+    return out
+
+
+def apply(db: ScopeDatabase, p: ErasePlan) -> None:
+    """Delete everything in the plan, in one transaction; the derived indexes follow at its commit."""
+    with db.write() as txn:
+        for table, ids in (
+            ("Round", p.rounds),
+            ("Fact", p.facts),
+            ("Event", p.events),
+            ("Entity", p.entities),
+            ("Message", p.messages),
+            ("Session", p.sessions),
+        ):
+            if not ids:
+                continue
+            if table == "Fact":  # entity-to-entity relations extracted from the erased facts
+                for i in ids:
+                    txn.execute("MATCH ()-[r:RELATED]->() WHERE r.fact_id = $f DELETE r", {"f": i})
+            stmt = f"MATCH (n:{table} {{id: $i}}) DETACH DELETE n"
+            for i in ids:  # point deletes: ``UNWIND ... MATCH`` would scan the table
+                txn.execute(stmt, {"i": i})
+            txn.unindex(table, ids)
+
+
+def matching_ids(db: ScopeDatabase, table: str, index: str, terms: str, limit: int = 100_000) -> list[str]:
+    """Ids of ``table`` rows whose terms hold every one of ``terms`` (a conjunctive match, so what a dry run lists
+    is exactly what the words select, not a ranking's top k)."""
+    wanted = set(terms.split())
+    if not wanted:
+        return []
+    candidates = [rid for rid, _ in db.indexes.lexical_search(index, terms, limit)]
+    rows = db.query_each(f"MATCH (n:{table} {{id: $i}}) RETURN n.id, n.terms", [{"i": i} for i in candidates])
+    return [r[0] for r in rows if wanted <= set((r[1] or "").split())]
+
+
+def round_messages(db: ScopeDatabase, round_ids: Sequence[str]) -> list[str]:
+    rows = db.query_each(
+        "MATCH (:Round {id: $r})-[:HAS_MESSAGE]->(m:Message) RETURN m.id", [{"r": r} for r in round_ids]
+    )
+    return list(dict.fromkeys(r[0] for r in rows))
