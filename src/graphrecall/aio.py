@@ -46,6 +46,7 @@ from graphrecall.models import (
     HitKind,
     IngestResult,
     Message,
+    Profile,
     Scope,
     ScopeStats,
     Session,
@@ -158,10 +159,22 @@ class AsyncMemory:
         *,
         k: int = 30,
         question_date: datetime | str | None = None,
+        include_profile: bool = False,
     ) -> Context:
         return await asyncio.to_thread(
-            self.memory.context, scope, query, token_budget, k=k, question_date=question_date
+            self.memory.context,
+            scope,
+            query,
+            token_budget,
+            k=k,
+            question_date=question_date,
+            include_profile=include_profile,
         )
+
+    async def profile(
+        self, scope: ScopeLike, as_of: datetime | str | None = None, token_budget: int | None = None
+    ) -> Profile:
+        return await asyncio.to_thread(self.memory.profile, scope, as_of, token_budget)
 
     # -- administration ----------------------------------------------------------------------------------------
     async def stats(self, scope: ScopeLike) -> ScopeStats:

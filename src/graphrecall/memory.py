@@ -35,6 +35,7 @@ from graphrecall.models import (
     HitKind,
     IngestResult,
     Message,
+    Profile,
     Scope,
     ScopeStats,
     Session,
@@ -315,16 +316,33 @@ class Memory:
         *,
         k: int = 30,
         question_date: datetime | str | None = None,
+        include_profile: bool = False,
     ) -> Context:
         """Evidence for a reader: the best hits that fit ``token_budget``, dated, grouped by session,
-        chronological, as asked at ``question_date`` (``None`` = now)."""
+        chronological, as asked at ``question_date`` (``None`` = now). ``include_profile`` puts the user's
+        profile (``profile``, at the same date) first, within a third of the budget."""
         if token_budget < 1:
             raise InvalidInput(f"token_budget must be positive, got {token_budget}", where="token_budget")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query must be a non-empty string", where="query")
         if k < 1:
             raise InvalidInput(f"k must be at least 1, got {k}", where="k")
-        return self.recall(scope, question_date).context(query, token_budget, k=k)
+        return self.recall(scope, question_date).context(
+            query, token_budget, k=k, include_profile=include_profile
+        )
+
+    def profile(
+        self, scope: ScopeLike, as_of: datetime | str | None = None, token_budget: int | None = None
+    ) -> Profile:
+        """What memory holds about the user at ``as_of`` (``None`` = now), for a system prompt: the current facts
+        (recorded by then, not superseded by then) grouped by kind (identity and attributes, preferences,
+        relationships, plans and goals, recent events), most reinforced and most recently confirmed first, each
+        with its source session and date; ``token_budget`` cuts it to fit. ``as_of`` works like a question date
+        (the same-day slack included). ``.text`` is the rendered block; the model is also JSON."""
+        when = parse_date(as_of, where="as_of") if as_of is not None else None
+        if token_budget is not None and token_budget < 1:
+            raise InvalidInput(f"token_budget must be positive, got {token_budget}", where="token_budget")
+        return self.recall(scope, when).profile(token_budget)
 
     @contextlib.contextmanager
     def _flushed(self, s: Scope) -> Iterator[ScopeDatabase]:

@@ -235,8 +235,82 @@ class TimeRange(BaseModel):
         return self
 
 
+ProfileGroup = Literal["identity", "preferences", "relationships", "plans", "recent_events"]
+
+PROFILE_GROUPS: dict[ProfileGroup, str] = {
+    "identity": "Identity and attributes",
+    "preferences": "Preferences",
+    "relationships": "Relationships",
+    "plans": "Plans and goals",
+    "recent_events": "Recent events",
+}
+"""The profile's groups in the order they are rendered, with their headings."""
+
+PROFILE_GROUP_OF_KIND: dict[FactKind, ProfileGroup] = {
+    FactKind.attribute: "identity",
+    FactKind.other: "identity",
+    FactKind.preference: "preferences",
+    FactKind.opinion: "preferences",
+    FactKind.relationship: "relationships",
+    FactKind.plan: "plans",
+    FactKind.event: "recent_events",
+}
+"""Where each extracted fact kind goes in a profile. ``other`` joins the attributes (it is what a model answers
+for a statement about the user that fits no kind); ``opinion`` joins the preferences (both say what the user
+likes or thinks). Extracted events (and event-kind facts) go to recent events, or to plans when they lie after
+the profile's date."""
+
+
+class ProfileItem(BaseModel):
+    """One line of a profile: a current fact, or an event, with where and when it was said."""
+
+    id: str = Field(description="the fact or event id")
+    source: Literal["fact", "event"]
+    kind: str = Field(description="the fact kind (FactKind), or 'event' for an extracted event")
+    text: str
+    session_id: str | None = Field(default=None, description="the session it was said in (or its source)")
+    date: datetime | None = Field(
+        default=None, description="facts: when it was recorded (said); events: when they happen(ed)"
+    )
+    valid_from: datetime | None = Field(default=None, description="facts: since when it is true")
+    last_seen: datetime | None = Field(default=None, description="facts: the latest session that restated it")
+    mentions: int = Field(
+        default=1, ge=1, description="facts: how many sessions said it (reinforcement); events: 1"
+    )
+    upcoming: bool = Field(default=False, description="an event dated after the profile's date")
+
+
+class ProfileSection(BaseModel):
+    group: ProfileGroup
+    title: str
+    items: list[ProfileItem] = Field(default_factory=list)
+
+
+class Profile(BaseModel):
+    """What memory holds about the user at a moment, grouped by kind, for a system prompt.
+
+    ``text`` is the rendered block (short lines, one per fact, each with its source session and date); the same
+    content is structured in ``sections``. Items were chosen most reinforced and most recent first, round-robin
+    over the groups, until ``token_budget`` (when given) was spent; ``omitted`` counts what did not fit."""
+
+    scope: Scope
+    as_of: datetime = Field(description="the moment the profile describes (nothing recorded later is in it)")
+    sections: list[ProfileSection] = Field(default_factory=list)
+    text: str = ""
+    token_count: int = 0
+    token_budget: int | None = None
+    truncated: bool = False
+    omitted: int = 0
+
+    @property
+    def items(self) -> list[ProfileItem]:
+        return [i for s in self.sections for i in s.items]
+
+
 class Context(BaseModel):
-    """Evidence rendered for a reader: dated, grouped by session, chronological, inside a token budget."""
+    """Evidence rendered for a reader: dated, grouped by session, chronological, inside a token budget.
+    With ``profile`` (``context(include_profile=True)``) the profile's text comes first in ``text`` and counts
+    against the same budget."""
 
     query: str
     text: str
@@ -244,6 +318,7 @@ class Context(BaseModel):
     token_count: int
     token_budget: int
     truncated: bool = False
+    profile: Profile | None = None
 
 
 class ScopeStats(BaseModel):

@@ -513,3 +513,36 @@ def list_events(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> lis
         {"o": offset, "n": limit},
     )
     return [_event(r) for r in rows]
+
+
+# -- the profile (``retrieve.profile``) ------------------------------------------------------------------------------
+def fact_mentions(
+    db: ScopeDatabase, ids: Sequence[str], *, until: datetime | None
+) -> dict[str, tuple[int, datetime | None]]:
+    """Fact id -> (how many distinct sessions recorded by ``until`` its source messages come from, the latest of
+    their dates): its reinforcement and last confirmation as known at the cutoff. Facts without source messages
+    (added by the application) are absent."""
+    if not ids:
+        return {}
+    cond, params = event_condition("s", until, None)  # a session is visible when its date is
+    rows = db.query(
+        "MATCH (f:Fact)-[:FACT_FROM]->(m:Message), (s:Session) WHERE f.id IN $ids AND s.id = m.session_id "
+        f"AND {cond} RETURN f.id, count(DISTINCT s.id), max(s.started_at)",
+        {"ids": list(ids), **params},
+    )
+    return {r[0]: (int(r[1]), r[2]) for r in rows}
+
+
+def events_since(
+    db: ScopeDatabase, since: datetime, *, until: datetime | None, limit: int
+) -> list[tuple[Event, datetime]]:
+    """Visible events dated ``since`` or later (their time, else their session's date), newest first, with
+    that date."""
+    cond, params = event_condition("s", until, None)
+    rows = db.query(
+        "MATCH (e:Event), (s:Session) WHERE s.id = e.session_id AND "
+        f"coalesce(e.time_start, s.started_at) >= $since AND {cond} "
+        f"RETURN {EVENT_COLS}, coalesce(e.time_start, s.started_at) AS d ORDER BY d DESC, e.id LIMIT $n",
+        {"since": since, "n": limit, **params},
+    )
+    return [(_event(r), r[9]) for r in rows]
