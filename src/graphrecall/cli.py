@@ -475,7 +475,10 @@ def cmd_context(args: argparse.Namespace) -> int:
     p = params.from_cli(params.ContextParams, args)
     with open_memory(args) as mem:
         require_scope(mem, scope)
-        ctx = mem.context(scope, p.query, p.token_budget, k=p.k, question_date=p.question_date)
+        ctx = mem.context(
+            scope, p.query, p.token_budget, k=p.k, question_date=p.question_date,
+            include_profile=p.include_profile,
+        )  # fmt: skip
     if args.json:
         print_json(ctx.model_dump(mode="json"))
         return EXIT_OK

@@ -44,6 +44,12 @@ def register(sub: Any, *, common: argparse.ArgumentParser, scope: argparse.Argum
     s = sub.add_parser("facts", parents=[common, scope, as_json], help="list extracted facts")
     params.add_arguments(s, params.FactsParams, aliases={"include_superseded": ["--all"]})
     s = sub.add_parser(
+        "profile",
+        parents=[common, scope, as_json],
+        help="the user's current facts by kind, for a system prompt",
+    )
+    params.add_arguments(s, params.ProfileParams, aliases={"token_budget": ["--budget"]})
+    s = sub.add_parser(
         "history", parents=[common, scope, as_json], help="the versions of one fact, oldest first"
     )
     s.add_argument("fact_id", help="a fact id, as `graphrecall facts` prints it")
@@ -123,6 +129,26 @@ def cmd_facts(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    p = params.from_cli(params.ProfileParams, args)
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        found = mem.profile(scope, p.as_of, p.token_budget)
+    if args.json:
+        print_json(jsonable(found))
+        return EXIT_OK
+    sys.stdout.write(found.text)
+    if not found.text:
+        print(f"nothing known about {scope} yet (facts come from extraction or add-fact)", file=sys.stderr)
+    elif found.truncated:
+        print(
+            f"({found.omitted} more left out: {found.token_count}/{found.token_budget} tokens)",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     scope = scope_of(args)
     with open_memory(args) as mem:
@@ -171,6 +197,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 COMMANDS = {
     "extract": cmd_extract,
     "facts": cmd_facts,
+    "profile": cmd_profile,
     "history": cmd_history,
     "entities": cmd_entities,
     "events": cmd_events,

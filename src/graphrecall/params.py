@@ -1,4 +1,5 @@
-"""The parameters of ``search``, ``context``, ``answer`` and ``facts``, written down once for every surface.
+"""The parameters of ``search``, ``context``, ``answer``, ``facts`` and ``profile``, written down once for every
+surface.
 
 Why one spec: the HTTP API, the MCP tools and the CLI each used to declare these parameters by hand, and they drifted
 (different names, defaults, bounds and wording for the same thing). Each surface now derives its own form from the
@@ -60,6 +61,11 @@ class ContextParams(BaseModel):
     )
     k: int = Field(default=30, ge=1, le=MAX_CONTEXT_K, description="candidate hits to fit into the budget")
     question_date: UtcDatetime | None = Field(default=None, description=QUESTION_DATE_HELP)
+    include_profile: bool = Field(
+        default=False,
+        description="put the user's profile (current facts by kind, as of the question date) first, within a "
+        "third of the budget",
+    )
 
 
 class AnswerParams(BaseModel):
@@ -105,11 +111,28 @@ class FactsParams(BaseModel):
     offset: int = Field(default=0, ge=0, description="facts to skip, for paging")
 
 
+class ProfileParams(BaseModel):
+    """``profile``: what memory holds about the user, grouped by kind and dated, for a system prompt."""
+
+    as_of: UtcDatetime | None = Field(
+        default=None,
+        description="the moment the profile describes (ISO-8601, naive = UTC): nothing recorded after it (beyond "
+        "the same-day slack) is in it, nor anything superseded by then; omitted = now (UTC)",
+    )
+    token_budget: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_TOKEN_BUDGET,
+        description="most tokens of profile text (the top of every group is kept); omitted = everything current",
+    )
+
+
 SPECS: dict[str, type[BaseModel]] = {
     "search": SearchParams,
     "context": ContextParams,
     "answer": AnswerParams,
     "facts": FactsParams,
+    "profile": ProfileParams,
 }
 
 # -- derived forms --------------------------------------------------------------------------------------------------

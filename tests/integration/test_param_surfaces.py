@@ -1,4 +1,4 @@
-"""search, context, answer and facts take the same parameters on every surface: the HTTP API, the MCP tools and
+"""search, context, answer, facts and profile take the same parameters on every surface: the HTTP API, the MCP tools and
 the CLI are each compared with ``graphrecall.params`` (name, type, default, bounds), so a parameter added to the
 spec and missing from a surface, or declared differently there, fails here."""
 
@@ -21,11 +21,12 @@ from graphrecall.server.mcp import create_mcp_server
 from graphrecall.server.openapi import openapi_schema
 
 REQUIRED = "<required>"
-HTTP = {"search": ("get", "search"), "context": ("get", "context"), "answer": ("post", "answer"), "facts": ("get", "facts")}  # fmt: skip
+HTTP = {"search": ("get", "search"), "context": ("get", "context"), "answer": ("post", "answer"), "facts": ("get", "facts"),
+        "profile": ("get", "profile")}  # fmt: skip
 MCP_TOOL = {name: f"memory_{name}" for name in params.SPECS}
 SCOPE_ARGS = {"org_id", "user_id"}  # MCP: whose memory; HTTP has them in the path, the CLI as --org/--user
 CLI_OWN = {"help", "root", "debug", "embedder", "org", "user", "json", "llm", "llm_base_url"}
-POSITIONAL = {"search": ["q"], "context": ["q"], "answer": ["q?"], "facts": []}
+POSITIONAL = {"search": ["q"], "context": ["q"], "answer": ["q?"], "facts": [], "profile": []}
 
 
 def described(prop: dict[str, Any], components: dict[str, Any] | None = None) -> dict[str, Any]:
