@@ -36,12 +36,14 @@ from typing import Any, Literal
 from graphrecall.llm import LLM
 from graphrecall.memory import Memory, Progress, ScopeLike
 from graphrecall.models import (
+    AddedFact,
     Context,
     Entity,
     Event,
     ExtractionJob,
     ExtractionResult,
     Fact,
+    FactKind,
     Hit,
     HitKind,
     IngestResult,
@@ -221,6 +223,26 @@ class AsyncMemory:
             include_superseded=include_superseded,
             limit=limit,
             offset=offset,
+        )
+
+    async def add_fact(
+        self,
+        scope: ScopeLike,
+        text: str,
+        *,
+        kind: FactKind | str = FactKind.other,
+        entities: Sequence[str] = (),
+        valid_from: datetime | str | None = None,
+        source: str | None = None,
+    ) -> AddedFact:
+        return await asyncio.to_thread(
+            self.memory.add_fact,
+            scope,
+            text,
+            kind=kind,
+            entities=list(entities),
+            valid_from=valid_from,
+            source=source,
         )
 
     async def recall(self, scope: ScopeLike, question_date: datetime | str | None = None) -> ScopeRecall:

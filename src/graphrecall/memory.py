@@ -22,15 +22,18 @@ from graphrecall.dates import parse_date
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
 from graphrecall.errors import InvalidInput, NotAvailable, NotFound
 from graphrecall.extract.extractor import ExtractionConfig, Extractor
+from graphrecall.extract.known import KnownFact, plan_known_fact
 from graphrecall.extract.queue import QUEUE_FILE, ExtractionQueue
 from graphrecall.llm import LLM
 from graphrecall.models import (
+    AddedFact,
     Context,
     Entity,
     Event,
     ExtractionJob,
     ExtractionResult,
     Fact,
+    FactKind,
     Hit,
     HitKind,
     IngestResult,
@@ -450,9 +453,7 @@ class Memory:
                 raise NotFound(f"no session {session_id!r} in scope {s}") from None
             return ExtractionResult()
         try:
-            with self._lock:
-                lock = self._extract_locks.setdefault(s, threading.Lock())
-            with lock:
+            with self._extract_lock(s):
                 if session_id is not None:
                     if fq.session_info(db, session_id) is None:
                         raise NotFound(f"no session {session_id!r} in scope {s}")
@@ -468,6 +469,76 @@ class Memory:
                 return total
         finally:
             ctx.__exit__(None, None, None)
+
+    def _extract_lock(self, s: Scope) -> threading.Lock:
+        """Serializes what versions facts in one scope (extraction, ``add_fact``, ``import_scope``): each reads
+        the current facts, then writes against them."""
+        with self._lock:
+            return self._extract_locks.setdefault(s, threading.Lock())
+
+    def add_fact(
+        self,
+        scope: ScopeLike,
+        text: str,
+        *,
+        kind: FactKind | str = FactKind.other,
+        entities: Sequence[str] = (),
+        valid_from: datetime | str | None = None,
+        source: str | None = None,
+    ) -> AddedFact:
+        """Store a fact the application already knows (a settings page, a CRM field), without a conversation.
+
+        It is versioned like an extracted fact and written by the same store path: with an LLM configured, the
+        versioning decision is the extractor's (the same-text rule, then one ``version_fact`` call); without one,
+        only the same text (DUPLICATE: the stored fact is reinforced) or a near-identical one (cosine >=
+        ``ExtractionConfig.known_fact_min_similarity``, 0.95: UPDATE, the old fact is superseded) on a current
+        fact of the same ``kind`` about the same ``entities`` counts; anything else is NEW (docs/months.md).
+
+        ``entities``: names the fact is about (resolved onto stored entities, else created). ``valid_from``: when
+        it became true (default: when it was recorded). ``source``: a session of this scope it comes from (its
+        date becomes ``recorded_at``, as for extracted facts), or any other label (``recorded_at`` = now); the
+        fact's ``session_id`` holds it, default ``"app"``."""
+        s = as_scope(scope)
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("text must be a non-empty string", where="text")
+        try:
+            fact_kind = FactKind(kind)
+        except ValueError:
+            raise InvalidInput(
+                f"kind must be one of {', '.join(k.value for k in FactKind)}; got {kind!r}", where="kind"
+            ) from None
+        if isinstance(entities, str) or not all(isinstance(e, str) for e in entities):
+            raise InvalidInput("entities must be a list of names", where="entities")
+        when = parse_date(valid_from, where="valid_from") if valid_from is not None else None
+        if source is not None:
+            _check_id(source, "source")
+        extractor = Extractor(self.llm, self.embedder, self.extraction) if self.llm is not None else None
+        with self._pool.acquire(s) as db:
+            self._logs.flush(s)  # a source session may still be in the write log
+            with self._extract_lock(s):
+                said = fq.session_date(db, source) if source is not None else None
+                known = KnownFact(
+                    text=" ".join(text.split()),
+                    kind=fact_kind.value,
+                    recorded_at=said or utcnow(),
+                    session_id=source or "app",
+                    valid_from=when,
+                    entities=list(entities),
+                )
+                plan = plan_known_fact(db, self.embedder, known, self.extraction, extractor=extractor)
+                with db.write() as txn:
+                    fq.write_extraction(txn, plan.write, dim=self.embedder.dim)
+                v = plan.verdict
+                replaced = v.target.id if v.target is not None else None
+                stored = replaced if v.decision == "DUPLICATE" and replaced is not None else plan.row.id
+                fact = fq.get_facts(db, [stored])[stored]
+        return AddedFact(
+            fact=fact,
+            decision=v.decision,
+            superseded=replaced if v.decision in ("UPDATE", "CONTRADICT") else None,
+            decided_by="llm" if v.by == "llm" else "rule" if v.by == "rule" else "default",
+            reason=v.reason,
+        )
 
     # -- background extraction ---------------------------------------------------------------------------------
     def _queue_file(self) -> Path:

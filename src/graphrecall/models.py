@@ -200,6 +200,24 @@ class Entity(BaseModel):
     aliases: list[str] = Field(default_factory=list)
 
 
+VersionDecision = Literal["NEW", "DUPLICATE", "UPDATE", "CONTRADICT"]
+
+
+class AddedFact(BaseModel):
+    """What ``Memory.add_fact`` did with a fact the application already knew.
+
+    ``decision``: NEW (stored), DUPLICATE (not stored again: ``fact`` is the stored one, reinforced), UPDATE or
+    CONTRADICT (stored; ``superseded`` names the fact it replaced, which keeps its row with ``valid_to``).
+    ``decided_by``: ``llm`` (the extractor's versioning call), ``rule`` (no LLM needed: no candidate, the same
+    text, or a near-identical one) or ``default`` (the LLM gave no usable answer: NEW)."""
+
+    fact: Fact
+    decision: VersionDecision
+    superseded: str | None = None
+    decided_by: Literal["llm", "rule", "default"]
+    reason: str = ""
+
+
 HitKind = Literal["round", "fact", "event"]
 
 

@@ -546,3 +546,30 @@ def events_since(
         {"since": since, "n": limit, **params},
     )
     return [(_event(r), r[9]) for r in rows]
+
+
+# -- facts the application adds (``extract.known``) ----------------------------------------------------------------
+def current_facts_of_kind(db: ScopeDatabase, kind: str, vec: Vectors) -> list[tuple[Candidate, list[str]]]:
+    """Every current fact of ``kind`` with the ids of the entities it is about and its cosine similarity to
+    ``vec``, most similar first. Exact scan: the rule that uses it compares whole entity sets."""
+    v = np.asarray(vec, dtype=np.float32).tolist()
+    rows = db.query(
+        "MATCH (f:Fact) WHERE f.expired_at IS NULL AND f.kind = $kind "
+        "OPTIONAL MATCH (f)-[:ABOUT]->(e:Entity) "
+        "WITH f, collect(DISTINCT e.id) AS ents "
+        "RETURN f.id, f.text, f.confidence, f.recorded_at, f.valid_from, f.last_seen, "
+        "array_cosine_similarity(f.embedding, $v) AS s, ents ORDER BY s DESC, f.id",
+        {"kind": kind, "v": v},
+    )
+    return [
+        (
+            Candidate(r[0], r[1], float(r[2]), r[3], r[4], r[5], float(r[6])),
+            sorted(x for x in r[7] or [] if x),
+        )
+        for r in rows
+    ]
+
+
+def session_date(db: ScopeDatabase, session_id: str) -> datetime | None:
+    info = session_info(db, session_id)
+    return info[0] if info is not None else None
