@@ -2,7 +2,7 @@
 
 ``Memory`` is synchronous and does blocking work (Kuzu, embedding), so every call runs in a worker thread: requests
 for different users proceed in parallel, and writes to one user queue on that database's write lock instead of
-failing. The parameters of search, context, answer, facts and profile are the models of ``graphrecall.params`` (shared with
+failing. The parameters of search, context, answer, facts, profile and add_fact are the models of ``graphrecall.params`` (shared with
 the MCP tools and the CLI). What needs an LLM (``extract=true``, ``/answer``) answers 501 ``not_available`` when the
 server has none configured. Each route has a short, stable ``operation_id`` (``search``, ``add_session``...): the
 method names of clients generated from docs/openapi.json.
@@ -24,6 +24,7 @@ from fastapi.security import HTTPBearer
 from graphrecall import __version__
 from graphrecall.memory import Memory
 from graphrecall.models import (
+    AddedFact,
     Context,
     Fact,
     IngestResult,
@@ -50,6 +51,7 @@ from graphrecall.server.middleware import (
     principal_of,
 )
 from graphrecall.server.schemas import (
+    AddFactRequest,
     AddMessagesRequest,
     AddSessionRequest,
     AnswerRequest,
@@ -252,6 +254,24 @@ class _Routes:
                 offset=p.offset,
             )
             return FactsResponse(facts=found)
+
+        @r.post(
+            "/facts",
+            response_model=AddedFact,
+            summary="Add a fact the application already knows; versioned like extracted facts",
+            operation_id="add_fact",
+            tags=["facts"],
+        )
+        async def add_fact(scope: ScopeDep, body: AddFactRequest) -> AddedFact:
+            return await self.call(
+                m.add_fact,
+                scope,
+                body.text,
+                kind=body.kind,
+                entities=body.entities or [],
+                valid_from=body.valid_from,
+                source=body.source,
+            )
 
         @r.get(
             "/facts/{fact_id}/history",
