@@ -46,10 +46,12 @@ from graphrecall.models import (
     FactKind,
     Hit,
     HitKind,
+    ImportResult,
     IngestResult,
     Message,
     Profile,
     Scope,
+    ScopeExport,
     ScopeStats,
     Session,
     SessionInput,
@@ -190,6 +192,12 @@ class AsyncMemory:
 
     async def export_sessions(self, scope: ScopeLike) -> list[Session]:
         return await asyncio.to_thread(self.memory.export_sessions, scope)
+
+    async def export_scope(self, scope: ScopeLike) -> ScopeExport:
+        return await asyncio.to_thread(self.memory.export_scope, scope)
+
+    async def import_scope(self, scope: ScopeLike, doc: ScopeExport | Mapping[str, Any]) -> ImportResult:
+        return await asyncio.to_thread(self.memory.import_scope, scope, doc)
 
     async def forget(self, scope: ScopeLike) -> bool:
         return await asyncio.to_thread(self.memory.forget, scope)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from graphrecall import exchange
 from graphrecall import ingest as ing
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.dates import parse_date
@@ -36,10 +37,12 @@ from graphrecall.models import (
     FactKind,
     Hit,
     HitKind,
+    ImportResult,
     IngestResult,
     Message,
     Profile,
     Scope,
+    ScopeExport,
     ScopeStats,
     Session,
     SessionInput,
@@ -407,6 +410,81 @@ class Memory:
         """Every session with its messages, oldest first: the portable form of a scope's raw history."""
         s = as_scope(scope)
         return [self.get_session(s, x.id) for x in self.sessions(s, limit=10**9)]
+
+    def export_scope(self, scope: ScopeLike) -> ScopeExport:
+        """Everything the scope holds, as plain data: sessions with their messages and extraction state, every
+        fact (superseded ones included) with the SUPERSEDES edges, events, entities and relations. What
+        ``import_scope`` restores; ``graphrecall export --format json`` writes it, ``--format graphml`` draws it."""
+        s = as_scope(scope)
+        with self._flushed(s) as db:
+            return exchange.read_scope(db, s, embedder_id=self.embedder.id)
+
+    def import_scope(self, scope: ScopeLike, doc: ScopeExport | Mapping[str, Any]) -> ImportResult:
+        """Restore an ``export_scope`` document into ``scope``: its sessions (added like ``add_sessions``:
+        idempotent), then its extracted memory exactly as exported (ids, versions, stamps, edges), through the
+        extraction write path, with vectors recomputed by this store's embedder. The extracted part goes only into
+        a scope without extracted memory, or one that already holds exactly these facts, events and entities (a
+        repeated import: skipped); anything else is refused before anything is written, as is a file whose
+        references do not resolve."""
+        s = as_scope(scope)
+        try:
+            export = doc if isinstance(doc, ScopeExport) else ScopeExport.model_validate(doc)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise InvalidInput(err["msg"], where=".".join(str(p) for p in err["loc"]) or "doc") from None
+        exchange.check(export)
+        skip = self._pool.exists(s) and self._graph_present(s, export)
+        sessions = [
+            SessionInput(session_id=x.id, date=x.started_at, messages=list(x.messages))
+            for x in export.sessions
+        ]
+        added = self.add_sessions(s, sessions) if sessions else IngestResult()
+        result = ImportResult(
+            sessions_added=added.sessions_added,
+            messages_added=added.messages_added,
+            messages_skipped=added.messages_skipped,
+            graph_skipped=skip,
+        )
+        if skip or not (export.facts or export.events or export.entities):
+            return result
+        write = exchange.graph_write(export, self.embedder)
+        with self._flushed(s) as db, self._extract_lock(s):
+            if self._graph_present(s, export):  # written meanwhile by a concurrent import
+                return result.model_copy(update={"graph_skipped": True})
+            with db.write() as txn:
+                fq.write_extraction(txn, write, dim=self.embedder.dim)
+                for x in export.sessions:
+                    fq.set_extract_status(txn, x.id, x.extract_status, x.extract_error)
+        return result.model_copy(
+            update={
+                "facts": len(export.facts),
+                "supersedes": len(export.supersedes),
+                "events": len(export.events),
+                "entities": len(export.entities),
+                "relations": len(export.relations),
+            }
+        )
+
+    def _graph_present(self, s: Scope, export: ScopeExport) -> bool:
+        """Whether the scope already holds exactly the export's extracted memory (True) or none at all (False);
+        anything in between would merge two memories without versioning them against each other: refused."""
+        with self._pool.acquire(s, create=False) as db:
+            wanted = exchange.graph_ids(export)
+            found = {t: fq.existing_ids(db, t, ids) for t, ids in wanted.items()}
+            if not any(found.values()):
+                if fq.has_extracted(db) or fq.list_entities(db):
+                    raise InvalidInput(
+                        f"scope {s} already holds other extracted memory; import into a new scope, or forget "
+                        "this one first",
+                        where="facts",
+                    )
+                return False
+            if all(found[t] == set(ids) for t, ids in wanted.items()):
+                return True
+            raise InvalidInput(
+                f"scope {s} holds part of this export's extracted memory; import into a new scope",
+                where="facts",
+            )
 
     def forget(self, scope: ScopeLike) -> bool:
         """Erase a scope entirely (its database and write-log files). Returns whether anything was stored."""

@@ -415,3 +415,85 @@ def utcnow() -> datetime:
 
 
 Timestamp = Annotated[datetime, Field(description="ISO-8601; naive values are taken as UTC")]
+
+# -- a whole scope, portable ----------------------------------------------------------------------------------------
+SCOPE_EXPORT_FORMAT: Literal["graphrecall.scope/v1"] = "graphrecall.scope/v1"
+
+
+class ExportedSession(BaseModel):
+    """A session with its messages and its extraction state (so a restored scope is not extracted again)."""
+
+    id: str
+    started_at: datetime
+    extract_status: Literal["none", "pending", "running", "done", "failed"] = "none"
+    extract_error: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _ident(cls, v: str) -> str:
+        return validate_identifier(v, "session_id")
+
+    @field_validator("started_at")
+    @classmethod
+    def _utc(cls, v: datetime) -> datetime:
+        return ensure_utc(v)
+
+
+class ExportedEvent(Event):
+    """An event with the entities it links to (SUBJECT and OBJECT edges)."""
+
+    subject_ids: list[str] = Field(default_factory=list)
+    object_ids: list[str] = Field(default_factory=list)
+
+
+class SupersedesEdge(BaseModel):
+    """``new`` replaced ``old`` (UPDATE, CONTRADICT or by hand) at ``at``, for ``reason``."""
+
+    new_id: str
+    old_id: str
+    at: datetime | None = None
+    reason: str = ""
+
+
+class RelatedEdge(BaseModel):
+    """A relation between two entities, as extraction found it (``sister_of``, ``works_at``)."""
+
+    source: str
+    target: str
+    predicate: str
+    fact_id: str = ""
+
+
+class ScopeExport(BaseModel):
+    """Everything one scope holds, as plain data: raw history (sessions, messages) and extracted memory (every
+    fact, superseded ones included, the SUPERSEDES edges, events, entities, relations). Vectors and full-text
+    terms are left out: they are derived, and ``Memory.import_scope`` recomputes them with the importing store's
+    embedder (the same model gives the same vectors)."""
+
+    format: Literal["graphrecall.scope/v1"] = SCOPE_EXPORT_FORMAT
+    org_id: str | None = Field(default=None, description="where it was exported from (ignored on import)")
+    user_id: str | None = Field(default=None, description="where it was exported from (ignored on import)")
+    embedder_id: str | None = None
+    exported_at: datetime | None = None
+    sessions: list[ExportedSession] = Field(default_factory=list)
+    entities: list[Entity] = Field(default_factory=list)
+    facts: list[Fact] = Field(default_factory=list)
+    supersedes: list[SupersedesEdge] = Field(default_factory=list)
+    events: list[ExportedEvent] = Field(default_factory=list)
+    relations: list[RelatedEdge] = Field(default_factory=list)
+
+
+class ImportResult(BaseModel):
+    """What ``Memory.import_scope`` wrote. ``graph_skipped``: the scope already held exactly this extracted
+    memory (a repeated import), so only the sessions were checked."""
+
+    sessions_added: int = 0
+    messages_added: int = 0
+    messages_skipped: int = 0
+    facts: int = 0
+    supersedes: int = 0
+    events: int = 0
+    entities: int = 0
+    relations: int = 0
+    graph_skipped: bool = False

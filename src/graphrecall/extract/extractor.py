@@ -388,7 +388,7 @@ class Extractor:
                     verb=e.verb,
                     object=e.object,
                     text=e.text,
-                    terms=index_terms(f"{e.text} {e.subject} {e.verb} {e.object}"),
+                    terms=event_terms(e.text, e.subject, e.verb, e.object),
                     time_start=start,
                     time_end=end,
                     session_id=sid,
@@ -447,6 +447,11 @@ class Extractor:
         """``today`` is the session date: replayed history is judged as of when it was said."""
         prompt = self._version_prompt.render(today=f"{today:%Y-%m-%d}", new_facts=block)
         return self._parse(prompt, VersionDecisions, "version_fact")
+
+
+def event_terms(text: str, subject: str, verb: str, obj: str) -> str:
+    """An event's full-text terms: its sentence and its parts (shared with ``exchange``, which rebuilds them)."""
+    return index_terms(f"{text} {subject} {verb} {obj}")
 
 
 def _describe(e: BaseException) -> str:
