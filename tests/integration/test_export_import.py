@@ -1,10 +1,12 @@
 """A whole scope exported as JSON and imported into a fresh store comes back with nothing lost: sessions and
 messages, every fact (superseded ones with their stamps) and the SUPERSEDES edges, events with their entities,
-entities, relations, extraction states. Built by real (scripted) extraction into real Kuzu."""
+entities, relations, extraction states; and it draws as GraphML that networkx loads. Built by real (scripted)
+extraction into real Kuzu."""
 
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,8 +14,10 @@ from typing import Any
 import pytest
 
 from graphrecall import InvalidInput, Memory, testing
+from graphrecall.cli import main
 from graphrecall.embed import HashingEmbedder
 from graphrecall.extract import ExtractionConfig
+from graphrecall.formats import scope_to_graphml
 from graphrecall.llm import ScriptedLLM
 from graphrecall.llm.errors import LLMError
 from graphrecall.models import ScopeExport
@@ -162,3 +166,69 @@ def test_a_broken_export_is_refused_naming_the_item(store: Path, change: Any, wh
             m.import_scope(COPY, doc)
         assert e.value.where.startswith(where)
         assert m.sessions(COPY) == []
+
+
+def graphml_of(store: Path) -> tuple[ScopeExport, str]:
+    with Memory.open(store / "a", embedder=HashingEmbedder(64)) as m:
+        doc = m.export_scope(SCOPE)
+    return doc, scope_to_graphml(doc)
+
+
+def test_graphml_holds_every_node_and_edge_with_attributes(store: Path) -> None:
+    doc, text = graphml_of(store)
+    ns = {"g": "http://graphml.graphdrawing.org/xmlns"}
+    root = ET.fromstring(text)
+    keys = {k.get("id"): k.get("attr.name") for k in root.findall("g:key", ns)}
+    nodes = root.findall("g:graph/g:node", ns)
+    assert len(nodes) == len(doc.sessions) + len(doc.entities) + len(doc.facts) + len(doc.events)
+    kinds: dict[str, int] = {}
+    for e in root.findall("g:graph/g:edge", ns):
+        [kind] = [d.text for d in e.findall("g:data", ns) if keys[d.get("key")] == "type"]
+        kinds[kind or ""] = kinds.get(kind or "", 0) + 1
+    assert kinds["SUPERSEDES"] == 2 and kinds["RELATED"] == 1 and kinds["SUBJECT"] == 1
+    assert kinds["ABOUT"] == sum(len(f.entity_ids) for f in doc.facts)
+    assert kinds["FROM"] == sum(1 for f in doc.facts if f.session_id in {"s1", "s2", "s3", "s4"}) + len(
+        doc.events
+    )
+
+
+def test_graphml_loads_in_networkx(store: Path) -> None:
+    nx = pytest.importorskip("networkx")
+    doc, text = graphml_of(store)
+    path = store / "g.graphml"
+    path.write_text(text)
+    g = nx.read_graphml(path)
+    old = next(f for f in doc.facts if f.text == "The user lives in Munich.")
+    node = g.nodes[f"fact:{old.id}"]
+    assert node["type"] == "Fact" and node["current"] is False and node["confidence"] == old.confidence
+    assert node["valid_to"] == old.valid_to.isoformat()  # type: ignore[union-attr]
+    sup = [d for _, _, d in g.in_edges(f"fact:{old.id}", data=True) if d["type"] == "SUPERSEDES"]
+    assert sup and sup[0]["reason"].startswith("update: moved to Berlin")
+    assert g.nodes["session:s1"]["messages"] == 2
+
+
+def test_cli_exports_json_and_graphml_and_imports(store: Path, capsys: Any) -> None:
+    common = ["--root", str(store / "a"), "--embedder", "hashing"]
+    bob = ["--org", "acme", "--user", "bob", *common]
+    assert main(["export", *bob, "--format", "json", "-o", str(store / "bob.json.gz")]) == 0
+    assert "6 facts (2 superseded)" in capsys.readouterr().err
+    assert (
+        main(["import", str(store / "bob.json.gz"), "--org", "acme", "--user", "copy", *common, "--json"])
+        == 0
+    )
+    result = json.loads(capsys.readouterr().out)
+    assert (result["sessions_added"], result["facts"], result["supersedes"]) == (4, 6, 2)
+    assert main(["export", "--org", "acme", "--user", "copy", *common, "--format", "graphml"]) == 0
+    assert capsys.readouterr().out.startswith('<?xml version="1.0" encoding="UTF-8"?>\n<graphml')
+    # the sessions-only export still reads back with ingest, and ingest points a whole export to import
+    assert main(["export", *bob, "-o", str(store / "sessions.json")]) == 0
+    assert (
+        main(["ingest", str(store / "sessions.json"), "--org", "acme", "--user", "raw", *common, "--quiet"])
+        == 0
+    )
+    assert main(["export", *bob, "--format", "json", "-o", str(store / "bob.json")]) == 0
+    capsys.readouterr()
+    assert main(["ingest", str(store / "bob.json"), "--org", "acme", "--user", "raw", *common]) == 2
+    assert "graphrecall import" in capsys.readouterr().err
+    assert main(["import", str(store / "sessions.json"), "--org", "acme", "--user", "x", *common]) == 2
+    assert "graphrecall ingest" in capsys.readouterr().err
