@@ -433,7 +433,10 @@ class Memory:
             err = e.errors()[0]
             raise InvalidInput(err["msg"], where=".".join(str(p) for p in err["loc"]) or "doc") from None
         exchange.check(export)
-        skip = self._pool.exists(s) and self._graph_present(s, export)
+        skip = False
+        if self._pool.exists(s):
+            with self._pool.acquire(s, create=False) as db:
+                skip = self._graph_present(db, s, export)
         sessions = [
             SessionInput(session_id=x.id, date=x.started_at, messages=list(x.messages))
             for x in export.sessions
@@ -448,8 +451,12 @@ class Memory:
         if skip or not (export.facts or export.events or export.entities):
             return result
         write = exchange.graph_write(export, self.embedder)
-        with self._flushed(s) as db, self._extract_lock(s):
-            if self._graph_present(s, export):  # written meanwhile by a concurrent import
+        with (
+            self._pool.acquire(s) as db,
+            self._extract_lock(s),
+        ):  # created here when the export has no sessions
+            self._logs.flush(s)  # the messages that facts and events point to are in Kuzu
+            if self._graph_present(db, s, export):  # written meanwhile by a concurrent import
                 return result.model_copy(update={"graph_skipped": True})
             with db.write() as txn:
                 fq.write_extraction(txn, write, dim=self.embedder.dim)
@@ -465,26 +472,25 @@ class Memory:
             }
         )
 
-    def _graph_present(self, s: Scope, export: ScopeExport) -> bool:
+    @staticmethod
+    def _graph_present(db: ScopeDatabase, s: Scope, export: ScopeExport) -> bool:
         """Whether the scope already holds exactly the export's extracted memory (True) or none at all (False);
         anything in between would merge two memories without versioning them against each other: refused."""
-        with self._pool.acquire(s, create=False) as db:
-            wanted = exchange.graph_ids(export)
-            found = {t: fq.existing_ids(db, t, ids) for t, ids in wanted.items()}
-            if not any(found.values()):
-                if fq.has_extracted(db) or fq.list_entities(db):
-                    raise InvalidInput(
-                        f"scope {s} already holds other extracted memory; import into a new scope, or forget "
-                        "this one first",
-                        where="facts",
-                    )
-                return False
-            if all(found[t] == set(ids) for t, ids in wanted.items()):
-                return True
-            raise InvalidInput(
-                f"scope {s} holds part of this export's extracted memory; import into a new scope",
-                where="facts",
-            )
+        wanted = exchange.graph_ids(export)
+        found = {t: fq.existing_ids(db, t, ids) for t, ids in wanted.items()}
+        if not any(found.values()):
+            if fq.has_extracted(db) or fq.list_entities(db):
+                raise InvalidInput(
+                    f"scope {s} already holds other extracted memory; import into a new scope, or forget this one "
+                    "first",
+                    where="facts",
+                )
+            return False
+        if all(found[t] == set(ids) for t, ids in wanted.items()):
+            return True
+        raise InvalidInput(
+            f"scope {s} holds part of this export's extracted memory; import into a new scope", where="facts"
+        )
 
     def forget(self, scope: ScopeLike) -> bool:
         """Erase a scope entirely (its database and write-log files). Returns whether anything was stored."""

@@ -133,6 +133,16 @@ def test_json_round_trips_with_nothing_lost(store: Path) -> None:
     assert graph_after == graph_before
 
 
+def test_a_scope_of_application_facts_alone_round_trips(tmp_path: Path) -> None:
+    with Memory.open(tmp_path / "a", embedder=HashingEmbedder(64)) as m:
+        m.add_fact(SCOPE, "The user's plan is Pro.", kind="attribute", entities=["Globex"])
+        doc = m.export_scope(SCOPE)
+    with Memory.open(tmp_path / "b", embedder=HashingEmbedder(64)) as fresh:
+        r = fresh.import_scope(COPY, doc)
+        assert (r.sessions_added, r.facts, r.entities) == (0, 1, 1)
+        assert fresh.facts(COPY) == doc.facts and fresh.entities(COPY) == doc.entities
+
+
 def test_an_import_that_would_merge_two_memories_is_refused_before_writing(store: Path) -> None:
     with Memory.open(store / "a", embedder=HashingEmbedder(64)) as m:
         doc = m.export_scope(SCOPE)
