@@ -11,7 +11,8 @@ has to fix a file, not read our stack. Data goes to stdout (``--json`` for machi
 Under ``--json`` stdout holds exactly one JSON document: the result, or ``{"error": {"code", "message", "where"}}``
 with the codes of the HTTP API's errors.
 
-Commands that do not embed (``stats``, ``sessions``, ``export``, ``forget``, ``facts``, every error) never load the
+Commands that do not embed (``stats``, ``sessions``, ``export``, ``forget``, ``facts``, ``profile``, every error)
+never load the
 embedding model: the default embedder knows its id and dimension from the model's config files and loads the
 weights on the first text it embeds (``embed.lazy``).
 """

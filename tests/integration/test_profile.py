@@ -112,7 +112,7 @@ def test_the_profile_groups_current_facts_and_ranks_the_reinforced_first(m: Memo
     )  # fmt: skip
     assert [s.group for s in p.sections] == list(PROFILE_GROUPS)
     lines = p.text.splitlines()
-    assert lines[0] == "About the user (as of 2024-03-06; from earlier conversations):"
+    assert lines[0] == "About the user (as of 2024-03-06):"
     assert "- The user is vegetarian. [s1, 2024-01-10; said in 2 sessions]" in lines
     assert "- 2024-03-20 (upcoming): The user flies to Lisbon. [s2]" in lines
     assert "- 2024-03-03: The user ran a half marathon. [s2]" in lines

@@ -92,7 +92,7 @@ def render_item(item: ProfileItem) -> str:
 
 
 def header(as_of: datetime) -> str:
-    return f"About the user (as of {_day(as_of)}; from earlier conversations):"
+    return f"About the user (as of {_day(as_of)}):"
 
 
 def _fact_rank(item: ProfileItem) -> tuple[int, float, str]:
