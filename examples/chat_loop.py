@@ -1,5 +1,7 @@
-"""A chat assistant with long-term memory: each turn retrieves what matters from earlier conversations, answers
-with any configured LLM, and stores the new turns so later turns (and later sessions) can recall them.
+"""A chat assistant with long-term memory: each turn puts the user's profile (what memory holds about them, by
+kind) and what matters from earlier conversations into the system prompt, answers with any configured LLM, and
+stores the new turns so later turns (and later sessions) can recall them. When a chat ends, its facts are
+extracted, so the next chat's profile knows them.
 
     python examples/chat_loop.py --llm openai:gpt-4o-mini            # interactive, a real model
     python examples/chat_loop.py --llm openai:local --base-url http://127.0.0.1:8181/v1
@@ -19,8 +21,9 @@ from graphrecall import Memory, Scope
 from graphrecall.llm import LLM, ChatMessage, ScriptedLLM, Step, llm_from_settings
 
 SYSTEM = (
-    "You are a helpful assistant with long-term memory. Below are excerpts of earlier conversations with this "
-    "user (dated). Use them when they are relevant; do not mention them when they are not.\n\n{memory}"
+    "You are a helpful assistant with long-term memory.\n\n{profile}\nBelow are excerpts of earlier "
+    "conversations with this user (dated). Use them and the profile when they are relevant; do not mention them "
+    "when they are not.\n\n{memory}"
 )
 
 
@@ -35,22 +38,28 @@ class MemoryChat:
         *,
         session_id: str | None = None,
         token_budget: int = 1200,
+        profile_budget: int = 400,
     ) -> None:
         self.memory = memory
         self.scope = scope
         self.llm = llm
         self.session_id = session_id or datetime.now().strftime("chat-%Y%m%d-%H%M%S")
         self.token_budget = token_budget
+        self.profile_budget = profile_budget
         self.turns: list[ChatMessage] = []
 
     def send(self, text: str, *, at: datetime | None = None) -> str:
         when = at or datetime.now()
+        # Who the user is (facts by kind, each with its session and date), as of now, within its own budget.
+        profile = self.memory.profile(self.scope, as_of=when, token_budget=self.profile_budget)
         found = self.memory.search(self.scope, text, 8, question_date=when)
         past = [h for h in found if h.session_id != self.session_id]  # this session is already in the prompt
         context = "\n".join(
             f"- ({h.date:%Y-%m-%d}) {' '.join(h.text.split())[:300]}" for h in past[:5] if h.date
         )
-        system = ChatMessage.system(SYSTEM.format(memory=context or "(nothing relevant yet)"))
+        system = ChatMessage.system(
+            SYSTEM.format(profile=profile.text, memory=context or "(nothing relevant yet)")
+        )
         reply = self.llm.complete_sync(
             [system, *self.turns[-10:], ChatMessage.user(text)], purpose="chat"
         ).text.strip()
@@ -70,8 +79,12 @@ def scripted_llm() -> ScriptedLLM:
     def remembers_biscuit(messages: list[ChatMessage]) -> bool:
         return "beagle named Biscuit" in messages[0].content  # the system prompt holds the recalled memory
 
+    def knows_her_name(messages: list[ChatMessage]) -> bool:  # ... and the profile
+        return remembers_biscuit(messages) and "The user's name is Alice." in messages[0].content
+
     return ScriptedLLM(
         [
+            Step(knows_her_name, "Biscuit, your beagle! Take him on a long walk in the park, Alice."),
             Step(remembers_biscuit, "Biscuit, your beagle! Take him on a long walk in the park."),
             Step(None, "Got it, I'll remember that."),
         ],
@@ -91,6 +104,8 @@ def demo(root: Path) -> list[tuple[str, str]]:
         first = MemoryChat(mem, scope, llm, session_id="monday")
         for text in ("I just adopted a beagle named Biscuit.", "He loves long walks."):
             transcript.append((text, first.send(text, at=start)))
+        # The application knows her name from the sign-up form she filled in during that chat: no LLM needed.
+        mem.add_fact(scope, "The user's name is Alice.", kind="attribute", source="monday")
         later = MemoryChat(mem, scope, llm, session_id="next-week")
         question = "What should I do with my beagle this weekend?"
         transcript.append((question, later.send(question, at=start + timedelta(days=7))))
@@ -113,11 +128,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"you> {said}\nbot> {reply}")
             return 0
         llm = llm_from_settings(args.llm, args.base_url)
-        with Memory.open(root) as mem:
+        with Memory.open(root, llm=llm) as mem:
             chat = MemoryChat(mem, Scope(org_id=args.org, user_id=args.user), llm)
             print("chat with memory; an empty line quits", file=sys.stderr)
             while (text := input("you> ").strip()) != "":
                 print(f"bot> {chat.send(text)}")
+            if chat.turns:  # what was learned reaches the next chat's profile
+                mem.extract(chat.scope, session_id=chat.session_id)
     return 0
 
 

@@ -36,6 +36,7 @@ from typing import Any, Literal
 from graphrecall.llm import LLM
 from graphrecall.memory import Memory, Progress, ScopeLike
 from graphrecall.models import (
+    AddedFact,
     Context,
     Entity,
     Erasure,
@@ -43,11 +44,15 @@ from graphrecall.models import (
     ExtractionJob,
     ExtractionResult,
     Fact,
+    FactKind,
     Hit,
     HitKind,
+    ImportResult,
     IngestResult,
     Message,
+    Profile,
     Scope,
+    ScopeExport,
     ScopeStats,
     Session,
     SessionInput,
@@ -159,10 +164,22 @@ class AsyncMemory:
         *,
         k: int = 30,
         question_date: datetime | str | None = None,
+        include_profile: bool = False,
     ) -> Context:
         return await asyncio.to_thread(
-            self.memory.context, scope, query, token_budget, k=k, question_date=question_date
+            self.memory.context,
+            scope,
+            query,
+            token_budget,
+            k=k,
+            question_date=question_date,
+            include_profile=include_profile,
         )
+
+    async def profile(
+        self, scope: ScopeLike, as_of: datetime | str | None = None, token_budget: int | None = None
+    ) -> Profile:
+        return await asyncio.to_thread(self.memory.profile, scope, as_of, token_budget)
 
     # -- administration ----------------------------------------------------------------------------------------
     async def stats(self, scope: ScopeLike) -> ScopeStats:
@@ -176,6 +193,12 @@ class AsyncMemory:
 
     async def export_sessions(self, scope: ScopeLike) -> list[Session]:
         return await asyncio.to_thread(self.memory.export_sessions, scope)
+
+    async def export_scope(self, scope: ScopeLike) -> ScopeExport:
+        return await asyncio.to_thread(self.memory.export_scope, scope)
+
+    async def import_scope(self, scope: ScopeLike, doc: ScopeExport | Mapping[str, Any]) -> ImportResult:
+        return await asyncio.to_thread(self.memory.import_scope, scope, doc)
 
     async def forget(self, scope: ScopeLike) -> bool:
         return await asyncio.to_thread(self.memory.forget, scope)
@@ -229,6 +252,26 @@ class AsyncMemory:
             include_superseded=include_superseded,
             limit=limit,
             offset=offset,
+        )
+
+    async def add_fact(
+        self,
+        scope: ScopeLike,
+        text: str,
+        *,
+        kind: FactKind | str = FactKind.other,
+        entities: Sequence[str] = (),
+        valid_from: datetime | str | None = None,
+        source: str | None = None,
+    ) -> AddedFact:
+        return await asyncio.to_thread(
+            self.memory.add_fact,
+            scope,
+            text,
+            kind=kind,
+            entities=list(entities),
+            valid_from=valid_from,
+            source=source,
         )
 
     async def recall(self, scope: ScopeLike, question_date: datetime | str | None = None) -> ScopeRecall:

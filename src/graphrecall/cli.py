@@ -11,7 +11,8 @@ has to fix a file, not read our stack. Data goes to stdout (``--json`` for machi
 Under ``--json`` stdout holds exactly one JSON document: the result, or ``{"error": {"code", "message", "where"}}``
 with the codes of the HTTP API's errors.
 
-Commands that do not embed (``stats``, ``sessions``, ``export``, ``forget``, ``facts``, every error) never load the
+Commands that do not embed (``stats``, ``sessions``, ``export``, ``forget``, ``facts``, ``profile``, every error)
+never load the
 embedding model: the default embedder knows its id and dimension from the model's config files and loads the
 weights on the first text it embeds (``embed.lazy``).
 """
@@ -86,6 +87,7 @@ __all__ = [
 ]
 
 SNIPPET_CHARS = 160
+EXPORT_FORMATS = ("sessions", "json", "graphml")
 _COUNTERS = ("sessions_added", "messages_added", "messages_skipped", "rounds_written")
 
 
@@ -181,9 +183,24 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("sessions", parents=[common, scope, as_json], help="list a scope's sessions")
 
     s = sub.add_parser(
-        "export", parents=[common, scope], help="write a scope's sessions as re-ingestable JSON"
+        "export",
+        parents=[common, scope],
+        help="write a scope's sessions as re-ingestable JSON, or everything it holds (--format json, graphml)",
     )
     s.add_argument("-o", "--output", type=Path, help="output file (.gz compresses); default stdout")
+    s.add_argument(
+        "--format",
+        choices=EXPORT_FORMATS,
+        default="sessions",
+        help="sessions: the sessions, which ingest reads back; json: the whole scope (sessions, every fact "
+        "version with its SUPERSEDES edges, events, entities), which import restores; graphml: the graph, for "
+        "networkx, Gephi or yEd",
+    )
+
+    s = sub.add_parser(
+        "import", parents=[common, scope, as_json], help="restore a whole-scope export (export --format json)"
+    )
+    s.add_argument("file", type=Path, help="what `graphrecall export --format json` wrote (may be .gz)")
 
     s = sub.add_parser("forget", parents=[common, scope, as_json], help="erase a scope's memory")
     s.add_argument("--yes", action="store_true", help="confirm: the scope's data is deleted for good")
@@ -476,7 +493,10 @@ def cmd_context(args: argparse.Namespace) -> int:
     p = params.from_cli(params.ContextParams, args)
     with open_memory(args) as mem:
         require_scope(mem, scope)
-        ctx = mem.context(scope, p.query, p.token_budget, k=p.k, question_date=p.question_date)
+        ctx = mem.context(
+            scope, p.query, p.token_budget, k=p.k, question_date=p.question_date,
+            include_profile=p.include_profile,
+        )  # fmt: skip
     if args.json:
         print_json(ctx.model_dump(mode="json"))
         return EXIT_OK
@@ -556,13 +576,46 @@ def cmd_export(args: argparse.Namespace) -> int:
     scope = scope_of(args)
     with open_memory(args) as mem:
         require_scope(mem, scope)
-        data = [formats.session_to_json(s) for s in mem.export_sessions(scope)]
-    text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+        if args.format == "sessions":
+            data = [formats.session_to_json(s) for s in mem.export_sessions(scope)]
+            text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+            what = f"{len(data)} sessions"
+        else:
+            doc = mem.export_scope(scope)
+            if args.format == "json":
+                text = doc.model_dump_json(indent=1) + "\n"
+            else:
+                text = formats.scope_to_graphml(doc)
+            what = (
+                f"{len(doc.sessions)} sessions, {len(doc.facts)} facts ({len(doc.supersedes)} superseded), "
+                f"{len(doc.events)} events, {len(doc.entities)} entities"
+            )
     if args.output is None:
         sys.stdout.write(text)
     else:
         _write_atomically(args.output, text)
-        print(f"exported {len(data)} sessions of {scope} to {args.output}", file=sys.stderr)
+        print(f"exported {what} of {scope} to {args.output} ({args.format})", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """The whole file is validated (shape, then every reference inside it) before the store is opened."""
+    scope = scope_of(args)
+    doc = formats.read_scope_export(args.file)
+    with open_memory(args) as mem:
+        r = mem.import_scope(scope, doc)
+    if args.json:
+        print_json(r.model_dump(mode="json"))
+    else:
+        graph = (
+            "extracted memory already there (skipped)"
+            if r.graph_skipped
+            else f"{r.facts} facts ({r.supersedes} superseded), {r.events} events, {r.entities} entities"
+        )
+        print(
+            f"{args.file.name} -> {scope}: {r.sessions_added} sessions, {r.messages_added} messages added "
+            f"({r.messages_skipped} already stored); {graph}"
+        )
     return EXIT_OK
 
 
@@ -643,6 +696,7 @@ COMMANDS = {
     "stats": cmd_stats,
     "sessions": cmd_sessions,
     "export": cmd_export,
+    "import": cmd_import,
     "forget": cmd_forget,
     "serve": cmd_serve,
     "mcp": cmd_mcp,

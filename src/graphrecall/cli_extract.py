@@ -9,6 +9,7 @@ the extraction code; both build on ``cli_common`` and neither imports the other'
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +46,19 @@ def register(sub: Any, *, common: argparse.ArgumentParser, scope: argparse.Argum
     add_llm_options(s)
     s = sub.add_parser("facts", parents=[common, scope, as_json], help="list extracted facts")
     params.add_arguments(s, params.FactsParams, aliases={"include_superseded": ["--all"]})
+    s = sub.add_parser(
+        "profile",
+        parents=[common, scope, as_json],
+        help="the user's current facts by kind, for a system prompt",
+    )
+    params.add_arguments(s, params.ProfileParams, aliases={"token_budget": ["--budget"]})
+    s = sub.add_parser(
+        "add-fact",
+        parents=[common, scope, as_json],
+        help="store a fact the application knows (versioned by the LLM when one is configured, else by rule)",
+    )
+    params.add_arguments(s, params.AddFactParams, aliases={"entities": ["--entity"]})
+    add_llm_options(s)
     s = sub.add_parser(
         "history", parents=[common, scope, as_json], help="the versions of one fact, oldest first"
     )
@@ -125,6 +139,49 @@ def cmd_facts(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    p = params.from_cli(params.ProfileParams, args)
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        found = mem.profile(scope, p.as_of, p.token_budget)
+    if args.json:
+        print_json(jsonable(found))
+        return EXIT_OK
+    sys.stdout.write(found.text)
+    if not found.text:
+        print(f"nothing known about {scope} yet (facts come from extraction or add-fact)", file=sys.stderr)
+    elif found.truncated:
+        print(
+            f"({found.omitted} more left out: {found.token_count}/{found.token_budget} tokens)",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def cmd_add_fact(args: argparse.Namespace) -> int:
+    """With ``--llm`` (or ``GRAPHRECALL_LLM``) the LLM makes the versioning decision, as for extraction; without
+    either, the rule does (no model is contacted)."""
+    scope = scope_of(args)
+    p = params.from_cli(params.AddFactParams, args)
+    from graphrecall.llm.factory import ENV_SPEC
+
+    configured = args.llm or os.environ.get(ENV_SPEC, "").strip()
+    llm = llm_from_args(args, "add-fact") if configured else None
+    with open_memory(args) as mem:
+        mem.llm = llm
+        r = mem.add_fact(
+            scope, p.text, kind=p.kind, entities=p.entities or [], valid_from=p.valid_from, source=p.source
+        )
+    if args.json:
+        print_json(jsonable(r))
+        return EXIT_OK
+    print(_fact_line(r.fact))
+    replaced = f"; replaces {r.superseded}" if r.superseded else ""
+    print(f"({r.decision} by {r.decided_by}{replaced}: {r.reason})", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     scope = scope_of(args)
     with open_memory(args) as mem:
@@ -173,6 +230,8 @@ def cmd_events(args: argparse.Namespace) -> int:
 COMMANDS = {
     "extract": cmd_extract,
     "facts": cmd_facts,
+    "profile": cmd_profile,
+    "add-fact": cmd_add_fact,
     "history": cmd_history,
     "entities": cmd_entities,
     "events": cmd_events,

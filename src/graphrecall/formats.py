@@ -11,6 +11,9 @@ Shapes (any of them may be gzip-compressed; compression is detected from the mag
 - ``messages``: a plain JSON list of ``{role, content}`` messages, i.e. one session named after the file and dated
   by ``default_date`` or else the file's modification time.
 
+``read_scope_export`` and ``scope_to_graphml`` read and draw the other export, a whole scope with its extracted
+memory (``graphrecall export --format json|graphml``, ``graphrecall import``).
+
 Everything is validated here, before any store is touched, and every problem is an ``InvalidInput`` whose ``where``
 names the file, the item and the field (``history.json: sessions[3].messages[2].role``), because the person who has
 to fix the file needs to find the spot, and a half-ingested file is worse than none.
@@ -27,10 +30,20 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Literal, get_args
+from xml.etree import ElementTree as ET
+
+from pydantic import ValidationError
 
 from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
-from graphrecall.models import Role, Session, SessionInput, validate_identifier
+from graphrecall.models import (
+    SCOPE_EXPORT_FORMAT,
+    Role,
+    ScopeExport,
+    Session,
+    SessionInput,
+    validate_identifier,
+)
 
 Format = Literal["json", "jsonl", "longmemeval", "messages"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -94,6 +107,124 @@ def session_to_json(session: Session) -> dict[str, Any]:
             for m in session.messages
         ],
     }
+
+
+# -- a whole scope: ``graphrecall export --format json|graphml`` and ``graphrecall import`` ---------------------------
+def read_scope_export(path: str | Path) -> ScopeExport:
+    """A whole-scope export (``graphrecall export --format json``, gzip too), validated; a problem names the file
+    and the field (``alice.json: facts.3.kind``)."""
+    p = Path(path)
+    src = _Source(_file_opener(p), p.name)
+    doc = src._load()
+    if isinstance(doc, list):
+        raise InvalidInput(
+            "is a list of sessions, not a whole-scope export: add it with graphrecall ingest", where=p.name
+        )
+    if not isinstance(doc, dict) or doc.get("format") != SCOPE_EXPORT_FORMAT:
+        raise InvalidInput(
+            f'is not a whole-scope export (expected an object with "format": "{SCOPE_EXPORT_FORMAT}", as '
+            "graphrecall export --format json writes)",
+            where=p.name,
+        )
+    try:
+        return ScopeExport.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise InvalidInput(err["msg"], where=f"{p.name}: {loc}" if loc else p.name) from None
+
+
+_GRAPHML_NS = "http://graphml.graphdrawing.org/xmlns"
+# (attribute, GraphML type) of nodes and of edges; every value is optional per element.
+_NODE_KEYS: tuple[tuple[str, str], ...] = (
+    ("type", "string"), ("label", "string"), ("text", "string"), ("name", "string"), ("kind", "string"),
+    ("polarity", "string"), ("confidence", "double"), ("current", "boolean"), ("valid_from", "string"),
+    ("valid_to", "string"), ("recorded_at", "string"), ("expired_at", "string"), ("last_seen", "string"),
+    ("session_id", "string"), ("message_ids", "string"), ("entity_type", "string"), ("aliases", "string"),
+    ("subject", "string"), ("verb", "string"), ("object", "string"), ("time_start", "string"),
+    ("time_end", "string"), ("started_at", "string"), ("extract_status", "string"), ("messages", "int"),
+)  # fmt: skip
+_EDGE_KEYS: tuple[tuple[str, str], ...] = (
+    ("type", "string"), ("at", "string"), ("reason", "string"), ("predicate", "string"), ("fact_id", "string"),
+)  # fmt: skip
+
+
+def scope_to_graphml(doc: ScopeExport) -> str:
+    """The scope's graph as GraphML (loads in networkx, Gephi, yEd): sessions, entities, facts and events as
+    nodes (ids prefixed by their type: ``fact:f_...``), with their attributes (dates as ISO-8601 text, lists as
+    JSON text); edges FROM (a fact or event to its session), ABOUT, SUBJECT, OBJECT, SUPERSEDES (new -> old, with
+    ``at`` and ``reason``) and RELATED (with ``predicate``). Messages stay inside their session (``messages``
+    counts them); facts and events keep their ``message_ids``."""
+    root = ET.Element("graphml", xmlns=_GRAPHML_NS)
+    for scope_of_key, keys in (("node", _NODE_KEYS), ("edge", _EDGE_KEYS)):
+        for name, kind in keys:
+            ET.SubElement(
+                root, "key", {"id": f"{scope_of_key[0]}_{name}", "for": scope_of_key, "attr.name": name,
+                              "attr.type": kind},
+            )  # fmt: skip
+    graph = ET.SubElement(root, "graph", id=f"{doc.org_id}/{doc.user_id}", edgedefault="directed")
+    sessions = {s.id for s in doc.sessions}
+    edges: list[tuple[str, str, dict[str, Any]]] = []
+
+    def node(node_id: str, attrs: dict[str, Any]) -> None:
+        el = ET.SubElement(graph, "node", id=node_id)
+        _graphml_data(el, "n", attrs)
+
+    for s in doc.sessions:
+        node(f"session:{s.id}", {"type": "Session", "label": s.id, "started_at": s.started_at,
+                                 "extract_status": s.extract_status, "messages": len(s.messages)})  # fmt: skip
+    for e in doc.entities:
+        node(f"entity:{e.id}", {"type": "Entity", "label": e.name, "name": e.name, "entity_type": e.type,
+                                "aliases": e.aliases})  # fmt: skip
+    for f in doc.facts:
+        node(f"fact:{f.id}", {
+            "type": "Fact", "label": f.text, "text": f.text, "kind": f.kind.value, "polarity": f.polarity,
+            "confidence": f.confidence, "current": f.current, "valid_from": f.valid_from, "valid_to": f.valid_to,
+            "recorded_at": f.recorded_at, "expired_at": f.expired_at, "last_seen": f.last_seen,
+            "session_id": f.session_id, "message_ids": f.message_ids,
+        })  # fmt: skip
+        if f.session_id in sessions:
+            edges.append((f"fact:{f.id}", f"session:{f.session_id}", {"type": "FROM"}))
+        edges += [(f"fact:{f.id}", f"entity:{x}", {"type": "ABOUT"}) for x in f.entity_ids]
+    for v in doc.events:
+        node(f"event:{v.id}", {
+            "type": "Event", "label": v.text, "text": v.text, "subject": v.subject, "verb": v.verb,
+            "object": v.object, "time_start": v.time_start, "time_end": v.time_end, "session_id": v.session_id,
+            "message_ids": v.message_ids,
+        })  # fmt: skip
+        if v.session_id in sessions:
+            edges.append((f"event:{v.id}", f"session:{v.session_id}", {"type": "FROM"}))
+        edges += [(f"event:{v.id}", f"entity:{x}", {"type": "SUBJECT"}) for x in v.subject_ids]
+        edges += [(f"event:{v.id}", f"entity:{x}", {"type": "OBJECT"}) for x in v.object_ids]
+    edges += [
+        (f"fact:{x.new_id}", f"fact:{x.old_id}", {"type": "SUPERSEDES", "at": x.at, "reason": x.reason})
+        for x in doc.supersedes
+    ]
+    edges += [
+        (f"entity:{r.source}", f"entity:{r.target}",
+         {"type": "RELATED", "predicate": r.predicate, "fact_id": r.fact_id or None})
+        for r in doc.relations
+    ]  # fmt: skip
+    for i, (a, b, attrs) in enumerate(edges):
+        el = ET.SubElement(graph, "edge", id=f"e{i}", source=a, target=b)
+        _graphml_data(el, "e", attrs)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _graphml_data(el: ET.Element, prefix: str, attrs: dict[str, Any]) -> None:
+    for name, value in attrs.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, datetime):
+            text = value.isoformat()
+        elif isinstance(value, list):
+            text = json.dumps(value, ensure_ascii=False)
+        else:
+            text = str(value)
+        ET.SubElement(el, "data", key=f"{prefix}_{name}").text = text
 
 
 # -- implementation --------------------------------------------------------------------------------------------------
@@ -225,6 +356,11 @@ class _Source:
         return iter([self._messages(doc, fallback)])
 
     def _json(self, doc: Any, fallback: datetime | None) -> Iterator[SessionInput]:
+        if isinstance(doc, dict) and doc.get("format") == SCOPE_EXPORT_FORMAT:
+            raise InvalidInput(
+                "is a whole-scope export (sessions and extracted memory): restore it with graphrecall import",
+                where=self.name,
+            )
         if isinstance(doc, dict):  # one session object on its own
             doc = [doc]
         if not isinstance(doc, list):

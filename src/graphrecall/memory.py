@@ -16,15 +16,18 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from graphrecall import exchange
 from graphrecall import ingest as ing
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.dates import parse_date
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
 from graphrecall.errors import InvalidInput, NotAvailable, NotFound
 from graphrecall.extract.extractor import ExtractionConfig, Extractor
+from graphrecall.extract.known import KnownFact, plan_known_fact
 from graphrecall.extract.queue import QUEUE_FILE, ExtractionQueue
 from graphrecall.llm import LLM
 from graphrecall.models import (
+    AddedFact,
     Context,
     Entity,
     Erasure,
@@ -32,11 +35,15 @@ from graphrecall.models import (
     ExtractionJob,
     ExtractionResult,
     Fact,
+    FactKind,
     Hit,
     HitKind,
+    ImportResult,
     IngestResult,
     Message,
+    Profile,
     Scope,
+    ScopeExport,
     ScopeStats,
     Session,
     SessionInput,
@@ -318,16 +325,33 @@ class Memory:
         *,
         k: int = 30,
         question_date: datetime | str | None = None,
+        include_profile: bool = False,
     ) -> Context:
         """Evidence for a reader: the best hits that fit ``token_budget``, dated, grouped by session,
-        chronological, as asked at ``question_date`` (``None`` = now)."""
+        chronological, as asked at ``question_date`` (``None`` = now). ``include_profile`` puts the user's
+        profile (``profile``, at the same date) first, within a third of the budget."""
         if token_budget < 1:
             raise InvalidInput(f"token_budget must be positive, got {token_budget}", where="token_budget")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query must be a non-empty string", where="query")
         if k < 1:
             raise InvalidInput(f"k must be at least 1, got {k}", where="k")
-        return self.recall(scope, question_date).context(query, token_budget, k=k)
+        return self.recall(scope, question_date).context(
+            query, token_budget, k=k, include_profile=include_profile
+        )
+
+    def profile(
+        self, scope: ScopeLike, as_of: datetime | str | None = None, token_budget: int | None = None
+    ) -> Profile:
+        """What memory holds about the user at ``as_of`` (``None`` = now), for a system prompt: the current facts
+        (recorded by then, not superseded by then) grouped by kind (identity and attributes, preferences,
+        relationships, plans and goals, recent events), most reinforced and most recently confirmed first, each
+        with its source session and date; ``token_budget`` cuts it to fit. ``as_of`` works like a question date
+        (the same-day slack included). ``.text`` is the rendered block; the model is also JSON."""
+        when = parse_date(as_of, where="as_of") if as_of is not None else None
+        if token_budget is not None and token_budget < 1:
+            raise InvalidInput(f"token_budget must be positive, got {token_budget}", where="token_budget")
+        return self.recall(scope, when).profile(token_budget)
 
     @contextlib.contextmanager
     def _flushed(self, s: Scope) -> Iterator[ScopeDatabase]:
@@ -389,6 +413,87 @@ class Memory:
         """Every session with its messages, oldest first: the portable form of a scope's raw history."""
         s = as_scope(scope)
         return [self.get_session(s, x.id) for x in self.sessions(s, limit=10**9)]
+
+    def export_scope(self, scope: ScopeLike) -> ScopeExport:
+        """Everything the scope holds, as plain data: sessions with their messages and extraction state, every
+        fact (superseded ones included) with the SUPERSEDES edges, events, entities and relations. What
+        ``import_scope`` restores; ``graphrecall export --format json`` writes it, ``--format graphml`` draws it."""
+        s = as_scope(scope)
+        with self._flushed(s) as db:
+            return exchange.read_scope(db, s, embedder_id=self.embedder.id)
+
+    def import_scope(self, scope: ScopeLike, doc: ScopeExport | Mapping[str, Any]) -> ImportResult:
+        """Restore an ``export_scope`` document into ``scope``: its sessions (added like ``add_sessions``:
+        idempotent), then its extracted memory exactly as exported (ids, versions, stamps, edges), through the
+        extraction write path, with vectors recomputed by this store's embedder. The extracted part goes only into
+        a scope without extracted memory, or one that already holds exactly these facts, events and entities (a
+        repeated import: skipped); anything else is refused before anything is written, as is a file whose
+        references do not resolve."""
+        s = as_scope(scope)
+        try:
+            export = doc if isinstance(doc, ScopeExport) else ScopeExport.model_validate(doc)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise InvalidInput(err["msg"], where=".".join(str(p) for p in err["loc"]) or "doc") from None
+        exchange.check(export)
+        skip = False
+        if self._pool.exists(s):
+            with self._pool.acquire(s, create=False) as db:
+                skip = self._graph_present(db, s, export)
+        sessions = [
+            SessionInput(session_id=x.id, date=x.started_at, messages=list(x.messages))
+            for x in export.sessions
+        ]
+        added = self.add_sessions(s, sessions) if sessions else IngestResult()
+        result = ImportResult(
+            sessions_added=added.sessions_added,
+            messages_added=added.messages_added,
+            messages_skipped=added.messages_skipped,
+            graph_skipped=skip,
+        )
+        if skip or not (export.facts or export.events or export.entities):
+            return result
+        write = exchange.graph_write(export, self.embedder)
+        with (
+            self._pool.acquire(s) as db,
+            self._extract_lock(s),
+        ):  # created here when the export has no sessions
+            self._logs.flush(s)  # the messages that facts and events point to are in Kuzu
+            if self._graph_present(db, s, export):  # written meanwhile by a concurrent import
+                return result.model_copy(update={"graph_skipped": True})
+            with db.write() as txn:
+                fq.write_extraction(txn, write, dim=self.embedder.dim)
+                for x in export.sessions:
+                    fq.set_extract_status(txn, x.id, x.extract_status, x.extract_error)
+        return result.model_copy(
+            update={
+                "facts": len(export.facts),
+                "supersedes": len(export.supersedes),
+                "events": len(export.events),
+                "entities": len(export.entities),
+                "relations": len(export.relations),
+            }
+        )
+
+    @staticmethod
+    def _graph_present(db: ScopeDatabase, s: Scope, export: ScopeExport) -> bool:
+        """Whether the scope already holds exactly the export's extracted memory (True) or none at all (False);
+        anything in between would merge two memories without versioning them against each other: refused."""
+        wanted = exchange.graph_ids(export)
+        found = {t: fq.existing_ids(db, t, ids) for t, ids in wanted.items()}
+        if not any(found.values()):
+            if fq.has_extracted(db) or fq.list_entities(db):
+                raise InvalidInput(
+                    f"scope {s} already holds other extracted memory; import into a new scope, or forget this one "
+                    "first",
+                    where="facts",
+                )
+            return False
+        if all(found[t] == set(ids) for t, ids in wanted.items()):
+            return True
+        raise InvalidInput(
+            f"scope {s} holds part of this export's extracted memory; import into a new scope", where="facts"
+        )
 
     def forget(self, scope: ScopeLike) -> bool:
         """Erase a scope entirely (its database and write-log files). Returns whether anything was stored."""
@@ -496,9 +601,7 @@ class Memory:
                 raise NotFound(f"no session {session_id!r} in scope {s}") from None
             return ExtractionResult()
         try:
-            with self._lock:
-                lock = self._extract_locks.setdefault(s, threading.Lock())
-            with lock:
+            with self._extract_lock(s):
                 if session_id is not None:
                     if fq.session_info(db, session_id) is None:
                         raise NotFound(f"no session {session_id!r} in scope {s}")
@@ -514,6 +617,76 @@ class Memory:
                 return total
         finally:
             ctx.__exit__(None, None, None)
+
+    def _extract_lock(self, s: Scope) -> threading.Lock:
+        """Serializes what versions facts in one scope (extraction, ``add_fact``, ``import_scope``): each reads
+        the current facts, then writes against them."""
+        with self._lock:
+            return self._extract_locks.setdefault(s, threading.Lock())
+
+    def add_fact(
+        self,
+        scope: ScopeLike,
+        text: str,
+        *,
+        kind: FactKind | str = FactKind.other,
+        entities: Sequence[str] = (),
+        valid_from: datetime | str | None = None,
+        source: str | None = None,
+    ) -> AddedFact:
+        """Store a fact the application already knows (a settings page, a CRM field), without a conversation.
+
+        It is versioned like an extracted fact and written by the same store path: with an LLM configured, the
+        versioning decision is the extractor's (the same-text rule, then one ``version_fact`` call); without one,
+        only the same text (DUPLICATE: the stored fact is reinforced) or a near-identical one (cosine >=
+        ``ExtractionConfig.known_fact_min_similarity``, 0.95: UPDATE, the old fact is superseded) on a current
+        fact of the same ``kind`` about the same ``entities`` counts; anything else is NEW (docs/months.md).
+
+        ``entities``: names the fact is about (resolved onto stored entities, else created). ``valid_from``: when
+        it became true (default: when it was recorded). ``source``: a session of this scope it comes from (its
+        date becomes ``recorded_at``, as for extracted facts), or any other label (``recorded_at`` = now); the
+        fact's ``session_id`` holds it, default ``"app"``."""
+        s = as_scope(scope)
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput("text must be a non-empty string", where="text")
+        try:
+            fact_kind = FactKind(kind)
+        except ValueError:
+            raise InvalidInput(
+                f"kind must be one of {', '.join(k.value for k in FactKind)}; got {kind!r}", where="kind"
+            ) from None
+        if isinstance(entities, str) or not all(isinstance(e, str) for e in entities):
+            raise InvalidInput("entities must be a list of names", where="entities")
+        when = parse_date(valid_from, where="valid_from") if valid_from is not None else None
+        if source is not None:
+            _check_id(source, "source")
+        extractor = Extractor(self.llm, self.embedder, self.extraction) if self.llm is not None else None
+        with self._pool.acquire(s) as db:
+            self._logs.flush(s)  # a source session may still be in the write log
+            with self._extract_lock(s):
+                said = fq.session_date(db, source) if source is not None else None
+                known = KnownFact(
+                    text=" ".join(text.split()),
+                    kind=fact_kind.value,
+                    recorded_at=said or utcnow(),
+                    session_id=source or "app",
+                    valid_from=when,
+                    entities=list(entities),
+                )
+                plan = plan_known_fact(db, self.embedder, known, self.extraction, extractor=extractor)
+                with db.write() as txn:
+                    fq.write_extraction(txn, plan.write, dim=self.embedder.dim)
+                v = plan.verdict
+                replaced = v.target.id if v.target is not None else None
+                stored = replaced if v.decision == "DUPLICATE" and replaced is not None else plan.row.id
+                fact = fq.get_facts(db, [stored])[stored]
+        return AddedFact(
+            fact=fact,
+            decision=v.decision,
+            superseded=replaced if v.decision in ("UPDATE", "CONTRADICT") else None,
+            decided_by="llm" if v.by == "llm" else "rule" if v.by == "rule" else "default",
+            reason=v.reason,
+        )
 
     # -- background extraction ---------------------------------------------------------------------------------
     def _queue_file(self) -> Path:

@@ -200,6 +200,24 @@ class Entity(BaseModel):
     aliases: list[str] = Field(default_factory=list)
 
 
+VersionDecision = Literal["NEW", "DUPLICATE", "UPDATE", "CONTRADICT"]
+
+
+class AddedFact(BaseModel):
+    """What ``Memory.add_fact`` did with a fact the application already knew.
+
+    ``decision``: NEW (stored), DUPLICATE (not stored again: ``fact`` is the stored one, reinforced), UPDATE or
+    CONTRADICT (stored; ``superseded`` names the fact it replaced, which keeps its row with ``valid_to``).
+    ``decided_by``: ``llm`` (the extractor's versioning call), ``rule`` (no LLM needed: no candidate, the same
+    text, or a near-identical one) or ``default`` (the LLM gave no usable answer: NEW)."""
+
+    fact: Fact
+    decision: VersionDecision
+    superseded: str | None = None
+    decided_by: Literal["llm", "rule", "default"]
+    reason: str = ""
+
+
 HitKind = Literal["round", "fact", "event"]
 
 
@@ -235,8 +253,82 @@ class TimeRange(BaseModel):
         return self
 
 
+ProfileGroup = Literal["identity", "preferences", "relationships", "plans", "recent_events"]
+
+PROFILE_GROUPS: dict[ProfileGroup, str] = {
+    "identity": "Identity and attributes",
+    "preferences": "Preferences",
+    "relationships": "Relationships",
+    "plans": "Plans and goals",
+    "recent_events": "Recent events",
+}
+"""The profile's groups in the order they are rendered, with their headings."""
+
+PROFILE_GROUP_OF_KIND: dict[FactKind, ProfileGroup] = {
+    FactKind.attribute: "identity",
+    FactKind.other: "identity",
+    FactKind.preference: "preferences",
+    FactKind.opinion: "preferences",
+    FactKind.relationship: "relationships",
+    FactKind.plan: "plans",
+    FactKind.event: "recent_events",
+}
+"""Where each extracted fact kind goes in a profile. ``other`` joins the attributes (it is what a model answers
+for a statement about the user that fits no kind); ``opinion`` joins the preferences (both say what the user
+likes or thinks). Extracted events (and event-kind facts) go to recent events, or to plans when they lie after
+the profile's date."""
+
+
+class ProfileItem(BaseModel):
+    """One line of a profile: a current fact, or an event, with where and when it was said."""
+
+    id: str = Field(description="the fact or event id")
+    source: Literal["fact", "event"]
+    kind: str = Field(description="the fact kind (FactKind), or 'event' for an extracted event")
+    text: str
+    session_id: str | None = Field(default=None, description="the session it was said in (or its source)")
+    date: datetime | None = Field(
+        default=None, description="facts: when it was recorded (said); events: when they happen(ed)"
+    )
+    valid_from: datetime | None = Field(default=None, description="facts: since when it is true")
+    last_seen: datetime | None = Field(default=None, description="facts: the latest session that restated it")
+    mentions: int = Field(
+        default=1, ge=1, description="facts: how many sessions said it (reinforcement); events: 1"
+    )
+    upcoming: bool = Field(default=False, description="an event dated after the profile's date")
+
+
+class ProfileSection(BaseModel):
+    group: ProfileGroup
+    title: str
+    items: list[ProfileItem] = Field(default_factory=list)
+
+
+class Profile(BaseModel):
+    """What memory holds about the user at a moment, grouped by kind, for a system prompt.
+
+    ``text`` is the rendered block (short lines, one per fact, each with its source session and date); the same
+    content is structured in ``sections``. Items were chosen most reinforced and most recent first, round-robin
+    over the groups, until ``token_budget`` (when given) was spent; ``omitted`` counts what did not fit."""
+
+    scope: Scope
+    as_of: datetime = Field(description="the moment the profile describes (nothing recorded later is in it)")
+    sections: list[ProfileSection] = Field(default_factory=list)
+    text: str = ""
+    token_count: int = 0
+    token_budget: int | None = None
+    truncated: bool = False
+    omitted: int = 0
+
+    @property
+    def items(self) -> list[ProfileItem]:
+        return [i for s in self.sections for i in s.items]
+
+
 class Context(BaseModel):
-    """Evidence rendered for a reader: dated, grouped by session, chronological, inside a token budget."""
+    """Evidence rendered for a reader: dated, grouped by session, chronological, inside a token budget.
+    With ``profile`` (``context(include_profile=True)``) the profile's text comes first in ``text`` and counts
+    against the same budget."""
 
     query: str
     text: str
@@ -244,6 +336,7 @@ class Context(BaseModel):
     token_count: int
     token_budget: int
     truncated: bool = False
+    profile: Profile | None = None
 
 
 class ScopeStats(BaseModel):
@@ -335,3 +428,85 @@ def utcnow() -> datetime:
 
 
 Timestamp = Annotated[datetime, Field(description="ISO-8601; naive values are taken as UTC")]
+
+# -- a whole scope, portable ----------------------------------------------------------------------------------------
+SCOPE_EXPORT_FORMAT: Literal["graphrecall.scope/v1"] = "graphrecall.scope/v1"
+
+
+class ExportedSession(BaseModel):
+    """A session with its messages and its extraction state (so a restored scope is not extracted again)."""
+
+    id: str
+    started_at: datetime
+    extract_status: Literal["none", "pending", "running", "done", "failed"] = "none"
+    extract_error: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _ident(cls, v: str) -> str:
+        return validate_identifier(v, "session_id")
+
+    @field_validator("started_at")
+    @classmethod
+    def _utc(cls, v: datetime) -> datetime:
+        return ensure_utc(v)
+
+
+class ExportedEvent(Event):
+    """An event with the entities it links to (SUBJECT and OBJECT edges)."""
+
+    subject_ids: list[str] = Field(default_factory=list)
+    object_ids: list[str] = Field(default_factory=list)
+
+
+class SupersedesEdge(BaseModel):
+    """``new`` replaced ``old`` (UPDATE, CONTRADICT or by hand) at ``at``, for ``reason``."""
+
+    new_id: str
+    old_id: str
+    at: datetime | None = None
+    reason: str = ""
+
+
+class RelatedEdge(BaseModel):
+    """A relation between two entities, as extraction found it (``sister_of``, ``works_at``)."""
+
+    source: str
+    target: str
+    predicate: str
+    fact_id: str = ""
+
+
+class ScopeExport(BaseModel):
+    """Everything one scope holds, as plain data: raw history (sessions, messages) and extracted memory (every
+    fact, superseded ones included, the SUPERSEDES edges, events, entities, relations). Vectors and full-text
+    terms are left out: they are derived, and ``Memory.import_scope`` recomputes them with the importing store's
+    embedder (the same model gives the same vectors)."""
+
+    format: Literal["graphrecall.scope/v1"] = SCOPE_EXPORT_FORMAT
+    org_id: str | None = Field(default=None, description="where it was exported from (ignored on import)")
+    user_id: str | None = Field(default=None, description="where it was exported from (ignored on import)")
+    embedder_id: str | None = None
+    exported_at: datetime | None = None
+    sessions: list[ExportedSession] = Field(default_factory=list)
+    entities: list[Entity] = Field(default_factory=list)
+    facts: list[Fact] = Field(default_factory=list)
+    supersedes: list[SupersedesEdge] = Field(default_factory=list)
+    events: list[ExportedEvent] = Field(default_factory=list)
+    relations: list[RelatedEdge] = Field(default_factory=list)
+
+
+class ImportResult(BaseModel):
+    """What ``Memory.import_scope`` wrote. ``graph_skipped``: the scope already held exactly this extracted
+    memory (a repeated import), so only the sessions were checked."""
+
+    sessions_added: int = 0
+    messages_added: int = 0
+    messages_skipped: int = 0
+    facts: int = 0
+    supersedes: int = 0
+    events: int = 0
+    entities: int = 0
+    relations: int = 0
+    graph_skipped: bool = False

@@ -1,4 +1,5 @@
-"""The parameters of ``search``, ``context``, ``answer`` and ``facts``, written down once for every surface.
+"""The parameters of ``search``, ``context``, ``answer``, ``facts``, ``profile`` and ``add_fact``, written down once
+for every surface.
 
 Why one spec: the HTTP API, the MCP tools and the CLI each used to declare these parameters by hand, and they drifted
 (different names, defaults, bounds and wording for the same thing). Each surface now derives its own form from the
@@ -60,6 +61,11 @@ class ContextParams(BaseModel):
     )
     k: int = Field(default=30, ge=1, le=MAX_CONTEXT_K, description="candidate hits to fit into the budget")
     question_date: UtcDatetime | None = Field(default=None, description=QUESTION_DATE_HELP)
+    include_profile: bool = Field(
+        default=False,
+        description="put the user's profile (current facts by kind, as of the question date) first, within a "
+        "third of the budget",
+    )
 
 
 class AnswerParams(BaseModel):
@@ -105,11 +111,64 @@ class FactsParams(BaseModel):
     offset: int = Field(default=0, ge=0, description="facts to skip, for paging")
 
 
+class ProfileParams(BaseModel):
+    """``profile``: what memory holds about the user, grouped by kind and dated, for a system prompt."""
+
+    as_of: UtcDatetime | None = Field(
+        default=None,
+        description="the moment the profile describes (ISO-8601, naive = UTC): nothing recorded after it (beyond "
+        "the same-day slack) is in it, nor anything superseded by then; omitted = now (UTC)",
+    )
+    token_budget: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_TOKEN_BUDGET,
+        description="most tokens of profile text (the top of every group is kept); omitted = everything current",
+    )
+
+
+FactKindName = Literal["preference", "attribute", "plan", "event", "relationship", "opinion", "other"]
+"""``models.FactKind``'s values as a ``Literal``, so every surface shows them as choices (a test keeps both equal)."""
+MAX_FACT_CHARS = 2000
+MAX_FACT_ENTITIES = 32
+
+
+class AddFactParams(BaseModel):
+    """``add_fact``: store a fact the application already knows, versioned like an extracted one."""
+
+    text: str = Field(
+        min_length=1,
+        max_length=MAX_FACT_CHARS,
+        description="the fact, one self-contained sentence about the user ('The user works at Globex.')",
+    )
+    kind: FactKindName = Field(
+        default="other",
+        description="attribute (identity, job, home...), preference, opinion, relationship, plan, event, other",
+    )
+    entities: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        default=None,
+        max_length=MAX_FACT_ENTITIES,
+        description="names of the people, places, things it is about (never the user); matched to stored ones",
+    )
+    valid_from: UtcDatetime | None = Field(
+        default=None, description="ISO-8601: since when it is true; omitted = when it is recorded"
+    )
+    source: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="a session of this user it comes from (its date is when it was said) or a label such as "
+        "'crm' (said now); omitted = 'app'",
+    )
+
+
 SPECS: dict[str, type[BaseModel]] = {
     "search": SearchParams,
     "context": ContextParams,
     "answer": AnswerParams,
     "facts": FactsParams,
+    "profile": ProfileParams,
+    "add_fact": AddFactParams,
 }
 
 # -- derived forms --------------------------------------------------------------------------------------------------
@@ -143,7 +202,7 @@ def add_arguments(
     parser: argparse.ArgumentParser, spec: type[BaseModel], aliases: dict[str, list[str]] | None = None
 ) -> None:
     """Add one argparse option per field of ``spec``: required strings become positionals, booleans flags,
-    literals choices; the rest are ``--dashed-name`` options whose text is checked by ``from_cli`` against the spec
+    literals choices, lists repeatable options; the rest are ``--dashed-name`` options whose text is checked by ``from_cli`` against the spec
     (so the CLI enforces the same bounds, and a bad value names the flag)."""
     aliases = aliases or {}
     for name, field in spec.model_fields.items():
@@ -161,6 +220,11 @@ def add_arguments(
         ]
         if kind is bool:
             parser.add_argument(*names, dest=name, action="store_true", help=text)
+            continue
+        if get_origin(kind) is list:  # repeat the option once per value
+            parser.add_argument(
+                *names, dest=name, action="append", default=None, metavar="VALUE", help=f"{text} (repeatable)"
+            )
             continue
         shown = f"(default: {field.default})" if field.default is not None else ""
         if get_origin(kind) is Literal:

@@ -10,20 +10,26 @@ applied in one place for every kind of item and the Reader never reaches past it
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from graphrecall.config import RetrievalConfig
 from graphrecall.dates import Cutoff
 from graphrecall.embed import Embedder
 from graphrecall.errors import NotFound
-from graphrecall.models import Context, Event, Fact, Hit, HitKind, Round, Scope, TimeRange
-from graphrecall.retrieve.context import build_context
+from graphrecall.models import Context, Event, Fact, Hit, HitKind, Profile, Round, Scope, TimeRange
+from graphrecall.retrieve.context import build_context, estimate_tokens
+from graphrecall.retrieve.profile import RECENT_EVENT_DAYS, build_profile
 from graphrecall.retrieve.rerank import Reranker
 from graphrecall.retrieve.retriever import HybridRetriever
 from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
 from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.pool import DatabasePool
+
+PROFILE_SHARE = 3
+"""``context(include_profile=True)`` gives the profile at most a third of the token budget; the evidence gets
+the rest (and whatever the profile did not use)."""
+PROFILE_MAX_ITEMS = 10_000  # facts (and events) read for one profile: far above any one user's current facts
 
 
 class Recall:
@@ -114,10 +120,48 @@ class ScopeRecall:
         hits.sort(key=lambda h: (-h.score, h.kind, h.id))
         return [h.model_copy(update={"rank": i}) for i, h in enumerate(hits[:k], start=1)]
 
-    def context(self, query: str, token_budget: int, *, k: int) -> Context:
-        """The best round hits that fit ``token_budget`` tokens, dated, grouped by session, chronological."""
+    def context(self, query: str, token_budget: int, *, k: int, include_profile: bool = False) -> Context:
+        """The best round hits that fit ``token_budget`` tokens, dated, grouped by session, chronological. With
+        ``include_profile`` the profile comes first, fitted to a third of the budget (``PROFILE_SHARE``), and the
+        evidence gets the rest: the whole text stays within ``token_budget``."""
         hits = self.search(query, k)
-        return build_context(query, hits, token_budget, question_date=self.cutoff.question_date)
+        if not include_profile:
+            return build_context(query, hits, token_budget, question_date=self.cutoff.question_date)
+        profile = self.profile(max(1, token_budget // PROFILE_SHARE))
+        rest = token_budget - profile.token_count - (1 if profile.text else 0)  # 1: the joining newline
+        if rest < 1:
+            return Context(query=query, text=profile.text, hits=[], token_count=profile.token_count,
+                           token_budget=token_budget, truncated=True, profile=profile)  # fmt: skip
+        ctx = build_context(query, hits, rest, question_date=self.cutoff.question_date)
+        text = f"{profile.text}\n{ctx.text}" if profile.text else ctx.text
+        return ctx.model_copy(
+            update={
+                "text": text,
+                "token_count": estimate_tokens(text),
+                "token_budget": token_budget,
+                "truncated": ctx.truncated or profile.truncated,
+                "profile": profile,
+            }
+        )
+
+    def profile(self, token_budget: int | None = None) -> Profile:
+        """The user's current facts and recent events as of the cutoff's question date, grouped and ranked
+        (``retrieve.profile``): facts recorded by the cutoff and not superseded by then, events whose session
+        was. A scope with nothing extracted has an empty profile."""
+        as_of = self.cutoff.question_date
+        facts: list[Fact] = []
+        events: list[tuple[Event, datetime]] = []
+        mentions: dict[str, tuple[int, datetime | None]] = {}
+        if self.has_extracted:
+            with self._recall.pool.acquire(self.scope, create=False) as db:
+                facts = fq.list_facts(
+                    db, as_of=None, include_superseded=False, limit=PROFILE_MAX_ITEMS, offset=0,
+                    until=self.cutoff.until,
+                )  # fmt: skip
+                mentions = fq.fact_mentions(db, [f.id for f in facts], until=self.cutoff.until)
+                since = as_of - timedelta(days=RECENT_EVENT_DAYS)
+                events = fq.events_since(db, since, until=self.cutoff.until, limit=PROFILE_MAX_ITEMS)
+        return build_profile(self.scope, as_of, facts, mentions, events, token_budget)
 
     def rounds_between(self, start: datetime, end: datetime, limit: int) -> list[Round]:
         """Visible rounds dated between ``start`` and ``end``, oldest first (unflushed ones included)."""

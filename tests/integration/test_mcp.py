@@ -61,10 +61,13 @@ async def add(
 
 
 # -- tools, in process -----------------------------------------------------------------------------------------
-async def test_lists_the_five_memory_tools_with_validated_argument_schemas(memory: Memory) -> None:
+async def test_lists_the_memory_tools_with_validated_argument_schemas(memory: Memory) -> None:
     async with Client(create_mcp_server(memory)) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"memory_add", "memory_search", "memory_context", "memory_answer", "memory_facts"}
+    assert set(tools) == {
+        "memory_add", "memory_search", "memory_context", "memory_answer", "memory_facts", "memory_profile",
+        "memory_add_fact",
+    }  # fmt: skip
     assert set(tools["memory_add"].input_schema["required"]) == {"messages", "session_id"}
     k = tools["memory_search"].input_schema["properties"]["k"]
     assert (k["minimum"], k["maximum"]) == (1, 100)

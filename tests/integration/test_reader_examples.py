@@ -29,6 +29,7 @@ def test_chat_loop_recalls_an_earlier_session(tmp_path: Path) -> None:
     assert "beagle" in question and reply.startswith(
         "Biscuit"
     )  # only answered if memory put Biscuit in the prompt
+    assert reply.endswith("Alice.")  # only if the profile put her name (an application fact) there too
 
 
 def test_chat_loop_stores_every_turn(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ FLOORS: dict[str, int] = {
     # 5 reading answers
     "read": 5,
     # 6 services below the facade
-    "recall": 6, "writer": 6,
+    "recall": 6, "writer": 6, "exchange": 6,
     # 7 the facade
     "memory": 7, "aio": 7, "testing": 7,
     # 8 surfaces

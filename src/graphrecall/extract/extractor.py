@@ -31,9 +31,9 @@ from graphrecall.extract.schema import (
     SessionExtraction,
     VersionDecisions,
 )
-from graphrecall.extract.versioning import NewFact, Verdict, decide, reinforced_confidence
+from graphrecall.extract.versioning import NewFact, Verdict, apply_verdicts, decide
 from graphrecall.llm import LLM, run_sync
-from graphrecall.models import ExtractionResult, utcnow
+from graphrecall.models import ExtractionResult
 from graphrecall.names import is_user, match_keys, normalize_name
 from graphrecall.prompts import load_prompt
 from graphrecall.store import facts as fq
@@ -68,6 +68,11 @@ class ExtractionConfig(BaseModel):
     version_min_similarity: float = 0.6
     version_min_similarity_shared: float = 0.35
     version_batch: int = 25
+    known_fact_min_similarity: float = Field(
+        default=0.95,
+        description="without an LLM, an added fact this similar (cosine) to a current fact of the same kind and "
+        "entities replaces it (versioning.same_fact_rule)",
+    )
     background: bool = Field(
         default=True,
         description="add_session(extract=True) queues the session and returns at once (Memory.wait_for_extraction "
@@ -383,7 +388,7 @@ class Extractor:
                     verb=e.verb,
                     object=e.object,
                     text=e.text,
-                    terms=index_terms(f"{e.text} {e.subject} {e.verb} {e.object}"),
+                    terms=event_terms(e.text, e.subject, e.verb, e.object),
                     time_start=start,
                     time_end=end,
                     session_id=sid,
@@ -402,13 +407,26 @@ class Extractor:
         session_date: datetime,
         result: ExtractionResult,
         write: fq.ExtractionWrite,
-    ) -> None:
+    ) -> list[Verdict]:
+        verdicts = self.version_facts(db, rows, session_date, write)
+        result.facts_added = len(write.facts)
+        result.facts_reinforced = len(write.reinforcements)
+        result.facts_superseded = len(write.supersessions)
+        return verdicts
+
+    def version_facts(
+        self, db: ScopeDatabase, rows: list[fq.FactRow], said_on: datetime, write: fq.ExtractionWrite
+    ) -> list[Verdict]:
+        """Version new facts against the store's current ones: candidates (similar current facts, overall and
+        about the same entities), then ``versioning.decide`` (one batched LLM call for what the same-text rule
+        does not settle), then ``apply_verdicts`` into ``write``. One verdict per row, in order. Used for every
+        session's extraction and for facts an application adds (``extract.known``)."""
         cfg = self.config
         items = [
             NewFact(
                 label=f"n{i + 1}",
                 text=r.text,
-                said_on=session_date,
+                said_on=said_on,
                 candidates=fq.similar_current_facts(
                     db,
                     r.vec,
@@ -420,43 +438,20 @@ class Extractor:
             )
             for i, r in enumerate(rows)
         ]
-        verdicts, _ = decide(
-            items, lambda block: self._ask_versions(block, session_date), batch=cfg.version_batch
-        )
-        now = utcnow()
-        superseded: set[str] = set()
-        reinforced: dict[str, fq.Reinforcement] = {}
-        for item, row in zip(items, rows, strict=True):
-            v: Verdict = verdicts[item.label]
-            target = v.target
-            if v.decision == "DUPLICATE" and target is not None and target.id not in superseded:
-                prev = reinforced.get(target.id)
-                conf = reinforced_confidence(prev.confidence if prev else target.confidence, row.confidence)
-                mids = (prev.message_ids if prev else []) + row.message_ids
-                reinforced[target.id] = fq.Reinforcement(target.id, conf, session_date, mids)
-                continue
-            write.facts.append(row)
-            if v.decision in ("UPDATE", "CONTRADICT") and target is not None:
-                if target.id in superseded or target.id in reinforced:
-                    log.info("fact %s already changed in this session; %s stored as NEW", target.id, row.id)
-                    continue
-                old_from = target.valid_from or datetime.min
-                valid_to = row.valid_from if row.valid_from and row.valid_from >= old_from else session_date
-                write.supersessions.append(
-                    fq.Supersession(
-                        target.id, row.id, valid_to, now, f"{v.decision.lower()}: {v.reason}"[:500]
-                    )
-                )
-                superseded.add(target.id)
-        write.reinforcements = list(reinforced.values())
-        result.facts_added = len(write.facts)
-        result.facts_reinforced = len(write.reinforcements)
-        result.facts_superseded = len(write.supersessions)
+        verdicts, _ = decide(items, lambda block: self._ask_versions(block, said_on), batch=cfg.version_batch)
+        ordered = [verdicts[it.label] for it in items]
+        apply_verdicts(rows, ordered, said_on, write)
+        return ordered
 
     def _ask_versions(self, block: str, today: datetime) -> VersionDecisions:
         """``today`` is the session date: replayed history is judged as of when it was said."""
         prompt = self._version_prompt.render(today=f"{today:%Y-%m-%d}", new_facts=block)
         return self._parse(prompt, VersionDecisions, "version_fact")
+
+
+def event_terms(text: str, subject: str, verb: str, obj: str) -> str:
+    """An event's full-text terms: its sentence and its parts (shared with ``exchange``, which rebuilds them)."""
+    return index_terms(f"{text} {subject} {verb} {obj}")
 
 
 def _describe(e: BaseException) -> str:

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from graphrecall.extract.schema import Decision, VersionDecisions
+from graphrecall.models import utcnow
 from graphrecall.names import normalize_name
-from graphrecall.store.facts import Candidate
+from graphrecall.store.facts import Candidate, ExtractionWrite, FactRow, Reinforcement, Supersession
 
 log = logging.getLogger(__name__)
 
@@ -129,3 +130,69 @@ def reinforced_confidence(old: float, new: float) -> float:
     own confidence. Monotone, bounded by 1, and a restatement never lowers it."""
     old = min(1.0, max(0.0, old))
     return min(1.0, old + (1.0 - old) * 0.5 * min(1.0, max(0.0, new)))
+
+
+def apply_verdicts(
+    rows: Sequence[FactRow],
+    verdicts: Sequence[Verdict],
+    said_on: datetime,
+    write: ExtractionWrite,
+    *,
+    now: datetime | None = None,
+) -> None:
+    """Turn one verdict per new fact into what ``write`` stores: NEW and UPDATE/CONTRADICT facts are added, a
+    DUPLICATE reinforces its target instead, and an UPDATE/CONTRADICT supersedes its target (``valid_to`` = the
+    new fact's ``valid_from``, or ``said_on`` if that would precede the old fact). A target already changed by an
+    earlier fact of the same batch is not changed twice (the later fact is stored as NEW)."""
+    now = now or utcnow()
+    superseded: set[str] = set()
+    reinforced: dict[str, Reinforcement] = {}
+    for v, row in zip(verdicts, rows, strict=True):
+        target = v.target
+        if v.decision == "DUPLICATE" and target is not None and target.id not in superseded:
+            prev = reinforced.get(target.id)
+            conf = reinforced_confidence(prev.confidence if prev else target.confidence, row.confidence)
+            mids = (prev.message_ids if prev else []) + row.message_ids
+            reinforced[target.id] = Reinforcement(target.id, conf, said_on, mids)
+            continue
+        write.facts.append(row)
+        if v.decision in ("UPDATE", "CONTRADICT") and target is not None:
+            if target.id in superseded or target.id in reinforced:
+                log.info("fact %s already changed in this batch; %s stored as NEW", target.id, row.id)
+                continue
+            old_from = target.valid_from or datetime.min
+            valid_to = row.valid_from if row.valid_from and row.valid_from >= old_from else said_on
+            reason = f"{v.decision.lower()}: {v.reason}"[:500]
+            write.supersessions.append(Supersession(target.id, row.id, valid_to, now, reason))
+            superseded.add(target.id)
+    write.reinforcements = list(reinforced.values())
+
+
+def same_fact_rule(
+    text: str,
+    entity_ids: Sequence[str],
+    candidates: Sequence[tuple[Candidate, Sequence[str]]],
+    *,
+    min_similarity: float,
+) -> Verdict:
+    """Versioning without an LLM, for facts an application adds (``Memory.add_fact``): only a current fact of the
+    same kind (``candidates`` holds only those) about exactly the same entities can be matched, and then only
+
+    - the same normalized text: DUPLICATE (the stored fact is reinforced, as extraction does for a restatement);
+    - cosine similarity >= ``min_similarity`` (``ExtractionConfig.known_fact_min_similarity``, 0.95): UPDATE, the
+      new wording replaces the old one. 0.95 is where rewordings end with the bundled model: "The user is a
+      vegetarian" vs "The user is vegetarian" 0.996, "... lives in Berlin now" 0.959, while real changes stay
+      below ("has two kids" vs "has three kids" 0.902, "timezone Europe/Berlin" vs "Europe/Paris" 0.915).
+
+    Everything else is NEW: without a model, telling a change from a second fact is guesswork, and a missed
+    supersession costs less than a wrong one (which would hide a fact that is still true)."""
+    mine = sorted(set(entity_ids))
+    same = [c for c, ents in candidates if sorted(set(ents)) == mine]
+    exact = next((c for c in same if _same_text(c.text, text)), None)
+    if exact is not None:
+        return Verdict("DUPLICATE", exact, by="rule", reason="same text, kind and entities")
+    best = max(same, key=lambda c: c.similarity, default=None)
+    if best is not None and best.similarity >= min_similarity:
+        reason = f"near-identical (cosine {best.similarity:.3f}), same kind and entities"
+        return Verdict("UPDATE", best, by="rule", reason=reason)
+    return Verdict("NEW", by="rule", reason="no current fact of the same kind and entities says this")

@@ -2,7 +2,7 @@
 
 ``Memory`` is synchronous and does blocking work (Kuzu, embedding), so every call runs in a worker thread: requests
 for different users proceed in parallel, and writes to one user queue on that database's write lock instead of
-failing. The parameters of search, context, answer and facts are the models of ``graphrecall.params`` (shared with
+failing. The parameters of search, context, answer, facts, profile and add_fact are the models of ``graphrecall.params`` (shared with
 the MCP tools and the CLI). What needs an LLM (``extract=true``, ``/answer``) answers 501 ``not_available`` when the
 server has none configured. Each route has a short, stable ``operation_id`` (``search``, ``add_session``...): the
 method names of clients generated from docs/openapi.json.
@@ -24,9 +24,11 @@ from fastapi.security import HTTPBearer
 from graphrecall import __version__
 from graphrecall.memory import Memory
 from graphrecall.models import (
+    AddedFact,
     Context,
     Fact,
     IngestResult,
+    Profile,
     Scope,
     ScopeStats,
     Session,
@@ -34,7 +36,7 @@ from graphrecall.models import (
     ensure_utc,
     validate_identifier,
 )
-from graphrecall.params import ContextParams, FactsParams, SearchParams
+from graphrecall.params import ContextParams, FactsParams, ProfileParams, SearchParams
 from graphrecall.read.models import Answer
 from graphrecall.server import errors
 from graphrecall.server.auth import ApiKeyAuth, ServerConfigError
@@ -49,6 +51,7 @@ from graphrecall.server.middleware import (
     principal_of,
 )
 from graphrecall.server.schemas import (
+    AddFactRequest,
     AddMessagesRequest,
     AddSessionRequest,
     AnswerRequest,
@@ -195,8 +198,24 @@ class _Routes:
         )
         async def context(scope: ScopeDep, p: Annotated[ContextParams, Query()]) -> Context:
             return await self.call(
-                m.context, scope, p.query, p.token_budget, k=p.k, question_date=p.question_date
+                m.context,
+                scope,
+                p.query,
+                p.token_budget,
+                k=p.k,
+                question_date=p.question_date,
+                include_profile=p.include_profile,
             )
+
+        @r.get(
+            "/profile",
+            response_model=Profile,
+            summary="The user's current facts by kind, dated, for a system prompt (text and structure)",
+            operation_id="profile",
+            tags=["facts"],
+        )
+        async def profile(scope: ScopeDep, p: Annotated[ProfileParams, Query()]) -> Profile:
+            return await self.call(m.profile, scope, p.as_of, p.token_budget)
 
         @r.post(
             "/answer",
@@ -235,6 +254,24 @@ class _Routes:
                 offset=p.offset,
             )
             return FactsResponse(facts=found)
+
+        @r.post(
+            "/facts",
+            response_model=AddedFact,
+            summary="Add a fact the application already knows; versioned like extracted facts",
+            operation_id="add_fact",
+            tags=["facts"],
+        )
+        async def add_fact(scope: ScopeDep, body: AddFactRequest) -> AddedFact:
+            return await self.call(
+                m.add_fact,
+                scope,
+                body.text,
+                kind=body.kind,
+                entities=body.entities or [],
+                valid_from=body.valid_from,
+                source=body.source,
+            )
 
         @r.get(
             "/facts/{fact_id}/history",

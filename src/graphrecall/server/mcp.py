@@ -37,9 +37,16 @@ from graphrecall import __version__
 from graphrecall.embed import HashingEmbedder
 from graphrecall.errors import GraphRecallError
 from graphrecall.memory import Memory
+from graphrecall.models import AddedFact, Fact, Hit, IngestResult, Profile, Role, Scope, validate_identifier
 from graphrecall.models import Context as MemoryContext
-from graphrecall.models import Fact, Hit, IngestResult, Role, Scope, validate_identifier
-from graphrecall.params import AnswerParams, ContextParams, FactsParams, SearchParams
+from graphrecall.params import (
+    AddFactParams,
+    AnswerParams,
+    ContextParams,
+    FactsParams,
+    ProfileParams,
+    SearchParams,
+)
 from graphrecall.read.models import Answer
 from graphrecall.server.auth import ApiKeyAuth, Principal, ServerConfigError, check_startup
 
@@ -270,7 +277,28 @@ def create_mcp_server(
 
     async def memory_context(scope: Scope, p: ContextParams) -> MemoryContext:
         call = functools.partial(
-            memory.context, scope, p.query, p.token_budget, k=p.k, question_date=p.question_date
+            memory.context,
+            scope,
+            p.query,
+            p.token_budget,
+            k=p.k,
+            question_date=p.question_date,
+            include_profile=p.include_profile,
+        )
+        return await _blocking(call)
+
+    async def memory_profile(scope: Scope, p: ProfileParams) -> Profile:
+        return await _blocking(functools.partial(memory.profile, scope, p.as_of, p.token_budget))
+
+    async def memory_add_fact(scope: Scope, p: AddFactParams) -> AddedFact:
+        call = functools.partial(
+            memory.add_fact,
+            scope,
+            p.text,
+            kind=p.kind,
+            entities=p.entities or [],
+            valid_from=p.valid_from,
+            source=p.source,
         )
         return await _blocking(call)
 
@@ -330,6 +358,22 @@ def create_mcp_server(
             "Facts extracted from past conversations: the current ones, or those true at as_of "
             "(empty until extraction has run).",
             read_only,
+        ),
+        (
+            spec_tool(memory_profile, ProfileParams, Profile, policy),
+            "What memory holds about the user now (or as_of): current facts grouped as identity and "
+            "attributes, preferences, relationships, plans and goals, recent events, each with its session and "
+            "date. Put its 'text' in the system prompt at the start of a conversation.",
+            read_only,
+        ),
+        (
+            spec_tool(memory_add_fact, AddFactParams, AddedFact, policy),
+            "Remember a fact about the user that the application knows for sure (not something to infer from "
+            "chat: memory_add does that). A restatement reinforces the stored fact; a changed fact replaces it "
+            "(the old one is kept as history).",
+            ToolAnnotations(
+                read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+            ),
         ),
     ]
     for fn, description, hints in tools:

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from graphrecall.models import Fact, Hit, Message, Session, validate_identifier
-from graphrecall.params import AnswerParams
+from graphrecall.params import AddFactParams, AnswerParams
 
 
 def _identifier(value: str, info: ValidationInfo) -> str:
@@ -58,6 +58,12 @@ class AddMessagesRequest(BaseModel):
 
 class AnswerRequest(AnswerParams):
     """The body of ``POST .../answer``: the fields of ``graphrecall.params.AnswerParams``, and nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class AddFactRequest(AddFactParams):
+    """The body of ``POST .../facts``: the fields of ``graphrecall.params.AddFactParams``, and nothing else."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -41,7 +41,7 @@ class FactRow:
     valid_from: datetime | None
     recorded_at: datetime | None
     last_seen: datetime | None
-    session_id: str
+    session_id: str | None
     message_ids: list[str]
     entity_ids: list[str]
     vec: Vectors
@@ -57,7 +57,7 @@ class EventRow:
     terms: str
     time_start: datetime | None
     time_end: datetime | None
-    session_id: str
+    session_id: str | None
     message_ids: list[str]
     subject_ids: list[str]
     object_ids: list[str]
@@ -76,11 +76,15 @@ class Reinforcement:
 
 @dataclass
 class Supersession:
+    """``new_id`` replaces ``old_id``. ``at`` stamps the edge: by default ``expired_at`` (the same moment); an
+    import passes the exported edge's own stamp."""
+
     old_id: str
     new_id: str
     valid_to: datetime | None
     expired_at: datetime
     reason: str
+    at: datetime | None = None
 
 
 @dataclass
@@ -215,8 +219,15 @@ def reinforce(txn: WriteTxn, r: Reinforcement) -> None:
 def supersede(txn: WriteTxn, s: Supersession) -> None:
     txn.execute(
         "MATCH (o:Fact {id: $old}), (n:Fact {id: $new}) SET o.valid_to = $vt, o.expired_at = $x "
-        "CREATE (n)-[:SUPERSEDES {at: $x, reason: $r}]->(o)",
-        {"old": s.old_id, "new": s.new_id, "vt": s.valid_to, "x": s.expired_at, "r": s.reason},
+        "CREATE (n)-[:SUPERSEDES {at: $at, reason: $r}]->(o)",
+        {
+            "old": s.old_id,
+            "new": s.new_id,
+            "vt": s.valid_to,
+            "x": s.expired_at,
+            "r": s.reason,
+            "at": s.at or s.expired_at,
+        },
     )
 
 
@@ -513,3 +524,107 @@ def list_events(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> lis
         {"o": offset, "n": limit},
     )
     return [_event(r) for r in rows]
+
+
+# -- the profile (``retrieve.profile``) ------------------------------------------------------------------------------
+def fact_mentions(
+    db: ScopeDatabase, ids: Sequence[str], *, until: datetime | None
+) -> dict[str, tuple[int, datetime | None]]:
+    """Fact id -> (how many distinct sessions recorded by ``until`` its source messages come from, the latest of
+    their dates): its reinforcement and last confirmation as known at the cutoff. Facts without source messages
+    (added by the application) are absent."""
+    if not ids:
+        return {}
+    cond, params = event_condition("s", until, None)  # a session is visible when its date is
+    rows = db.query(
+        "MATCH (f:Fact)-[:FACT_FROM]->(m:Message), (s:Session) WHERE f.id IN $ids AND s.id = m.session_id "
+        f"AND {cond} RETURN f.id, count(DISTINCT s.id), max(s.started_at)",
+        {"ids": list(ids), **params},
+    )
+    return {r[0]: (int(r[1]), r[2]) for r in rows}
+
+
+def events_since(
+    db: ScopeDatabase, since: datetime, *, until: datetime | None, limit: int
+) -> list[tuple[Event, datetime]]:
+    """Visible events dated ``since`` or later (their time, else their session's date), newest first, with
+    that date."""
+    cond, params = event_condition("s", until, None)
+    rows = db.query(
+        "MATCH (e:Event), (s:Session) WHERE s.id = e.session_id AND "
+        f"coalesce(e.time_start, s.started_at) >= $since AND {cond} "
+        f"RETURN {EVENT_COLS}, coalesce(e.time_start, s.started_at) AS d ORDER BY d DESC, e.id LIMIT $n",
+        {"since": since, "n": limit, **params},
+    )
+    return [(_event(r), r[9]) for r in rows]
+
+
+# -- facts the application adds (``extract.known``) ----------------------------------------------------------------
+def current_facts_of_kind(db: ScopeDatabase, kind: str, vec: Vectors) -> list[tuple[Candidate, list[str]]]:
+    """Every current fact of ``kind`` with the ids of the entities it is about and its cosine similarity to
+    ``vec``, most similar first. Exact scan: the rule that uses it compares whole entity sets."""
+    v = np.asarray(vec, dtype=np.float32).tolist()
+    rows = db.query(
+        "MATCH (f:Fact) WHERE f.expired_at IS NULL AND f.kind = $kind "
+        "OPTIONAL MATCH (f)-[:ABOUT]->(e:Entity) "
+        "WITH f, collect(DISTINCT e.id) AS ents "
+        "RETURN f.id, f.text, f.confidence, f.recorded_at, f.valid_from, f.last_seen, "
+        "array_cosine_similarity(f.embedding, $v) AS s, ents ORDER BY s DESC, f.id",
+        {"kind": kind, "v": v},
+    )
+    return [
+        (
+            Candidate(r[0], r[1], float(r[2]), r[3], r[4], r[5], float(r[6])),
+            sorted(x for x in r[7] or [] if x),
+        )
+        for r in rows
+    ]
+
+
+def session_date(db: ScopeDatabase, session_id: str) -> datetime | None:
+    info = session_info(db, session_id)
+    return info[0] if info is not None else None
+
+
+# -- a whole scope (``exchange``) ------------------------------------------------------------------------------------
+def existing_ids(db: ScopeDatabase, table: str, ids: Sequence[str]) -> set[str]:
+    """The subset of ``ids`` stored in ``table`` (Fact, Event or Entity)."""
+    if table not in ("Fact", "Event", "Entity"):
+        raise ValueError(f"not an extracted-memory table: {table}")
+    if not ids:
+        return set()
+    rows = db.query(f"MATCH (x:{table}) WHERE x.id IN $ids RETURN x.id", {"ids": list(ids)})
+    return {r[0] for r in rows}
+
+
+def extraction_states(db: ScopeDatabase) -> dict[str, tuple[str, str | None]]:
+    """Session id -> (extract_status, extract_error)."""
+    rows = db.query("MATCH (s:Session) RETURN s.id, coalesce(s.extract_status, 'none'), s.extract_error")
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def supersedes_edges(db: ScopeDatabase) -> list[tuple[str, str, datetime | None, str]]:
+    """Every SUPERSEDES edge as (new id, old id, at, reason)."""
+    rows = db.query(
+        "MATCH (n:Fact)-[s:SUPERSEDES]->(o:Fact) RETURN n.id, o.id, s.at, s.reason ORDER BY o.id, n.id"
+    )
+    return [(r[0], r[1], r[2], r[3] or "") for r in rows]
+
+
+def event_entities(db: ScopeDatabase) -> dict[str, tuple[list[str], list[str]]]:
+    """Event id -> (subject entity ids, object entity ids)."""
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    for slot, rel in ((0, "SUBJECT"), (1, "OBJECT")):
+        rows = db.query(f"MATCH (e:Event)-[:{rel}]->(x:Entity) RETURN e.id, x.id ORDER BY e.id, x.id")
+        for eid, xid in rows:
+            out.setdefault(eid, ([], []))[slot].append(xid)
+    return out
+
+
+def related_edges(db: ScopeDatabase) -> list[tuple[str, str, str, str]]:
+    """Every RELATED edge as (source, target, predicate, fact_id)."""
+    rows = db.query(
+        "MATCH (a:Entity)-[r:RELATED]->(b:Entity) RETURN a.id, b.id, r.predicate, r.fact_id "
+        "ORDER BY a.id, b.id, r.predicate"
+    )
+    return [(r[0], r[1], r[2] or "", r[3] or "") for r in rows]
