@@ -205,6 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("forget", parents=[common, scope, as_json], help="erase a scope's memory")
     s.add_argument("--yes", action="store_true", help="confirm: the scope's data is deleted for good")
 
+    s = sub.add_parser(
+        "erase",
+        parents=[common, scope, as_json],
+        help="forget part of a scope: sessions, facts, everything before a date or matching words (--dry-run first)",
+    )
+    params.add_arguments(
+        s, params.EraseParams, aliases={"session_ids": ["--session"], "fact_ids": ["--fact"]}
+    )
+    s.add_argument("--yes", action="store_true", help="confirm (not needed with --dry-run): deleted for good")
+
     s = sub.add_parser("serve", parents=[common], help="run the HTTP API")
     serve_arguments(s)
 
@@ -638,6 +648,46 @@ def _write_atomically(path: Path, text: str) -> None:
         raise
 
 
+def cmd_erase(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    p = params.from_cli(params.EraseParams, args)
+    if not (p.dry_run or args.yes):
+        raise CliError(
+            f"refusing to erase from {scope} without --yes (see what would go with --dry-run)", where="--yes"
+        )
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        e = mem.erase(
+            scope,
+            session_ids=p.session_ids or [],
+            fact_ids=p.fact_ids or [],
+            before=p.before,
+            matching=p.matching,
+            dry_run=p.dry_run,
+        )
+    if args.json:
+        print_json(jsonable(e))
+        return EXIT_OK
+    verb = "would erase" if e.dry_run else "erased"
+    counts = ", ".join(
+        f"{len(ids)} {name}"
+        for name, ids in (
+            ("sessions", e.sessions),
+            ("messages", e.messages),
+            ("rounds", e.rounds),
+            ("facts", e.facts),
+            ("events", e.events),
+            ("entities", e.entities),
+        )
+    )
+    print(f"{verb} from {scope}: {counts}")
+    for sid in e.sessions:
+        print(f"  session {sid}")
+    for fid in e.facts:
+        print(f"  fact {fid}")
+    return EXIT_OK
+
+
 def cmd_forget(args: argparse.Namespace) -> int:
     scope = scope_of(args)
     if not args.yes:
@@ -698,6 +748,7 @@ COMMANDS = {
     "export": cmd_export,
     "import": cmd_import,
     "forget": cmd_forget,
+    "erase": cmd_erase,
     "serve": cmd_serve,
     "mcp": cmd_mcp,
     **cli_extract.COMMANDS,  # -- extraction commands (cli_extract.py) --

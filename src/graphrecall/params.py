@@ -162,6 +162,31 @@ class AddFactParams(BaseModel):
     )
 
 
+MAX_ERASE_IDS = 1000
+
+
+class EraseParams(BaseModel):
+    """``erase``: forget part of a user's memory (``forget`` erases all of it). Everything derived from what goes
+    (rounds, extracted facts and events, orphaned entities, index entries) goes with it; run with dry_run first."""
+
+    session_ids: list[Annotated[str, Field(min_length=1, max_length=128)]] | None = Field(
+        default=None, max_length=MAX_ERASE_IDS, description="sessions to erase, with their messages"
+    )
+    fact_ids: list[Annotated[str, Field(min_length=1, max_length=128)]] | None = Field(
+        default=None, max_length=MAX_ERASE_IDS, description="facts to erase (what was said stays)"
+    )
+    before: UtcDatetime | None = Field(
+        default=None, description="ISO-8601: erase every session that started before this moment"
+    )
+    matching: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        description="erase every round, fact and event whose text holds all of these words",
+    )
+    dry_run: bool = Field(default=False, description="only list what would be erased")
+
+
 SPECS: dict[str, type[BaseModel]] = {
     "search": SearchParams,
     "context": ContextParams,
@@ -169,6 +194,7 @@ SPECS: dict[str, type[BaseModel]] = {
     "facts": FactsParams,
     "profile": ProfileParams,
     "add_fact": AddFactParams,
+    "erase": EraseParams,
 }
 
 # -- derived forms --------------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from graphrecall.memory import Memory
 from graphrecall.models import (
     AddedFact,
     Context,
+    Erasure,
     Fact,
     IngestResult,
     Profile,
@@ -55,6 +56,7 @@ from graphrecall.server.schemas import (
     AddMessagesRequest,
     AddSessionRequest,
     AnswerRequest,
+    EraseRequest,
     ErrorResponse,
     ExportDocument,
     FactHistoryResponse,
@@ -321,6 +323,24 @@ class _Routes:
         async def get_session(scope: ScopeDep, session_id: SessionId) -> Session:
             _check_id(session_id, "session_id")
             return await self.call(m.get_session, scope, session_id)
+
+        @r.post(
+            "/erase",
+            response_model=Erasure,
+            summary="Forget sessions, facts, everything before a date or matching some words (dry_run lists it)",
+            operation_id="erase",
+            tags=["scope"],
+        )
+        async def erase(scope: ScopeDep, body: EraseRequest) -> Erasure:
+            return await self.call(
+                m.erase,
+                scope,
+                session_ids=body.session_ids or [],
+                fact_ids=body.fact_ids or [],
+                before=body.before,
+                matching=body.matching,
+                dry_run=body.dry_run,
+            )
 
         @r.get(
             "/stats",

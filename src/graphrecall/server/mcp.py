@@ -37,12 +37,23 @@ from graphrecall import __version__
 from graphrecall.embed import HashingEmbedder
 from graphrecall.errors import GraphRecallError
 from graphrecall.memory import Memory
-from graphrecall.models import AddedFact, Fact, Hit, IngestResult, Profile, Role, Scope, validate_identifier
+from graphrecall.models import (
+    AddedFact,
+    Erasure,
+    Fact,
+    Hit,
+    IngestResult,
+    Profile,
+    Role,
+    Scope,
+    validate_identifier,
+)
 from graphrecall.models import Context as MemoryContext
 from graphrecall.params import (
     AddFactParams,
     AnswerParams,
     ContextParams,
+    EraseParams,
     FactsParams,
     ProfileParams,
     SearchParams,
@@ -290,6 +301,18 @@ def create_mcp_server(
     async def memory_profile(scope: Scope, p: ProfileParams) -> Profile:
         return await _blocking(functools.partial(memory.profile, scope, p.as_of, p.token_budget))
 
+    async def memory_erase(scope: Scope, p: EraseParams) -> Erasure:
+        call = functools.partial(
+            memory.erase,
+            scope,
+            session_ids=p.session_ids or [],
+            fact_ids=p.fact_ids or [],
+            before=p.before,
+            matching=p.matching,
+            dry_run=p.dry_run,
+        )
+        return await _blocking(call)
+
     async def memory_add_fact(scope: Scope, p: AddFactParams) -> AddedFact:
         call = functools.partial(
             memory.add_fact,
@@ -373,6 +396,15 @@ def create_mcp_server(
             "(the old one is kept as history).",
             ToolAnnotations(
                 read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+            ),
+        ),
+        (
+            spec_tool(memory_erase, EraseParams, Erasure, policy),
+            "Forget part of what memory holds about the user, when the user asks: sessions, facts, everything "
+            "before a date, or everything whose text holds given words, with what was derived from it. Call it "
+            "with dry_run=true first and confirm the list with the user.",
+            ToolAnnotations(
+                read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
             ),
         ),
     ]

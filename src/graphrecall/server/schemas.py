@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from graphrecall.models import Fact, Hit, Message, Session, validate_identifier
-from graphrecall.params import AddFactParams, AnswerParams
+from graphrecall.params import AddFactParams, AnswerParams, EraseParams
 
 
 def _identifier(value: str, info: ValidationInfo) -> str:
@@ -58,6 +58,12 @@ class AddMessagesRequest(BaseModel):
 
 class AnswerRequest(AnswerParams):
     """The body of ``POST .../answer``: the fields of ``graphrecall.params.AnswerParams``, and nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class EraseRequest(EraseParams):
+    """The body of ``POST .../erase``: the fields of ``graphrecall.params.EraseParams``, and nothing else."""
 
     model_config = ConfigDict(extra="forbid")
 
