@@ -90,17 +90,18 @@ class KuzuSource:
         self.marks = marks
 
     def _pages(self, spec: Derived) -> Iterator[list[Any]]:
+        """Every row, a page of internal offsets at a time. Why offsets: ``ORDER BY id SKIP/LIMIT`` sorts the whole
+        table on every page, which at 100k rounds exhausts a 64 MiB buffer pool (measured); a range of offsets is a
+        filtered scan that reads only the page's values (60k rounds with text and vector: ~6 s)."""
         columns = ", ".join(f"n.{c}" for c in (spec.column, *spec.payload))
-        skip = 0
-        while True:
-            rows = self.db.query(
-                f"MATCH (n:{spec.table}) RETURN n.id, {columns} ORDER BY n.id SKIP $s LIMIT $n",
-                {"s": skip, "n": PAGE},
+        top = self.db.query(f"MATCH (n:{spec.table}) RETURN max(offset(ID(n)))")[0][0]
+        if top is None:
+            return
+        for start in range(0, int(top) + 1, PAGE):
+            yield from self.db.query(
+                f"MATCH (n:{spec.table}) WHERE offset(ID(n)) >= $a AND offset(ID(n)) < $b RETURN n.id, {columns}",
+                {"a": start, "b": start + PAGE},
             )
-            yield from rows
-            if len(rows) < PAGE:
-                return
-            skip += PAGE
 
     def lexical_rows(self, name: str) -> Iterator[Row]:
         spec = BY_NAME[name]
