@@ -10,6 +10,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
+from glob import escape as glob_escape
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -85,6 +86,21 @@ def _message_list(messages: Any, where: str) -> list[Any]:
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
         raise InvalidInput(f"expected a list of messages, got {type(messages).__name__}", where=where)
     return list(messages)
+
+
+def _with_companions(path: Path) -> list[Path]:
+    """A file and what its engine keeps beside it (``x.kuzu.wal``, ``x.kuzu.idx/``, ``x.log.sqlite-wal``, ...)."""
+    return [
+        path,
+        *path.parent.glob(glob_escape(path.name) + ".*"),
+        *path.parent.glob(glob_escape(path.name) + "-*"),
+    ]
+
+
+def _bytes(path: Path) -> int:
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size if path.is_file() else 0
 
 
 def _check_id(value: str, what: str, where: str | None = None) -> None:
@@ -370,8 +386,9 @@ class Memory:
             )
         with self._flushed(s) as db:
             c = q.counts(db)
-        path = self._pool.path_for(s)
-        size = sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
+        size = sum(
+            _bytes(p) for p in (self._pool.path_for(s), self._logs.path(s)) for p in _with_companions(p)
+        )
         return ScopeStats(
             scope=s,
             sessions=c["Session"],

@@ -349,7 +349,9 @@ class ScopeStats(BaseModel):
     facts: int = 0
     events: int = 0
     entities: int = 0
-    disk_bytes: int = 0
+    disk_bytes: int = Field(
+        default=0, description="bytes on disk: the Kuzu file, its derived indexes and the scope's write log"
+    )
     embedder_id: str = ""
     dim: int = 0
 

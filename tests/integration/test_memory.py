@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from graphrecall import InvalidInput, Memory, NotFound, RetrievalConfig, Scope, Settings
+from graphrecall import InvalidInput, Memory, NotFound, RetrievalConfig, Scope, Settings, testing
 from graphrecall.embed import HashingEmbedder
 
 
@@ -276,7 +276,11 @@ def test_stats_sessions_and_export_describe_what_is_stored(mem: Memory, scope: S
         "hashing-64",
         64,
     )
-    assert stats.disk_bytes > 0
+    # Everything the scope holds on disk: the Kuzu file, the derived indexes (a directory) and the write log.
+    root = testing.pool(mem).root / "acme"
+    files = [p for p in root.rglob("*") if p.is_file() and p.relative_to(root).parts[0].startswith("alice.")]
+    assert any(".kuzu.idx" in str(p) for p in files) and any(".log.sqlite" in str(p) for p in files)
+    assert stats.disk_bytes == sum(p.stat().st_size for p in files)
     assert [s.id for s in mem.sessions(scope)] == ["a", "b"]
     assert [s.id for s in mem.sessions(scope, limit=1, offset=1)] == ["b"]
     exported = mem.export_sessions(scope)

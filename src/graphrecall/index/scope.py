@@ -133,7 +133,9 @@ def _open_or_rebuild(
     try:
         idx = opener()
     except IndexCorrupt as e:
-        reason = str(e).split(": ", 1)[-1]  # the message starts with the index's directory, known from the line
+        reason = str(e).split(": ", 1)[
+            -1
+        ]  # the message starts with the index's directory, known from the line
     else:
         if idx.mark == mark:
             return idx
