@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -424,6 +425,7 @@ class Memory:
         s = as_scope(scope)
         if session_id is not None:
             validate_identifier(session_id, "session_id")
+        started = time.time()  # before the flush: what was asked for until now is in what this run reads
         try:
             ctx = self._flushed(s)  # extraction reads sessions from Kuzu
             db = ctx.__enter__()
@@ -443,8 +445,14 @@ class Memory:
                     todo = [sid for sid, _ in fq.sessions_to_extract(db, ("none", "pending", "failed"))]
                 extractor = Extractor(llm, self.embedder, self.extraction)
                 total = ExtractionResult()
+                queue = self._queue
+                if queue is None and self._queue_file().exists():
+                    queue = self._extraction_queue(start=False)
                 for i, sid in enumerate(todo, start=1):
-                    total = total + extractor.extract_session(db, sid)
+                    one = extractor.extract_session(db, sid)
+                    total = total + one
+                    if one.sessions_done and queue is not None:
+                        queue.settle(s, sid, asked_before=started)  # a failed background job is resolved now
                     if progress is not None:
                         progress(i, len(todo))
                 return total

@@ -151,6 +151,36 @@ def test_three_failures_mark_the_job_failed_with_its_reason_and_it_can_be_requeu
             q.requeue(ANA, "nope")
 
 
+def test_settle_resolves_failed_and_older_pending_jobs_but_not_newer_or_running_ones(tmp_path: Path) -> None:
+    """``Memory.extract`` (the ``graphrecall extract`` command) extracted a session outside the queue: a failed job
+    and a job asked for before that run began are done now; a job asked for after it, or running, is not."""
+    run = FakeRunner(fail={"failed": 1})
+    with ExtractionQueue(tmp_path, run, workers=1, max_attempts=1) as q:
+        q.enqueue(ANA, "failed")
+        assert q.wait(20)
+        before = q.status(ANA, "failed")
+        assert before is not None and before.status == "failed"
+        q.stop()
+        q.enqueue(ANA, "old")
+        run_began = time.time()
+        time.sleep(0.01)
+        q.enqueue(ANA, "new")  # new turns arrived after the run read the session: still to do
+        assert q.settle(ANA, "failed", asked_before=run_began)
+        assert q.settle(ANA, "old", asked_before=run_began)
+        assert not q.settle(ANA, "new", asked_before=run_began)
+        assert not q.settle(ANA, "unknown", asked_before=run_began)
+        assert {j.session_id: (j.status, j.reason) for j in q.jobs()} == {
+            "failed": ("done", None), "old": ("done", None), "new": ("pending", None),
+        }  # fmt: skip
+        gate = threading.Event()
+        run.gate = gate
+        q.start()
+        until(lambda: run.sessions()[-1:] == ["new"])
+        assert not q.settle(ANA, "new", asked_before=time.time())  # its worker finishes it
+        gate.set()
+        assert q.wait(20) and run.sessions() == ["failed", "new"]
+
+
 def test_requeue_failed_takes_every_failed_job_of_a_scope(tmp_path: Path) -> None:
     run = FakeRunner(fail={"a": 1, "b": 1, "c": 1})
     with ExtractionQueue(tmp_path, run, workers=1, max_attempts=1) as q:

@@ -159,6 +159,25 @@ class ExtractionQueue:
         self._wake()
         return n
 
+    def settle(self, scope: Scope, session_id: str, *, asked_before: float) -> bool:
+        """Mark a job done because its session was extracted outside the queue (``Memory.extract``, the
+        ``graphrecall extract`` command) by a run that started at ``asked_before`` (unix time). Without this a
+        failed job would keep showing ``failed`` over a session that is in fact extracted, and a pending one
+        would send the model the same session again. Only a failed job, or a pending one last asked for before
+        that run began (so the run saw every turn it was asked for), is settled; a running job is left to its
+        worker. Returns whether the job changed."""
+        now = time.time()
+        with self._lock:
+            n = self._exec(
+                "UPDATE jobs SET status = 'done', reason = NULL, next_attempt_at = NULL, rerun = 0, updated_at = ?"
+                " WHERE org = ? AND user = ? AND session_id = ?"
+                " AND (status = 'failed' OR (status = 'pending' AND updated_at <= ?))",
+                (now, scope.org_id, scope.user_id, session_id, asked_before),
+            ).rowcount
+        if n:
+            self._wake()
+        return bool(n)
+
     def status(self, scope: Scope, session_id: str) -> ExtractionJob | None:
         rows = self._select(
             "WHERE org = ? AND user = ? AND session_id = ?", (scope.org_id, scope.user_id, session_id)
