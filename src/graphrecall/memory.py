@@ -23,7 +23,7 @@ from graphrecall.dates import parse_date
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
 from graphrecall.errors import InvalidInput, NotAvailable, NotFound
 from graphrecall.extract.extractor import ExtractionConfig, Extractor
-from graphrecall.extract.queue import QUEUE_FILE, ExtractionQueue
+from graphrecall.extract.queue import QUEUE_FILE, ExtractionQueue, RetryLater
 from graphrecall.llm import LLM
 from graphrecall.models import (
     Context,
@@ -474,6 +474,7 @@ class Memory:
                     max_attempts=cfg.max_attempts,
                     backoff_s=cfg.retry_backoff_s,
                     max_backoff_s=max(cfg.retry_backoff_s, 3600.0),
+                    max_deferrals=cfg.max_deferrals,
                     start=False,
                 )
             if start and self.llm is not None:
@@ -484,7 +485,10 @@ class Memory:
         """One queued session: raises when it failed, so the queue retries it and finally records the reason."""
         result = self.extract(scope, session_id=session_id)
         if result.sessions_failed:
-            raise RuntimeError(result.errors.get(session_id) or "extraction failed")
+            reason = result.errors.get(session_id) or "extraction failed"
+            if session_id in result.retry_later:  # the LLM could not answer now: not the session's fault
+                raise RetryLater(reason)
+            raise RuntimeError(reason)
 
     def extraction_jobs(self, scope: ScopeLike | None = None) -> list[ExtractionJob]:
         """Background extraction jobs (pending, running, done, failed with the reason), of one scope or all."""

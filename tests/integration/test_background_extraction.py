@@ -11,7 +11,7 @@ from graphrecall import Memory, Scope
 from graphrecall.embed import HashingEmbedder
 from graphrecall.extract import ExtractionConfig
 from graphrecall.extract.queue import ExtractionQueue
-from graphrecall.llm import ScriptedLLM
+from graphrecall.llm import LLMRateLimited, ScriptedLLM
 
 SCOPE = Scope(org_id="acme", user_id="ana")
 TURN = [{"role": "user", "content": "My sister Ana is a nurse in Porto"}]
@@ -54,6 +54,23 @@ def test_a_session_that_keeps_failing_ends_failed_with_its_reason_and_can_be_ret
         assert mem.wait_for_extraction(timeout=60)
         assert [j.status for j in mem.extraction_jobs(SCOPE)] == ["done"]
         assert len(mem.facts(SCOPE)) == 1
+
+
+def test_a_model_that_cannot_answer_now_defers_the_session_without_using_up_its_attempts(
+    tmp_path: Path,
+) -> None:
+    """A rate limit (or timeout, or 5xx) says nothing about the session: with one attempt allowed the job would
+    fail at once, but it is deferred, tried again after the backoff, and ends done on its first real attempt."""
+    llm = ScriptedLLM(ordered=False)
+    llm.add("Session id: s1\n", LLMRateLimited("openai local HTTP 429: slow down"), times=2)
+    llm.add("Session id: s1\n", _facts("The user's sister Ana is a nurse"))
+    with _memory(tmp_path, llm, max_attempts=1, retry_backoff_s=0.05) as mem:
+        mem.add_session(SCOPE, TURN, session_id="s1", date="2024-03-01", extract=True)
+        assert mem.wait_for_extraction(timeout=60)
+        (job,) = mem.extraction_jobs(SCOPE)
+        assert (job.status, job.attempts, job.reason) == ("done", 1, None)
+        assert [f.text for f in mem.facts(SCOPE)] == ["The user's sister Ana is a nurse"]
+    assert len(llm.calls) == 3
 
 
 def test_jobs_left_queued_by_an_earlier_process_resume_at_the_next_open(tmp_path: Path) -> None:
