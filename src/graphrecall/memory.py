@@ -426,14 +426,15 @@ class Memory:
         if session_id is not None:
             validate_identifier(session_id, "session_id")
         started = time.time()  # before the flush: what was asked for until now is in what this run reads
-        try:
-            ctx = self._flushed(s)  # extraction reads sessions from Kuzu
-            db = ctx.__enter__()
-        except NotFound:
-            if session_id is not None:
-                raise NotFound(f"no session {session_id!r} in scope {s}") from None
-            return ExtractionResult()
-        try:
+        # An ExitStack, not a bare __enter__/__exit__: a failure must reach the pool, which reopens a database
+        # after an I/O error (store/pool.py).
+        with contextlib.ExitStack() as stack:
+            try:
+                db = stack.enter_context(self._flushed(s))  # extraction reads sessions from Kuzu
+            except NotFound:
+                if session_id is not None:
+                    raise NotFound(f"no session {session_id!r} in scope {s}") from None
+                return ExtractionResult()
             with self._lock:
                 lock = self._extract_locks.setdefault(s, threading.Lock())
             with lock:
@@ -456,8 +457,6 @@ class Memory:
                     if progress is not None:
                         progress(i, len(todo))
                 return total
-        finally:
-            ctx.__exit__(None, None, None)
 
     # -- background extraction ---------------------------------------------------------------------------------
     def _queue_file(self) -> Path:

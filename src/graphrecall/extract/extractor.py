@@ -40,6 +40,7 @@ from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.rows import EntityRecord, MessageRow
+from graphrecall.store.space import is_io_failure
 from graphrecall.text import index_terms
 
 log = logging.getLogger(__name__)
@@ -150,6 +151,10 @@ class Extractor:
             self._extract(db, session_id, session_date, result)
             result.sessions_done = 1
         except Exception as e:  # LLM errors, timeouts, invalid answers: all recorded on the session for retry
+            if is_io_failure(
+                e
+            ):  # the database is unusable until the pool reopens it: write nothing more to it
+                raise
             reason = _describe(e)
             log.warning("extraction of session %s failed: %s", session_id, reason)
             with db.write() as txn:

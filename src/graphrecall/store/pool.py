@@ -4,20 +4,31 @@ Each open ``kuzu.Database`` reserves address space (``max_db_size``) and a buffe
 every tenant open: the pool keeps at most ``capacity`` idle databases open and closes the least recently used.
 A database in use by a request is never closed under it: the pool may briefly exceed its capacity instead, and
 erasing a scope waits until its last user has let go.
+
+A database on which an operation failed with a Kuzu I/O error (a full disk, a file-size limit) is closed as soon as
+its last user lets go, and opened afresh by the next one: Kuzu leaves such a database unusable in memory (retries
+then fail on duplicated keys, and the process crashes; ``store/space.py``), while reopening recovers it from its
+files. When the failure was a lack of room, it is raised as ``StorageFull`` naming what is full.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
-from graphrecall.errors import NotFound, StoreBusy
+from graphrecall.errors import NotFound, StorageFull, StoreBusy
 from graphrecall.models import Scope
 from graphrecall.store.database import DEFAULT_BUFFER_POOL, DEFAULT_MAX_DB_SIZE, ScopeDatabase
+from graphrecall.store.recovery import wal_path
+from graphrecall.store.space import is_io_failure, no_room
+
+log = logging.getLogger(__name__)
 
 # How long erasing a scope waits for the requests that hold its database before it gives up.
 DROP_WAIT_SECONDS = 30.0
@@ -46,6 +57,7 @@ class DatabasePool:
         self._lock = threading.Lock()
         self._released = threading.Condition(self._lock)  # notified whenever a database is let go
         self._scope_locks: dict[Scope, threading.Lock] = {}
+        self._broken: weakref.WeakSet[ScopeDatabase] = weakref.WeakSet()  # to close once idle, then reopen
         self.opens = 0
 
     def path_for(self, scope: Scope) -> Path:
@@ -66,17 +78,60 @@ class DatabasePool:
 
     @contextlib.contextmanager
     def acquire(self, scope: Scope, *, create: bool = True) -> Iterator[ScopeDatabase]:
+        """The scope's open database for the body of a ``with``. A Kuzu I/O error raised in the body marks the
+        database for reopening (module docstring) and, when it was for lack of room, becomes ``StorageFull``."""
         db = self._get(scope, create)
+        failed: BaseException | None = None
         try:
             yield db
+        except BaseException as e:
+            if is_io_failure(e):
+                failed = e
+            raise
         finally:
             with self._lock:
                 db.in_use -= 1
+                if failed is not None and db not in self._broken:
+                    self._broken.add(db)
+                    log.warning(
+                        "database %s: an operation failed (%s); it is reopened before its next use",
+                        db.path,
+                        failed,
+                    )
+                self._close_broken(scope, db)
                 self._released.notify_all()
                 self._evict()
+            if failed is not None:
+                reason = no_room(failed, self._files(scope))
+                if reason is not None:
+                    raise StorageFull(
+                        f"scope {scope}: the store has no room for the write: {reason}"
+                    ) from failed
+
+    def _files(self, scope: Scope) -> list[Path]:
+        path = self.path_for(scope)
+        return [path, wal_path(path)]
+
+    def _close_broken(self, scope: Scope, db: ScopeDatabase) -> None:
+        """Close a database marked broken once nobody uses it (caller holds ``_lock``)."""
+        if db in self._broken and db.in_use == 0 and self._open.get(scope) is db:
+            del self._open[scope]
+            db.close()
+
+    def _await_broken(self, scope: Scope) -> None:
+        """Wait until a broken database of ``scope`` is closed by its last user (caller holds ``_lock``)."""
+        db = self._open.get(scope)
+        if db is None or db not in self._broken:
+            return
+        if not self._released.wait_for(lambda: self._open.get(scope) is not db, DROP_WAIT_SECONDS):
+            raise StoreBusy(
+                f"scope {scope}: its database is reopened after a failed write, and is still in use after "
+                f"{DROP_WAIT_SECONDS:g} s"
+            )
 
     def _get(self, scope: Scope, create: bool) -> ScopeDatabase:
         with self._lock:
+            self._await_broken(scope)
             db = self._open.get(scope)
             if db is not None:
                 self._open.move_to_end(scope)
@@ -85,6 +140,7 @@ class DatabasePool:
             scope_lock = self._scope_locks.setdefault(scope, threading.Lock())
         with scope_lock:
             with self._lock:
+                self._await_broken(scope)
                 db = self._open.get(scope)
                 if db is not None:
                     db.in_use += 1
@@ -92,13 +148,19 @@ class DatabasePool:
             path = self.path_for(scope)
             if not create and not path.exists():
                 raise NotFound(f"no memory stored for scope {scope}")
-            db = ScopeDatabase(
-                path,
-                embedder_id=self.embedder_id,
-                dim=self.dim,
-                buffer_pool_size=self._bp,
-                max_db_size=self._max,
-            )
+            try:
+                db = ScopeDatabase(
+                    path,
+                    embedder_id=self.embedder_id,
+                    dim=self.dim,
+                    buffer_pool_size=self._bp,
+                    max_db_size=self._max,
+                )
+            except RuntimeError as e:  # replaying its WAL (or creating it) needs room too
+                reason = no_room(e, self._files(scope)) if is_io_failure(e) else None
+                if reason is None:
+                    raise
+                raise StorageFull(f"scope {scope}: cannot open its store: {reason}") from e
             self.opens += 1
             with self._lock:
                 db.in_use += 1

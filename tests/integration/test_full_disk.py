@@ -1,0 +1,224 @@
+"""Writes to a scope whose storage fills up: the writer gets a clear error, nothing acknowledged is lost, and the
+store opens (and takes writes) once there is room again.
+
+The tests do not run as root, so they cannot mount a small file system; they give the writing process a real
+file-size limit instead (``RLIMIT_FSIZE``; CPython ignores SIGXFSZ, so a write past it fails with EFBIG, the way a
+write to a full disk fails with ENOSPC). The limit is set below the size the scope's Kuzu file already has and a
+little above its write log's, so every write Kuzu makes fails at once, as on a full disk, and the log fills after a
+few dozen turns. Kuzu leaves a database whose commit failed that way unusable (a retry then crashed the process:
+``store/space.py``); the tests also show that no process crashes.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import httpx
+
+from graphrecall import Memory, Scope
+from graphrecall.embed import HashingEmbedder
+from graphrecall.server.errors import STORAGE_FULL_MESSAGE
+from graphrecall.server.testing import ServerProcess
+from graphrecall.store.wal import WriteLog, log_path
+
+SCOPE = Scope(org_id="acme", user_id="ana")
+ROOM = 256 * 1024  # what the write log may still grow by before the "disk" is full
+
+
+def turn(i: int) -> list[dict[str, str]]:
+    return [
+        {"role": "user", "content": f"turn {i}: remember parcel {1000 + i} for Lisbon"},
+        {"role": "assistant", "content": "Noted. " * 40},
+    ]
+
+
+def log_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in (root / "acme").glob("ana.log.sqlite*"))
+
+
+def seed(root: Path) -> int:
+    """A scope with one session in Kuzu; returns the file-size limit that leaves the log ``ROOM`` bytes."""
+    with Memory.open(root, embedder=HashingEmbedder(64)) as mem:
+        mem.add_session(SCOPE, turn(-1), session_id="seed", date="2024-01-01")
+    limit = log_bytes(root) + ROOM
+    assert (root / "acme" / "ana.kuzu").stat().st_size > limit  # Kuzu cannot grow or rewrite past the limit
+    return limit
+
+
+CHILD = textwrap.dedent(
+    """
+    import json, resource, sys
+    from pathlib import Path
+    from graphrecall import Memory, Scope
+    from graphrecall.embed import HashingEmbedder
+
+    root, limit = Path(sys.argv[1]), int(sys.argv[2])
+    scope = Scope(org_id="acme", user_id="ana")
+
+    def report(kind, e):
+        print(json.dumps({"kind": kind, "type": type(e).__name__, "code": getattr(e, "code", None), "message": str(e)}),
+              flush=True)
+
+    mem = Memory.open(root, embedder=HashingEmbedder(64))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    for i in range(5000):
+        turn = [{"role": "user", "content": f"turn {i}: remember parcel {1000 + i} for Lisbon"},
+                {"role": "assistant", "content": "Noted. " * 40}]
+        try:
+            mem.add_session(scope, turn, session_id=f"s{i}", date="2024-01-02")
+        except Exception as e:
+            report("write", e)
+            break
+        print(json.dumps({"kind": "ack", "session_id": f"s{i}"}), flush=True)
+    hits = mem.search(scope, "parcel Lisbon", k=5)  # the acknowledged turns are searchable from the log
+    print(json.dumps({"kind": "search", "hits": len(hits)}), flush=True)
+    try:
+        mem.stats(scope)  # needs the log moved into Kuzu first
+        print(json.dumps({"kind": "stats"}), flush=True)
+    except Exception as e:
+        report("stats", e)
+    try:
+        mem.close()  # the disk is still full: what cannot be moved into Kuzu stays in the log
+        print(json.dumps({"kind": "closed"}), flush=True)
+    except Exception as e:
+        report("close", e)
+    """
+)
+
+
+def test_a_full_disk_fails_the_write_clearly_loses_nothing_acknowledged_and_the_store_opens_afterwards(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "store"
+    limit = seed(root)
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(root), str(limit)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]  # no crash, also while Kuzu's writes were failing
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    acked = [e["session_id"] for e in events if e["kind"] == "ack"]
+    (write,) = [e for e in events if e["kind"] == "write"]
+    assert len(acked) >= 10, events[-3:]
+    assert (write["type"], write["code"]) == ("WriteLogFull", "storage_full")
+    assert (
+        "no room for the write: a file reached this process's file-size limit (RLIMIT_FSIZE"
+        in write["message"]
+    )
+    assert write["message"].endswith("nothing was acknowledged")
+    assert [e["hits"] for e in events if e["kind"] == "search"] == [5]
+    (stats,) = [e for e in events if e["kind"] == "stats"]
+    assert stats["type"] == "FlushFailed" and "the store has no room for the write" in stats["message"]
+    assert [e["type"] for e in events if e["kind"] == "close"] == ["FlushFailed"]
+    with WriteLog(log_path(root, SCOPE)) as log:  # Kuzu took none of them: they all wait in the log
+        assert [e.sessions[0].id for e in log.pending()] == acked
+
+    with Memory.open(root, embedder=HashingEmbedder(64)) as mem:  # room again: it opens and replays the log
+        assert sorted(s.id for s in mem.sessions(SCOPE, limit=10_000)) == sorted(["seed", *acked])
+        last = acked[-1]
+        first = mem.get_session(SCOPE, last).messages[0]
+        assert first.content.startswith(f"turn {len(acked) - 1}:")
+        mem.add_session(SCOPE, turn(9999), session_id="after", date="2024-01-03")
+        mem.flush()
+        assert mem.stats(SCOPE).sessions == len(acked) + 2
+    with Memory.open(root, embedder=HashingEmbedder(64)) as mem:
+        assert mem.search(SCOPE, "parcel 10999", k=1)[0].session_id == "after"
+
+
+def test_the_server_answers_507_while_its_disk_is_full_and_recovers_when_space_returns(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "store"
+    limit = seed(root)
+    base = "/v1/scopes/acme/ana"
+    server = ServerProcess(root, extra_args=["--insecure-local"], embedder="hashing:64").start()
+    try:
+        assert server.proc is not None
+        resource.prlimit(server.proc.pid, resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+        acked: list[str] = []
+        with httpx.Client(base_url=server.url, timeout=60) as c:
+            for i in range(5000):
+                r = c.post(f"{base}/sessions", json={"session_id": f"s{i}", "messages": turn(i)})
+                if r.status_code != 200:
+                    break
+                acked.append(f"s{i}")
+            assert len(acked) >= 10
+            assert r.status_code == 507, r.text
+            assert r.json() == {
+                "error": {"code": "storage_full", "message": STORAGE_FULL_MESSAGE, "field": None}
+            }
+            listing = c.get(f"{base}/sessions")  # it reads Kuzu, which has no room for the log's turns either
+            assert listing.status_code == 507 and listing.json()["error"]["code"] == "storage_full"
+            assert c.get(f"{base}/search", params={"query": "parcel Lisbon"}).status_code == 200
+            space = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+            resource.prlimit(
+                server.proc.pid, resource.RLIMIT_FSIZE, space
+            )  # room again, the server still running
+            after = c.post(f"{base}/sessions", json={"session_id": "after", "messages": turn(9999)})
+            assert after.status_code == 200, after.text
+            listed = c.get(f"{base}/sessions", params={"limit": 10_000})
+            assert listed.status_code == 200, listed.text
+            assert sorted(s["id"] for s in listed.json()["sessions"]) == sorted(["seed", *acked, "after"])
+        assert "out of storage space" in server.log() and "Traceback" not in server.log()
+    finally:
+        server.stop()
+    assert "Application shutdown complete" in server.log()  # a clean stop: uvicorn re-raises SIGTERM to exit
+    with Memory.open(root, embedder=HashingEmbedder(64)) as mem:  # and it opens after the server is gone
+        assert len(mem.sessions(SCOPE, limit=10_000)) == len(acked) + 2
+
+
+KUZU_FILLS = textwrap.dedent(
+    """
+    import json, resource, sys, time
+    from pathlib import Path
+    from graphrecall import Memory, Scope
+    from graphrecall.embed import HashingEmbedder
+
+    root, limit, seconds = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    scope = Scope(org_id="acme", user_id="ana")
+    mem = Memory.open(root, embedder=HashingEmbedder(64))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    acked, start = [], time.monotonic()
+    while time.monotonic() - start < seconds:  # the flusher meanwhile fails, backs off and retries
+        sid = f"s{len(acked)}"
+        mem.add_session(scope, [{"role": "user", "content": f"{sid}: parcel for Lisbon"}], session_id=sid,
+                        date="2024-01-02")
+        acked.append(sid)
+        time.sleep(0.02)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))  # room again
+    mem.flush()
+    print(json.dumps({"acked": acked, "stored": sorted(s.id for s in mem.sessions(scope, limit=10_000))}))
+    mem.close()
+    """
+)
+
+
+def test_a_commit_cut_by_a_full_disk_does_not_crash_later_flushes_and_all_lands_once_there_is_room(
+    tmp_path: Path,
+) -> None:
+    """Kuzu runs out of room in the middle of a commit while the write log still has room: turns keep being
+    acknowledged, the flusher's retries fail cleanly (before, the retry on the same database object failed on
+    duplicated keys and then crashed the process with SIGSEGV), and once there is room the same process moves
+    every acknowledged turn into Kuzu."""
+    root = tmp_path / "store"
+    seed(root)
+    limit = (root / "acme" / "ana.kuzu").stat().st_size + 700 * 1024  # a commit or two fit, then one is cut
+    script = tmp_path / "child.py"
+    script.write_text(KUZU_FILLS)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(root), str(limit), "5"], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "File too large" in proc.stderr  # Kuzu's writes did fail
+    out = json.loads(proc.stdout)
+    assert len(out["acked"]) >= 20
+    assert out["stored"] == sorted(["seed", *out["acked"]])
+    with Memory.open(root, embedder=HashingEmbedder(64)) as mem:
+        assert mem.stats(SCOPE).sessions == len(out["acked"]) + 1
+        assert mem.search(SCOPE, "s3: parcel", k=1)[0].session_id == "s3"
