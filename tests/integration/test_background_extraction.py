@@ -1,17 +1,28 @@
 """Background extraction: add_session(extract=True) returns at once with the queued job; the queue extracts it,
-retries failures and records the reason, shows each session's status, and resumes after a restart."""
+retries failures and records the reason, defers what the model cannot answer now, shows each session's status, and
+resumes after a restart and after a kill -9 in the middle of an extraction."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from graphrecall import Memory, Scope
 from graphrecall.embed import HashingEmbedder
 from graphrecall.extract import ExtractionConfig
 from graphrecall.extract.queue import ExtractionQueue
 from graphrecall.llm import LLMRateLimited, ScriptedLLM
+from graphrecall.llm.fakeserver import FakeHTTPServer, Recorded
 
 SCOPE = Scope(org_id="acme", user_id="ana")
 TURN = [{"role": "user", "content": "My sister Ana is a nurse in Porto"}]
@@ -94,3 +105,77 @@ def test_forget_drops_the_scopes_jobs(tmp_path: Path) -> None:
         assert mem.wait_for_extraction(timeout=60)
         assert mem.forget(SCOPE)
         assert mem.extraction_jobs(SCOPE) == []
+
+
+EXTRACTING_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from graphrecall import Memory, Scope
+    from graphrecall.embed import HashingEmbedder
+    from graphrecall.extract import ExtractionConfig
+    from graphrecall.llm.openai import OpenAILLM
+
+    llm = OpenAILLM("local", base_url=sys.argv[2], structured="json_object_schema")
+    mem = Memory.open(sys.argv[1], embedder=HashingEmbedder(64), llm=llm, extraction=ExtractionConfig())
+    mem.add_session(Scope(org_id="acme", user_id="ana"), [{"role": "user", "content": "My sister Ana is a nurse in Porto"}],
+                    session_id="s1", date="2024-03-01", extract=True)
+    print("QUEUED", flush=True)
+    time.sleep(600)  # the worker thread is waiting for the model when the parent kills us
+    """
+)
+
+
+def test_kill_9_during_an_extraction_counts_the_attempt_and_the_next_memory_resumes_it(
+    tmp_path: Path,
+) -> None:
+    """A real ``Memory`` in a child process is killed with SIGKILL while its extraction waits for the model (a
+    loopback OpenAI-compatible server). The next ``Memory`` opened with an LLM finds the job cut off, counts that
+    attempt, extracts the session again and stores its facts once."""
+    pytest.importorskip("openai")
+    from graphrecall.llm.openai import OpenAILLM
+
+    asked, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def model(req: Recorded) -> tuple[int, dict[str, Any]]:
+        calls.append("extract")
+        if len(calls) == 1:  # the child's request: hold it until the child is dead
+            asked.set()
+            release.wait(60)
+        content = json.dumps(_facts("The user's sister Ana is a nurse"))
+        return 200, {
+            "id": "c", "object": "chat.completion", "created": 0, "model": "local",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }  # fmt: skip
+
+    script = tmp_path / "child.py"
+    script.write_text(EXTRACTING_CHILD)
+    root = tmp_path / "store"
+    with FakeHTTPServer(model) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(root), srv.url + "/v1"], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "QUEUED"
+            assert asked.wait(120), "the child's extraction never reached the model"
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            release.set()
+        assert proc.returncode == -signal.SIGKILL
+        left = ExtractionQueue(
+            root, lambda scope, sid: None, start=False
+        )  # what the dead process left behind
+        (job,) = left.jobs()
+        assert (job.status, job.attempts) == ("pending", 1)  # it was running; the cut attempt counts
+        assert job.reason is not None and job.reason.startswith("interrupted")
+        left.close()
+        llm = OpenAILLM("local", base_url=srv.url + "/v1", structured="json_object_schema")
+        with Memory.open(root, embedder=HashingEmbedder(64), llm=llm, extraction=ExtractionConfig()) as mem:
+            assert mem.wait_for_extraction(timeout=120)
+            (job,) = mem.extraction_jobs(SCOPE)
+            assert (job.status, job.attempts, job.reason) == ("done", 2, None)
+            assert [f.text for f in mem.facts(SCOPE)] == ["The user's sister Ana is a nurse"]
+            assert [s.extract_status for s in mem.sessions(SCOPE)] == ["done"]
+    assert calls == ["extract", "extract"]
