@@ -6,14 +6,18 @@ A database in use by a request is never closed under it: the pool may briefly ex
 erasing a scope waits until its last user has let go.
 
 A database on which an operation failed with a Kuzu I/O error (a full disk, a file-size limit) is closed as soon as
-its last user lets go, and opened afresh by the next one: Kuzu leaves such a database unusable in memory (retries
-then fail on duplicated keys, and the process crashes; ``store/space.py``), while reopening recovers it from its
-files. When the failure was a lack of room, it is raised as ``StorageFull`` naming what is full.
+its last user lets go and there is room again, and opened afresh by the next user: Kuzu leaves such a database
+unusable in memory (retries then fail on duplicated keys, and the process crashes), while reopening recovers it
+from its files. Closing it writes what the failed commit left in its write-ahead log, and Kuzu aborts the process
+when that write fails, so until there is room every use of that scope's database raises ``StorageFull`` (searches
+of other scopes go on), and one still without room when the pool closes is left open until the process exits
+(``_abandon``). A failure for lack of room is raised as ``StorageFull`` naming what is full (``store/space.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import shutil
 import threading
@@ -26,12 +30,17 @@ from graphrecall.errors import NotFound, StorageFull, StoreBusy
 from graphrecall.models import Scope
 from graphrecall.store.database import DEFAULT_BUFFER_POOL, DEFAULT_MAX_DB_SIZE, ScopeDatabase
 from graphrecall.store.recovery import wal_path
-from graphrecall.store.space import is_io_failure, no_room
+from graphrecall.store.space import is_io_failure, no_room, short_of_room
 
 log = logging.getLogger(__name__)
 
 # How long erasing a scope waits for the requests that hold its database before it gives up.
 DROP_WAIT_SECONDS = 30.0
+# Room a database whose commit failed needs before it may be closed: closing writes what the failed commit left in
+# its write-ahead log (541 and 786 bytes measured for batches of 12 and 17 turns), with a wide margin.
+CLOSE_ROOM_BYTES = 64 << 10
+# Databases that could not be closed for lack of room (``DatabasePool._abandon``): never freed.
+_ABANDONED: list[ScopeDatabase] = []
 
 
 class DatabasePool:
@@ -112,22 +121,60 @@ class DatabasePool:
         path = self.path_for(scope)
         return [path, wal_path(path)]
 
+    def _short_of_room(self, scope: Scope) -> str | None:
+        """Why a broken database of ``scope`` may not be closed yet (``CLOSE_ROOM_BYTES``), or None."""
+        return short_of_room(wal_path(self.path_for(scope)), CLOSE_ROOM_BYTES)
+
     def _close_broken(self, scope: Scope, db: ScopeDatabase) -> None:
-        """Close a database marked broken once nobody uses it (caller holds ``_lock``)."""
-        if db in self._broken and db.in_use == 0 and self._open.get(scope) is db:
+        """Close a database marked broken once nobody uses it and there is room (caller holds ``_lock``)."""
+        if (
+            db in self._broken
+            and db.in_use == 0
+            and self._open.get(scope) is db
+            and self._short_of_room(scope) is None
+        ):
             del self._open[scope]
             db.close()
 
     def _await_broken(self, scope: Scope) -> None:
-        """Wait until a broken database of ``scope`` is closed by its last user (caller holds ``_lock``)."""
+        """Before handing out ``scope``'s database: a broken one is closed first, by its last user or here, so
+        that a fresh one is opened; while there is no room to close it, ``StorageFull`` (caller holds ``_lock``)."""
         db = self._open.get(scope)
         if db is None or db not in self._broken:
             return
+        short = self._short_of_room(scope)
+        if short is not None:
+            raise StorageFull(
+                f"scope {scope}: a write into its store failed for lack of room, and the store can be used again "
+                f"only once there is room: {short}"
+            )
+        self._close_broken(scope, db)
         if not self._released.wait_for(lambda: self._open.get(scope) is not db, DROP_WAIT_SECONDS):
             raise StoreBusy(
                 f"scope {scope}: its database is reopened after a failed write, and is still in use after "
                 f"{DROP_WAIT_SECONDS:g} s"
             )
+
+    def _dispose(self, scope: Scope, db: ScopeDatabase) -> None:
+        """Close a database that leaves the pool, unless it is broken and there is no room to close it."""
+        if db in self._broken and self._short_of_room(scope) is not None:
+            self._abandon(db)
+        else:
+            db.close()
+
+    @staticmethod
+    def _abandon(db: ScopeDatabase) -> None:
+        """Keep ``db`` open, and alive, until the process exits. Kuzu aborts the process when it closes a database
+        whose failed commit it cannot write out (measured on a full tmpfs), and the garbage collector would close
+        it at the latest at exit; the extra reference below means it never collects it. The operating system
+        drops its file lock at exit, and its writes are in the write log, which replays them at the next open."""
+        log.error(
+            "database %s: not closed, there is no room for what its failed commit left in its write-ahead log; "
+            "it stays open until the process exits (its writes are in the write log)",
+            db.path,
+        )
+        _ABANDONED.append(db)
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(db))
 
     def _get(self, scope: Scope, create: bool) -> ScopeDatabase:
         with self._lock:
@@ -176,7 +223,7 @@ class DatabasePool:
             if len(self._open) <= self.capacity:
                 break
             db = self._open[scope]
-            if db.in_use == 0:
+            if db.in_use == 0 and not (db in self._broken and self._short_of_room(scope) is not None):
                 del self._open[scope]
                 db.close()
 
@@ -201,7 +248,7 @@ class DatabasePool:
                         f"scope {scope} is still in use after {wait_seconds:g} s; nothing was erased"
                     )
             if db is not None:
-                db.close()
+                self._dispose(scope, db)
             path = self.path_for(scope)
             existed = False
             for p in (
@@ -221,6 +268,6 @@ class DatabasePool:
 
     def close(self) -> None:
         with self._lock:
-            for db in self._open.values():
-                db.close()
+            for scope, db in self._open.items():
+                self._dispose(scope, db)
             self._open.clear()

@@ -9,7 +9,9 @@ and the file-size limit, and returns that explanation, or None when the failure 
 
 Kuzu also leaves a database whose commit failed with an I/O error unusable in memory (a retried write then reports
 duplicated primary keys, a write-write conflict, and finally crashes the process: measured with Kuzu 0.11.3 under a
-file-size limit), so ``is_io_failure`` tells the pool to close such a database and open it afresh.
+file-size limit), so ``is_io_failure`` tells the pool to close such a database and open it afresh; and closing it
+writes what the failed commit left in its write-ahead log, which aborts the process when that write fails too (on a
+full tmpfs), so ``short_of_room`` tells the pool whether it may close it yet.
 """
 
 from __future__ import annotations
@@ -56,6 +58,19 @@ def no_room(error: BaseException, files: Iterable[Path]) -> str | None:
                 )
         if "file too large" in text:
             return f"a file in {folder} reached the largest size its file system allows"
+    return None
+
+
+def short_of_room(path: Path, need: int) -> str | None:
+    """Why ``need`` more bytes cannot be written to ``path`` now (the file system's free space, the process's
+    file-size limit), or None when they can."""
+    folder = path.parent
+    free = _free_bytes(folder)
+    if free is not None and free < need:
+        return f"the file system holding {folder} has {_size(free)} free"
+    limit = file_size_limit()
+    if limit is not None and _file_size(path) + need > limit:
+        return f"this process's file-size limit (RLIMIT_FSIZE, `ulimit -f`) of {_size(limit)} leaves no room in {path.name}"
     return None
 
 
