@@ -5,13 +5,19 @@ every tenant open: the pool keeps at most ``capacity`` idle databases open and c
 A database in use by a request is never closed under it: the pool may briefly exceed its capacity instead, and
 erasing a scope waits until its last user has let go.
 
-A database on which an operation failed with a Kuzu I/O error (a full disk, a file-size limit) is closed as soon as
-its last user lets go and there is room again, and opened afresh by the next user: Kuzu leaves such a database
-unusable in memory (retries then fail on duplicated keys, and the process crashes), while reopening recovers it
-from its files. Closing it writes what the failed commit left in its write-ahead log, and Kuzu aborts the process
-when that write fails, so until there is room every use of that scope's database raises ``StorageFull`` (searches
-of other scopes go on), and one still without room when the pool closes is left open until the process exits
-(``_abandon``). A failure for lack of room is raised as ``StorageFull`` naming what is full (``store/space.py``).
+A database on which an operation failed with a Kuzu I/O error (a full disk, a file-size limit) is never used again,
+and never closed. Kuzu 0.11.3 leaves it broken in memory (a retried write failed on duplicated primary keys, then a
+write-write conflict, then crashed the process), and closing it either aborts the process (when the failed
+commit's write-ahead log still cannot be written) or writes the failed commit into the files (measured: the
+Session primary-key index then held keys of rows that did not exist, so those sessions could never be stored).
+So once its last user lets go it leaves the pool unclosed (``_abandon``), its write-ahead log, which holds only
+the failed commit since every commit checkpoints, is moved aside (kept, like ``recovery.py`` does with a torn one;
+replaying it in this process crashed it), and the next user opens a fresh database on the same files, at the last
+good commit (Kuzu's file lock is per process, so a process may open a database twice): reads go on. After a failure
+for lack of room, ``no_room_for`` tells the write log's flusher to leave Kuzu alone until there is room again, so
+that a full disk does not leave one abandoned database per retry. What the failed commit held is still in the write
+log, or was never acknowledged. A failure for lack of room is raised as ``StorageFull`` naming what is full
+(``store/space.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 from graphrecall.errors import NotFound, StorageFull, StoreBusy
@@ -36,10 +43,10 @@ log = logging.getLogger(__name__)
 
 # How long erasing a scope waits for the requests that hold its database before it gives up.
 DROP_WAIT_SECONDS = 30.0
-# Room a database whose commit failed needs before it may be closed: closing writes what the failed commit left in
-# its write-ahead log (541 and 786 bytes measured for batches of 12 and 17 turns), with a wide margin.
-CLOSE_ROOM_BYTES = 64 << 10
-# Databases that could not be closed for lack of room (``DatabasePool._abandon``): never freed.
+# Room a scope's store needs before it is written again after a write failed for lack of room: without it the next
+# write would fail the same way (and leave one more database behind).
+WRITE_ROOM_BYTES = 1 << 20
+# Databases left broken by a failed write (``DatabasePool._abandon``): never closed, never freed.
 _ABANDONED: list[ScopeDatabase] = []
 
 
@@ -66,7 +73,8 @@ class DatabasePool:
         self._lock = threading.Lock()
         self._released = threading.Condition(self._lock)  # notified whenever a database is let go
         self._scope_locks: dict[Scope, threading.Lock] = {}
-        self._broken: weakref.WeakSet[ScopeDatabase] = weakref.WeakSet()  # to close once idle, then reopen
+        self._broken: weakref.WeakSet[ScopeDatabase] = weakref.WeakSet()  # to abandon once idle
+        self._out_of_room: set[Scope] = set()  # scopes whose store failed to write for lack of room
         self.opens = 0
 
     def path_for(self, scope: Scope) -> Path:
@@ -87,8 +95,8 @@ class DatabasePool:
 
     @contextlib.contextmanager
     def acquire(self, scope: Scope, *, create: bool = True) -> Iterator[ScopeDatabase]:
-        """The scope's open database for the body of a ``with``. A Kuzu I/O error raised in the body marks the
-        database for reopening (module docstring) and, when it was for lack of room, becomes ``StorageFull``."""
+        """The scope's open database for the body of a ``with``. A Kuzu I/O error raised in the body retires the
+        database (module docstring) and, when it was for lack of room, becomes ``StorageFull``."""
         db = self._get(scope, create)
         failed: BaseException | None = None
         try:
@@ -98,83 +106,80 @@ class DatabasePool:
                 failed = e
             raise
         finally:
+            reason = None if failed is None else no_room(failed, self._files(scope))
             with self._lock:
                 db.in_use -= 1
                 if failed is not None and db not in self._broken:
                     self._broken.add(db)
+                    if reason is not None:
+                        self._out_of_room.add(scope)
                     log.warning(
-                        "database %s: an operation failed (%s); it is reopened before its next use",
-                        db.path,
-                        failed,
+                        "database %s: an operation failed (%s); it is not used again", db.path, failed
                     )
-                self._close_broken(scope, db)
+                self._retire(scope, db)
                 self._released.notify_all()
                 self._evict()
-            if failed is not None:
-                reason = no_room(failed, self._files(scope))
-                if reason is not None:
-                    raise StorageFull(
-                        f"scope {scope}: the store has no room for the write: {reason}"
-                    ) from failed
+            if failed is not None and reason is not None:
+                raise StorageFull(f"scope {scope}: the store has no room for the write: {reason}") from failed
 
     def _files(self, scope: Scope) -> list[Path]:
         path = self.path_for(scope)
         return [path, wal_path(path)]
 
-    def _short_of_room(self, scope: Scope) -> str | None:
-        """Why a broken database of ``scope`` may not be closed yet (``CLOSE_ROOM_BYTES``), or None."""
-        return short_of_room(wal_path(self.path_for(scope)), CLOSE_ROOM_BYTES)
-
-    def _close_broken(self, scope: Scope, db: ScopeDatabase) -> None:
-        """Close a database marked broken once nobody uses it and there is room (caller holds ``_lock``)."""
-        if (
-            db in self._broken
-            and db.in_use == 0
-            and self._open.get(scope) is db
-            and self._short_of_room(scope) is None
-        ):
+    def _retire(self, scope: Scope, db: ScopeDatabase) -> None:
+        """Take a broken database out of the pool once nobody uses it (caller holds ``_lock``)."""
+        if db in self._broken and db.in_use == 0 and self._open.get(scope) is db:
             del self._open[scope]
-            db.close()
+            self._abandon(db)
+
+    def no_room_for(self, scope: Scope) -> str | None:
+        """Why ``scope``'s store should not be written yet: a write into it failed for lack of room and there is
+        still less than ``WRITE_ROOM_BYTES`` (the free space, the file-size limit); None when it may be written."""
+        with self._lock:
+            if scope not in self._out_of_room:
+                return None
+            short = short_of_room(self.path_for(scope), WRITE_ROOM_BYTES)
+            if short is None:
+                self._out_of_room.discard(scope)
+            return short
 
     def _await_broken(self, scope: Scope) -> None:
-        """Before handing out ``scope``'s database: a broken one is closed first, by its last user or here, so
-        that a fresh one is opened; while there is no room to close it, ``StorageFull`` (caller holds ``_lock``)."""
+        """Before handing out ``scope``'s database: wait until a broken one has left the pool, so that a fresh one
+        is opened. Caller holds ``_lock``."""
         db = self._open.get(scope)
-        if db is None or db not in self._broken:
-            return
-        short = self._short_of_room(scope)
-        if short is not None:
-            raise StorageFull(
-                f"scope {scope}: a write into its store failed for lack of room, and the store can be used again "
-                f"only once there is room: {short}"
-            )
-        self._close_broken(scope, db)
-        if not self._released.wait_for(lambda: self._open.get(scope) is not db, DROP_WAIT_SECONDS):
+
+        def gone() -> bool:
+            return self._open.get(scope) is not db
+
+        if db is not None and db in self._broken and not self._released.wait_for(gone, DROP_WAIT_SECONDS):
             raise StoreBusy(
                 f"scope {scope}: its database is reopened after a failed write, and is still in use after "
                 f"{DROP_WAIT_SECONDS:g} s"
             )
 
     def _dispose(self, scope: Scope, db: ScopeDatabase) -> None:
-        """Close a database that leaves the pool, unless it is broken and there is no room to close it."""
-        if db in self._broken and self._short_of_room(scope) is not None:
+        """Close a database that leaves the pool, unless it is broken (then it is abandoned)."""
+        if db in self._broken:
             self._abandon(db)
         else:
             db.close()
 
     @staticmethod
     def _abandon(db: ScopeDatabase) -> None:
-        """Keep ``db`` open, and alive, until the process exits. Kuzu aborts the process when it closes a database
-        whose failed commit it cannot write out (measured on a full tmpfs), and the garbage collector would close
-        it at the latest at exit; the extra reference below means it never collects it. The operating system
-        drops its file lock at exit, and its writes are in the write log, which replays them at the next open."""
-        log.error(
-            "database %s: not closed, there is no room for what its failed commit left in its write-ahead log; "
-            "it stays open until the process exits (its writes are in the write log)",
-            db.path,
-        )
+        """Keep a broken ``db`` alive, unclosed, until the process exits, and move its write-ahead log aside (module
+        docstring: closing it aborts the process or writes the failed commit into the files). The garbage collector
+        would close it, at the latest at exit, so it gets a reference that is never given back. Its memory stays
+        taken: one database per failed write, and writes are retried with backoff and only once there is room."""
         _ABANDONED.append(db)
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(db))
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
+        for part in (wal_path(db.path), Path(str(db.path) + ".shadow")):
+            if part.exists():
+                aside = Path(f"{part}.failed-{stamp}")
+                part.rename(aside)
+                log.warning(
+                    "database %s: set the failed commit's %s aside as %s", db.path, part.name, aside.name
+                )
 
     def _get(self, scope: Scope, create: bool) -> ScopeDatabase:
         with self._lock:
@@ -223,9 +228,9 @@ class DatabasePool:
             if len(self._open) <= self.capacity:
                 break
             db = self._open[scope]
-            if db.in_use == 0 and not (db in self._broken and self._short_of_room(scope) is not None):
+            if db.in_use == 0:
                 del self._open[scope]
-                db.close()
+                self._dispose(scope, db)
 
     def open_count(self) -> int:
         with self._lock:
@@ -241,6 +246,7 @@ class DatabasePool:
             scope_lock = self._scope_locks.setdefault(scope, threading.Lock())
         with scope_lock:
             with self._lock:
+                self._out_of_room.discard(scope)
                 db = self._open.pop(scope, None)  # new requests now queue on scope_lock
                 if db is not None and not self._released.wait_for(lambda: db.in_use == 0, wait_seconds):
                     self._open[scope] = db

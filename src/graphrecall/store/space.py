@@ -9,9 +9,8 @@ and the file-size limit, and returns that explanation, or None when the failure 
 
 Kuzu also leaves a database whose commit failed with an I/O error unusable in memory (a retried write then reports
 duplicated primary keys, a write-write conflict, and finally crashes the process: measured with Kuzu 0.11.3 under a
-file-size limit), so ``is_io_failure`` tells the pool to close such a database and open it afresh; and closing it
-writes what the failed commit left in its write-ahead log, which aborts the process when that write fails too (on a
-full tmpfs), so ``short_of_room`` tells the pool whether it may close it yet.
+file-size limit), so ``is_io_failure`` tells the pool to replace such a database with a fresh one
+(``store/pool.py``), and ``short_of_room`` tells it when there is room to write into the store again.
 """
 
 from __future__ import annotations
