@@ -21,7 +21,7 @@ from graphrecall import ingest as ing
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.dates import parse_date
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
-from graphrecall.errors import InvalidInput, NotAvailable, NotFound
+from graphrecall.errors import InvalidInput, NotAvailable, NotFound, StorageFull
 from graphrecall.extract.extractor import ExtractionConfig, Extractor
 from graphrecall.extract.queue import QUEUE_FILE, ExtractionQueue, RetryLater
 from graphrecall.llm import LLM
@@ -481,8 +481,12 @@ class Memory:
             return self._queue
 
     def _extract_job(self, scope: Scope, session_id: str) -> None:
-        """One queued session: raises when it failed, so the queue retries it and finally records the reason."""
-        result = self.extract(scope, session_id=session_id)
+        """One queued session: raises when it failed, so the queue retries it and finally records the reason. What
+        says nothing about the session (the model could not answer now, the disk is full) is ``RetryLater``."""
+        try:
+            result = self.extract(scope, session_id=session_id)
+        except StorageFull as e:
+            raise RetryLater(str(e)) from e
         if result.sessions_failed:
             reason = result.errors.get(session_id) or "extraction failed"
             if session_id in result.retry_later:  # the LLM could not answer now: not the session's fault

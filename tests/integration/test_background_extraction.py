@@ -19,6 +19,7 @@ import pytest
 
 from graphrecall import Memory, Scope
 from graphrecall.embed import HashingEmbedder
+from graphrecall.errors import StorageFull
 from graphrecall.extract import ExtractionConfig
 from graphrecall.extract.queue import ExtractionQueue
 from graphrecall.llm import LLMRateLimited, ScriptedLLM
@@ -82,6 +83,25 @@ def test_a_model_that_cannot_answer_now_defers_the_session_without_using_up_its_
         assert (job.status, job.attempts, job.reason) == ("done", 1, None)
         assert [f.text for f in mem.facts(SCOPE)] == ["The user's sister Ana is a nurse"]
     assert len(llm.calls) == 3
+
+
+def test_a_full_disk_during_an_extraction_defers_the_session_too(tmp_path: Path, monkeypatch: Any) -> None:
+    """An extraction whose write found no room is not the session's fault: deferred, not an attempt used up."""
+    llm = ScriptedLLM(ordered=False).add("Session id: s1\n", _facts("The user's sister Ana is a nurse"))
+    real_extract, calls = Memory.extract, []
+
+    def extract(self: Memory, scope: Any, session_id: str | None = None, **kw: Any) -> Any:
+        calls.append(session_id)
+        if len(calls) == 1:
+            raise StorageFull("scope acme/ana: the store has no room for the write: the file system is full")
+        return real_extract(self, scope, session_id, **kw)
+
+    monkeypatch.setattr(Memory, "extract", extract)
+    with _memory(tmp_path, llm, max_attempts=1, retry_backoff_s=0.05) as mem:
+        mem.add_session(SCOPE, TURN, session_id="s1", date="2024-03-01", extract=True)
+        assert mem.wait_for_extraction(timeout=60)
+        (job,) = mem.extraction_jobs(SCOPE)
+        assert (job.status, job.attempts) == ("done", 1) and calls == ["s1", "s1"]
 
 
 def test_jobs_left_queued_by_an_earlier_process_resume_at_the_next_open(tmp_path: Path) -> None:
