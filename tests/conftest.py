@@ -41,13 +41,17 @@ def _session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 
 @pytest.fixture(autouse=True)
 def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test may pick up a developer's store root, reranker, embedding cache or backend from the environment."""
+    """No test may pick up a developer's store root, reranker, embedding cache, backend or LLM timeouts from the
+    environment."""
     for name in (
         "GRAPHRECALL_ROOT",
         "GRAPHRECALL_RERANKER",
         "GRAPHRECALL_EMBED_CACHE",
         "GRAPHRECALL_EMBED_BACKEND",
         "GRAPHRECALL_POOL_SIZE",
+        "GRAPHRECALL_LLM_TIMEOUT_S",
+        "GRAPHRECALL_LLM_MAX_RETRIES",
+        "GRAPHRECALL_LLM_CONCURRENCY",
     ):
         monkeypatch.delenv(name, raising=False)
 

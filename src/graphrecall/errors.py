@@ -43,6 +43,14 @@ class StoreBusy(GraphRecallError):
     code = "store_busy"
 
 
+class StorageFull(GraphRecallError):
+    """A write found no room: the file system is full, or a file reached the largest size allowed (the process's
+    file-size limit, ``ulimit -f``). Nothing of that write was acknowledged; what was acknowledged before is safe.
+    The message says which it was and where; free space (or raise the limit) and retry."""
+
+    code = "storage_full"
+
+
 class NotAvailable(GraphRecallError):
     """A feature needs a component that is not configured (an LLM, a reranker model)."""
 

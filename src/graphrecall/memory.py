@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from glob import escape as glob_escape
@@ -22,10 +23,10 @@ from graphrecall import ingest as ing
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.dates import parse_date
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
-from graphrecall.errors import InvalidInput, NotAvailable, NotFound
+from graphrecall.errors import InvalidInput, NotAvailable, NotFound, StorageFull
 from graphrecall.extract.extractor import ExtractionConfig, Extractor
 from graphrecall.extract.known import KnownFact, plan_known_fact
-from graphrecall.extract.queue import QUEUE_FILE, ExtractionQueue
+from graphrecall.extract.queue import QUEUE_FILE, ExtractionQueue, RetryLater
 from graphrecall.llm import LLM
 from graphrecall.models import (
     AddedFact,
@@ -610,14 +611,16 @@ class Memory:
         s = as_scope(scope)
         if session_id is not None:
             validate_identifier(session_id, "session_id")
-        try:
-            ctx = self._flushed(s)  # extraction reads sessions from Kuzu
-            db = ctx.__enter__()
-        except NotFound:
-            if session_id is not None:
-                raise NotFound(f"no session {session_id!r} in scope {s}") from None
-            return ExtractionResult()
-        try:
+        started = time.time()  # before the flush: what was asked for until now is in what this run reads
+        # An ExitStack, not a bare __enter__/__exit__: a failure must reach the pool, which reopens a database
+        # after an I/O error (store/pool.py).
+        with contextlib.ExitStack() as stack:
+            try:
+                db = stack.enter_context(self._flushed(s))  # extraction reads sessions from Kuzu
+            except NotFound:
+                if session_id is not None:
+                    raise NotFound(f"no session {session_id!r} in scope {s}") from None
+                return ExtractionResult()
             with self._extract_lock(s):
                 if session_id is not None:
                     if fq.session_info(db, session_id) is None:
@@ -627,13 +630,17 @@ class Memory:
                     todo = [sid for sid, _ in fq.sessions_to_extract(db, ("none", "pending", "failed"))]
                 extractor = Extractor(llm, self.embedder, self.extraction)
                 total = ExtractionResult()
+                queue = self._queue
+                if queue is None and self._queue_file().exists():
+                    queue = self._extraction_queue(start=False)
                 for i, sid in enumerate(todo, start=1):
-                    total = total + extractor.extract_session(db, sid)
+                    one = extractor.extract_session(db, sid)
+                    total = total + one
+                    if one.sessions_done and queue is not None:
+                        queue.settle(s, sid, asked_before=started)  # a failed background job is resolved now
                     if progress is not None:
                         progress(i, len(todo))
                 return total
-        finally:
-            ctx.__exit__(None, None, None)
 
     def _extract_lock(self, s: Scope) -> threading.Lock:
         """Serializes what versions facts in one scope (extraction, ``add_fact``, ``import_scope``): each reads
@@ -720,6 +727,7 @@ class Memory:
                     max_attempts=cfg.max_attempts,
                     backoff_s=cfg.retry_backoff_s,
                     max_backoff_s=max(cfg.retry_backoff_s, 3600.0),
+                    max_deferrals=cfg.max_deferrals,
                     start=False,
                 )
             if start and self.llm is not None:
@@ -727,10 +735,17 @@ class Memory:
             return self._queue
 
     def _extract_job(self, scope: Scope, session_id: str) -> None:
-        """One queued session: raises when it failed, so the queue retries it and finally records the reason."""
-        result = self.extract(scope, session_id=session_id)
+        """One queued session: raises when it failed, so the queue retries it and finally records the reason. What
+        says nothing about the session (the model could not answer now, the disk is full) is ``RetryLater``."""
+        try:
+            result = self.extract(scope, session_id=session_id)
+        except StorageFull as e:
+            raise RetryLater(str(e)) from e
         if result.sessions_failed:
-            raise RuntimeError(result.errors.get(session_id) or "extraction failed")
+            reason = result.errors.get(session_id) or "extraction failed"
+            if session_id in result.retry_later:  # the LLM could not answer now: not the session's fault
+                raise RetryLater(reason)
+            raise RuntimeError(reason)
 
     def extraction_jobs(self, scope: ScopeLike | None = None) -> list[ExtractionJob]:
         """Background extraction jobs (pending, running, done, failed with the reason), of one scope or all."""

@@ -416,6 +416,11 @@ class ExtractionResult(BaseModel):
     output_tokens: int = 0
     cost_usd: float = 0.0
     errors: dict[str, str] = Field(default_factory=dict)
+    retry_later: list[str] = Field(
+        default_factory=list,
+        description="failed sessions (also in errors) whose LLM could not answer now: it timed out, was unreachable, "
+        "overloaded or rate-limited; the same call may work later (the background queue defers these)",
+    )
 
     def __add__(self, other: ExtractionResult) -> ExtractionResult:
         data: dict[str, Any] = {}

@@ -1,17 +1,29 @@
 """Background extraction: add_session(extract=True) returns at once with the queued job; the queue extracts it,
-retries failures and records the reason, shows each session's status, and resumes after a restart."""
+retries failures and records the reason, defers what the model cannot answer now, shows each session's status, and
+resumes after a restart and after a kill -9 in the middle of an extraction."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from graphrecall import Memory, Scope
 from graphrecall.embed import HashingEmbedder
+from graphrecall.errors import StorageFull
 from graphrecall.extract import ExtractionConfig
 from graphrecall.extract.queue import ExtractionQueue
-from graphrecall.llm import ScriptedLLM
+from graphrecall.llm import LLMRateLimited, ScriptedLLM
+from graphrecall.llm.fakeserver import FakeHTTPServer, Recorded
 
 SCOPE = Scope(org_id="acme", user_id="ana")
 TURN = [{"role": "user", "content": "My sister Ana is a nurse in Porto"}]
@@ -56,6 +68,42 @@ def test_a_session_that_keeps_failing_ends_failed_with_its_reason_and_can_be_ret
         assert len(mem.facts(SCOPE)) == 1
 
 
+def test_a_model_that_cannot_answer_now_defers_the_session_without_using_up_its_attempts(
+    tmp_path: Path,
+) -> None:
+    """A rate limit (or timeout, or 5xx) says nothing about the session: with one attempt allowed the job would
+    fail at once, but it is deferred, tried again after the backoff, and ends done on its first real attempt."""
+    llm = ScriptedLLM(ordered=False)
+    llm.add("Session id: s1\n", LLMRateLimited("openai local HTTP 429: slow down"), times=2)
+    llm.add("Session id: s1\n", _facts("The user's sister Ana is a nurse"))
+    with _memory(tmp_path, llm, max_attempts=1, retry_backoff_s=0.05) as mem:
+        mem.add_session(SCOPE, TURN, session_id="s1", date="2024-03-01", extract=True)
+        assert mem.wait_for_extraction(timeout=60)
+        (job,) = mem.extraction_jobs(SCOPE)
+        assert (job.status, job.attempts, job.reason) == ("done", 1, None)
+        assert [f.text for f in mem.facts(SCOPE)] == ["The user's sister Ana is a nurse"]
+    assert len(llm.calls) == 3
+
+
+def test_a_full_disk_during_an_extraction_defers_the_session_too(tmp_path: Path, monkeypatch: Any) -> None:
+    """An extraction whose write found no room is not the session's fault: deferred, not an attempt used up."""
+    llm = ScriptedLLM(ordered=False).add("Session id: s1\n", _facts("The user's sister Ana is a nurse"))
+    real_extract, calls = Memory.extract, []
+
+    def extract(self: Memory, scope: Any, session_id: str | None = None, **kw: Any) -> Any:
+        calls.append(session_id)
+        if len(calls) == 1:
+            raise StorageFull("scope acme/ana: the store has no room for the write: the file system is full")
+        return real_extract(self, scope, session_id, **kw)
+
+    monkeypatch.setattr(Memory, "extract", extract)
+    with _memory(tmp_path, llm, max_attempts=1, retry_backoff_s=0.05) as mem:
+        mem.add_session(SCOPE, TURN, session_id="s1", date="2024-03-01", extract=True)
+        assert mem.wait_for_extraction(timeout=60)
+        (job,) = mem.extraction_jobs(SCOPE)
+        assert (job.status, job.attempts) == ("done", 1) and calls == ["s1", "s1"]
+
+
 def test_jobs_left_queued_by_an_earlier_process_resume_at_the_next_open(tmp_path: Path) -> None:
     with _memory(tmp_path, None) as mem:
         mem.add_session(SCOPE, TURN, session_id="s1", date="2024-03-01")
@@ -77,3 +125,77 @@ def test_forget_drops_the_scopes_jobs(tmp_path: Path) -> None:
         assert mem.wait_for_extraction(timeout=60)
         assert mem.forget(SCOPE)
         assert mem.extraction_jobs(SCOPE) == []
+
+
+EXTRACTING_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from graphrecall import Memory, Scope
+    from graphrecall.embed import HashingEmbedder
+    from graphrecall.extract import ExtractionConfig
+    from graphrecall.llm.openai import OpenAILLM
+
+    llm = OpenAILLM("local", base_url=sys.argv[2], structured="json_object_schema")
+    mem = Memory.open(sys.argv[1], embedder=HashingEmbedder(64), llm=llm, extraction=ExtractionConfig())
+    mem.add_session(Scope(org_id="acme", user_id="ana"), [{"role": "user", "content": "My sister Ana is a nurse in Porto"}],
+                    session_id="s1", date="2024-03-01", extract=True)
+    print("QUEUED", flush=True)
+    time.sleep(600)  # the worker thread is waiting for the model when the parent kills us
+    """
+)
+
+
+def test_kill_9_during_an_extraction_counts_the_attempt_and_the_next_memory_resumes_it(
+    tmp_path: Path,
+) -> None:
+    """A real ``Memory`` in a child process is killed with SIGKILL while its extraction waits for the model (a
+    loopback OpenAI-compatible server). The next ``Memory`` opened with an LLM finds the job cut off, counts that
+    attempt, extracts the session again and stores its facts once."""
+    pytest.importorskip("openai")
+    from graphrecall.llm.openai import OpenAILLM
+
+    asked, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def model(req: Recorded) -> tuple[int, dict[str, Any]]:
+        calls.append("extract")
+        if len(calls) == 1:  # the child's request: hold it until the child is dead
+            asked.set()
+            release.wait(60)
+        content = json.dumps(_facts("The user's sister Ana is a nurse"))
+        return 200, {
+            "id": "c", "object": "chat.completion", "created": 0, "model": "local",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }  # fmt: skip
+
+    script = tmp_path / "child.py"
+    script.write_text(EXTRACTING_CHILD)
+    root = tmp_path / "store"
+    with FakeHTTPServer(model) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(root), srv.url + "/v1"], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "QUEUED"
+            assert asked.wait(120), "the child's extraction never reached the model"
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            release.set()
+        assert proc.returncode == -signal.SIGKILL
+        left = ExtractionQueue(
+            root, lambda scope, sid: None, start=False
+        )  # what the dead process left behind
+        (job,) = left.jobs()
+        assert (job.status, job.attempts) == ("pending", 1)  # it was running; the cut attempt counts
+        assert job.reason is not None and job.reason.startswith("interrupted")
+        left.close()
+        llm = OpenAILLM("local", base_url=srv.url + "/v1", structured="json_object_schema")
+        with Memory.open(root, embedder=HashingEmbedder(64), llm=llm, extraction=ExtractionConfig()) as mem:
+            assert mem.wait_for_extraction(timeout=120)
+            (job,) = mem.extraction_jobs(SCOPE)
+            assert (job.status, job.attempts, job.reason) == ("done", 2, None)
+            assert [f.text for f in mem.facts(SCOPE)] == ["The user's sister Ana is a nurse"]
+            assert [s.extract_status for s in mem.sessions(SCOPE)] == ["done"]
+    assert calls == ["extract", "extract"]

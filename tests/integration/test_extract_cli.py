@@ -98,3 +98,42 @@ def test_extract_without_an_llm_is_a_usage_error(tmp_path: Path, files: tuple[Pa
     assert main(["sessions", *base]) == 1  # nothing was ingested: the check runs first
     assert "no memory stored for o/u" in capsys.readouterr().err
     assert not (tmp_path / "store").exists()
+
+
+def test_a_background_extraction_that_failed_three_times_is_retried_by_the_extract_command(
+    tmp_path: Path, capsys: Any, monkeypatch: Any
+) -> None:
+    """The queue gives up after three failed attempts and records why; ``graphrecall extract`` then extracts the
+    session, and every view of it (the queue's job, ``sessions``) says done, not the stale failure."""
+    from graphrecall import Memory, Scope
+    from graphrecall.embed import HashingEmbedder
+    from graphrecall.extract import ExtractionConfig
+    from graphrecall.llm import ScriptedLLM
+
+    monkeypatch.delenv("GRAPHRECALL_LLM", raising=False)
+    root, scope = tmp_path / "store", Scope(org_id="o", user_id="u")
+    broken = ScriptedLLM(ordered=False)  # no rule matches: every extraction call fails
+    cfg = ExtractionConfig(max_attempts=3, retry_backoff_s=0.0)
+    with Memory.open(root, embedder=HashingEmbedder(64), llm=broken, extraction=cfg) as mem:
+        turn = [{"role": "user", "content": "I live in Munich"}]
+        mem.add_session(scope, turn, session_id="s1", date="2024-01-10", extract=True)
+        assert mem.wait_for_extraction(timeout=60)
+        (job,) = mem.extraction_jobs(scope)
+        assert (job.status, job.attempts) == ("failed", 3)
+        assert job.reason is not None and "UnexpectedPrompt" in job.reason
+    base = ["--root", str(root), "--embedder", "hashing", "--org", "o", "--user", "u"]
+    assert main(["sessions", *base]) == 0
+    assert "s1  (extract: failed)" in capsys.readouterr().out
+    with FakeHTTPServer(handler) as srv:
+        assert (
+            main(["extract", *base, "--llm", "openai:fake", "--llm-base-url", srv.url + "/v1", "--json"]) == 0
+        )
+        r = json.loads(capsys.readouterr().out)
+    assert (r["sessions"], r["sessions_done"], r["sessions_failed"]) == (1, 1, 0)
+    assert main(["sessions", *base]) == 0
+    assert "s1  (extract: done)" in capsys.readouterr().out
+    assert main(["facts", *base]) == 0
+    assert "The user lives in Munich" in capsys.readouterr().out
+    with Memory.open(root, embedder=HashingEmbedder(64)) as mem:
+        (job,) = mem.extraction_jobs(scope)
+        assert (job.status, job.reason) == ("done", None)

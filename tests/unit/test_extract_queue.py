@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from graphrecall.errors import InvalidInput
-from graphrecall.extract.queue import ExtractionQueue, QueueError
+from graphrecall.extract.queue import ExtractionQueue, QueueError, RetryLater
 from graphrecall.models import Scope
 
 ANA = Scope(org_id="acme", user_id="ana")
@@ -151,6 +152,106 @@ def test_three_failures_mark_the_job_failed_with_its_reason_and_it_can_be_requeu
             q.requeue(ANA, "nope")
 
 
+def test_settle_resolves_failed_and_older_pending_jobs_but_not_newer_or_running_ones(tmp_path: Path) -> None:
+    """``Memory.extract`` (the ``graphrecall extract`` command) extracted a session outside the queue: a failed job
+    and a job asked for before that run began are done now; a job asked for after it, or running, is not."""
+    run = FakeRunner(fail={"failed": 1})
+    with ExtractionQueue(tmp_path, run, workers=1, max_attempts=1) as q:
+        q.enqueue(ANA, "failed")
+        assert q.wait(20)
+        before = q.status(ANA, "failed")
+        assert before is not None and before.status == "failed"
+        q.stop()
+        q.enqueue(ANA, "old")
+        run_began = time.time()
+        time.sleep(0.01)
+        q.enqueue(ANA, "new")  # new turns arrived after the run read the session: still to do
+        assert q.settle(ANA, "failed", asked_before=run_began)
+        assert q.settle(ANA, "old", asked_before=run_began)
+        assert not q.settle(ANA, "new", asked_before=run_began)
+        assert not q.settle(ANA, "unknown", asked_before=run_began)
+        assert {j.session_id: (j.status, j.reason) for j in q.jobs()} == {
+            "failed": ("done", None), "old": ("done", None), "new": ("pending", None),
+        }  # fmt: skip
+        gate = threading.Event()
+        run.gate = gate
+        q.start()
+        until(lambda: run.sessions()[-1:] == ["new"])
+        assert not q.settle(ANA, "new", asked_before=time.time())  # its worker finishes it
+        gate.set()
+        assert q.wait(20) and run.sessions() == ["failed", "new"]
+
+
+class Unavailable:
+    """A runner whose LLM cannot answer now for the first ``times`` calls (``RetryLater``), then works."""
+
+    def __init__(self, times: int) -> None:
+        self.left = times
+        self.calls: list[float] = []
+
+    def __call__(self, scope: Scope, session_id: str) -> None:
+        self.calls.append(time.monotonic())
+        if self.left > 0:
+            self.left -= 1
+            raise RetryLater("LLMTimeout: openai local: timed out, no answer within 900s")
+
+
+def test_a_deferral_is_not_an_attempt_and_is_retried_after_a_growing_backoff(tmp_path: Path) -> None:
+    run = Unavailable(times=4)  # more than max_attempts: a slow model must not use up the session's tries
+    with ExtractionQueue(tmp_path, run, workers=1, max_attempts=3, backoff_s=0.1, max_deferrals=5) as q:
+        q.enqueue(ANA, "s1")
+        until(
+            lambda: (j := q.status(ANA, "s1")) is not None and j.status == "pending" and j.reason is not None
+        )
+        waiting = q.status(ANA, "s1")
+        assert waiting is not None and waiting.attempts == 0 and waiting.next_attempt_at is not None
+        assert waiting.reason == (
+            "could not be done now, retried later (1 of 5): LLMTimeout: openai local: timed out, no answer within 900s"
+        )
+        assert q.wait(30)
+        job = q.status(ANA, "s1")
+        assert job is not None and (job.status, job.attempts, job.reason) == ("done", 1, None)
+    gaps = [b - a for a, b in zip(run.calls, run.calls[1:], strict=False)]
+    assert len(gaps) == 4
+    for n, gap in enumerate(gaps):  # 0.1, 0.2, 0.4, 0.8 s
+        assert gap >= 0.1 * 2**n - 0.01, gaps
+
+
+def test_a_job_deferred_too_often_in_a_row_ends_failed_with_the_reason(tmp_path: Path) -> None:
+    run = Unavailable(times=100)
+    with ExtractionQueue(tmp_path, run, workers=1, backoff_s=0.0, max_deferrals=3) as q:
+        q.enqueue(ANA, "s1")
+        assert q.wait(20)
+        job = q.status(ANA, "s1")
+        assert job is not None and job.status == "failed" and len(run.calls) == 4
+        assert job.reason == (
+            "could not be done 4 times in a row; gave up: LLMTimeout: openai local: timed out, no answer within 900s"
+        )
+        run.left = 0
+        assert q.requeue(ANA, "s1").status in ("pending", "running")  # retriable like any failure
+        assert q.wait(20)
+        done = q.status(ANA, "s1")
+        assert done is not None and done.status == "done"
+
+
+def test_a_queue_file_from_before_deferrals_opens_and_keeps_its_jobs(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "extract-queue.sqlite")
+    db.execute(
+        "CREATE TABLE jobs (org TEXT NOT NULL, user TEXT NOT NULL, session_id TEXT NOT NULL,"
+        " status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, reason TEXT, next_attempt_at REAL,"
+        " rerun INTEGER NOT NULL DEFAULT 0, enqueued_at REAL NOT NULL, updated_at REAL NOT NULL,"
+        " PRIMARY KEY (org, user, session_id))"
+    )
+    db.execute("INSERT INTO jobs VALUES ('acme', 'ana', 's1', 'pending', 1, 'boom', 0, 0, 0, 0)")
+    db.commit()
+    db.close()
+    run = Unavailable(times=1)
+    with ExtractionQueue(tmp_path, run, workers=1, backoff_s=0.0) as q:
+        assert q.wait(20)
+        job = q.status(ANA, "s1")
+        assert job is not None and (job.status, job.attempts) == ("done", 2) and len(run.calls) == 2
+
+
 def test_requeue_failed_takes_every_failed_job_of_a_scope(tmp_path: Path) -> None:
     run = FakeRunner(fail={"a": 1, "b": 1, "c": 1})
     with ExtractionQueue(tmp_path, run, workers=1, max_attempts=1) as q:
@@ -263,6 +364,8 @@ def test_a_session_that_kills_the_process_every_time_ends_failed(tmp_path: Path)
 def test_bad_options_and_session_ids_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="max_attempts"):
         ExtractionQueue(tmp_path, FakeRunner(), max_attempts=0)
+    with pytest.raises(ValueError, match="max_deferrals"):
+        ExtractionQueue(tmp_path, FakeRunner(), max_deferrals=-1)
     with (
         ExtractionQueue(tmp_path, FakeRunner(), workers=0) as q,
         pytest.raises(InvalidInput, match="session_id: session_id must not be empty"),

@@ -17,7 +17,8 @@ from graphrecall.llm.factory import parse_spec
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("GRAPHRECALL_LLM", "GRAPHRECALL_LLM_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-                "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OLLAMA_HOST"):  # fmt: skip
+                "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OLLAMA_HOST", "GRAPHRECALL_LLM_TIMEOUT_S",
+                "GRAPHRECALL_LLM_MAX_RETRIES", "GRAPHRECALL_LLM_CONCURRENCY"):  # fmt: skip
         monkeypatch.delenv(var, raising=False)
 
 
@@ -87,3 +88,24 @@ def test_ollama_base_url_becomes_the_host() -> None:
     llm = llm_from_settings("ollama:llama3.1", base_url="http://10.0.0.2:11434")
 
     assert isinstance(llm, OllamaLLM) and llm.host == "http://10.0.0.2:11434"
+
+
+def test_the_environment_sets_how_patient_the_client_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow local model is fitted from the environment (the CLI and the server have no other way); an explicit
+    keyword still wins, and unset variables leave each provider's default (generous for a self-hosted server)."""
+    from graphrecall.llm.openai import SELF_HOSTED_TIMEOUT_S, OpenAILLM
+
+    url = "http://127.0.0.1:8181/v1"
+    default = llm_from_settings("openai:qwen", base_url=url)
+    assert isinstance(default, OpenAILLM) and default.policy.timeout == SELF_HOSTED_TIMEOUT_S
+    monkeypatch.setenv("GRAPHRECALL_LLM_TIMEOUT_S", "1800")
+    monkeypatch.setenv("GRAPHRECALL_LLM_MAX_RETRIES", "0")
+    monkeypatch.setenv("GRAPHRECALL_LLM_CONCURRENCY", "1")
+    llm = llm_from_settings("openai:qwen", base_url=url)
+    assert isinstance(llm, OpenAILLM)
+    assert (llm.policy.timeout, llm.policy.max_retries, llm.limiter.concurrency) == (1800.0, 0, 1)
+    assert llm_from_settings("openai:qwen", base_url=url, timeout=5.0).policy.timeout == 5.0  # type: ignore[attr-defined]
+    for value, problem in (("soon", "is not a number"), ("0", "must be > 0"), ("-1", "must be > 0")):
+        monkeypatch.setenv("GRAPHRECALL_LLM_TIMEOUT_S", value)
+        with pytest.raises(LLMConfigError, match=f"GRAPHRECALL_LLM_TIMEOUT_S={value!r} {problem}"):
+            llm_from_settings("openai:qwen", base_url=url)

@@ -88,6 +88,54 @@ async def test_slow_attempts_time_out() -> None:
         await _run(slow, policy=policy)
 
 
+async def test_a_timed_out_request_is_not_resent_unless_the_policy_says_so() -> None:
+    """The server may still be computing a request that timed out: a copy would queue behind it."""
+    attempts = 0
+
+    async def slow() -> str:
+        nonlocal attempts
+        attempts += 1
+        await asyncio.sleep(5)
+        return "late"
+
+    with pytest.raises(LLMTimeout, match="timed out"):
+        await _run(slow, policy=RetryPolicy(max_retries=3, timeout=0.05, base_delay=0.001))
+    assert attempts == 1
+    attempts = 0
+    with pytest.raises(LLMTimeout):
+        await _run(
+            slow, policy=RetryPolicy(max_retries=2, timeout=0.05, base_delay=0.001, retry_timeouts=True)
+        )
+    assert attempts == 3
+
+
+async def test_prepare_runs_before_each_attempt_off_the_attempts_clock() -> None:
+    events: list[str] = []
+
+    async def prepare() -> None:
+        events.append("prepare")
+        await asyncio.sleep(0.15)  # longer than the attempt's timeout: not counted against it
+
+    async def flaky() -> str:
+        events.append("op")
+        if events.count("op") == 1:
+            raise status_error("p", 503, "busy")
+        return "ok"
+
+    policy = RetryPolicy(max_retries=2, timeout=0.1, base_delay=0.001)
+    assert await _run(flaky, policy=policy, prepare=prepare) == "ok"
+    assert events == ["prepare", "op", "prepare", "op"]
+
+    async def busy() -> None:
+        raise LLMTimeout("still busy")
+
+    async def never() -> str:
+        raise AssertionError("sent although prepare said the server is busy")
+
+    with pytest.raises(LLMTimeout, match="still busy"):
+        await _run(never, prepare=busy)
+
+
 async def test_limiter_caps_concurrent_requests() -> None:
     limiter = Limiter(2)
     active = peak = 0

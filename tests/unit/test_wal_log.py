@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message, Scope
-from graphrecall.store.wal import WriteEntry, WriteLog, WriteLogCorrupt, WriteLogError, log_path
+from graphrecall.store.wal import WriteEntry, WriteLog, WriteLogCorrupt, WriteLogError, WriteLogFull, log_path
 
 DIM = 384
 
@@ -119,8 +119,9 @@ def test_a_full_disk_fails_the_append_clearly_and_acknowledges_nothing(tmp_path:
     acked: list[int] = []
     with WriteLog(path, max_bytes=96 * 1024) as log:  # the cap makes SQLite see a full disk (SQLITE_FULL)
         with pytest.raises(
-            WriteLogError,
-            match=r"not stored \(database or disk is full, SQLITE_FULL\); nothing was acknowledged",
+            WriteLogFull,  # a StorageFull too: HTTP 507
+            match=r"no room for the write: the log reached its cap of 98304 bytes \(max_bytes; .*\); the write was"
+            r" not stored \(database or disk is full, SQLITE_FULL\); nothing was acknowledged",
         ):
             for i in range(200):
                 acked.append(log.append(turn(i)).seq)

@@ -32,7 +32,7 @@ from graphrecall.extract.schema import (
     VersionDecisions,
 )
 from graphrecall.extract.versioning import NewFact, Verdict, apply_verdicts, decide
-from graphrecall.llm import LLM, run_sync
+from graphrecall.llm import LLM, LLMError, run_sync
 from graphrecall.models import ExtractionResult
 from graphrecall.names import is_user, match_keys, normalize_name
 from graphrecall.prompts import load_prompt
@@ -40,6 +40,7 @@ from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.rows import EntityRecord, MessageRow
+from graphrecall.store.space import is_io_failure
 from graphrecall.text import index_terms
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,9 @@ class ExtractionConfig(BaseModel):
         default=1_500, ge=100, description="longer messages are cut (replies mostly)"
     )
     llm_timeout_s: float | None = Field(
-        default=600.0, description="per LLM call, on top of the provider's own"
+        default=None,
+        description="a limit per LLM call on top of the provider's own per-request timeout (which follows the "
+        "server: docs/llm.md); None leaves it to the provider, so a slow local model is not cut off mid-answer",
     )
     max_tokens: int | None = 4096
     entity_auto: float = 0.92
@@ -83,6 +86,13 @@ class ExtractionConfig(BaseModel):
     )
     max_attempts: int = Field(default=3, ge=1, description="a session failing this often is marked failed")
     retry_backoff_s: float = Field(default=30.0, ge=0.0, description="first retry delay, doubled per attempt")
+    max_deferrals: int = Field(
+        default=10,
+        ge=0,
+        description="a background extraction the LLM could not do now (timed out, unreachable, overloaded) is "
+        "retried later without counting as an attempt, this many times in a row before it is marked failed "
+        "(with the 30 s backoff doubled up to an hour: about four hours)",
+    )
 
 
 class ExtractionFailed(Exception):
@@ -146,11 +156,16 @@ class Extractor:
             self._extract(db, session_id, session_date, result)
             result.sessions_done = 1
         except Exception as e:  # LLM errors, timeouts, invalid answers: all recorded on the session for retry
+            if is_io_failure(
+                e
+            ):  # the database is unusable until the pool reopens it: write nothing more to it
+                raise
             reason = _describe(e)
             log.warning("extraction of session %s failed: %s", session_id, reason)
             with db.write() as txn:
                 fq.set_extract_status(txn, session_id, "failed", reason)
             result = ExtractionResult(sessions=1, sessions_failed=1, errors={session_id: reason},
+                                      retry_later=[session_id] if _try_later(e) else [],
                                       items_dropped=result.items_dropped)  # fmt: skip
         for rec in self.llm.usage.records[before:]:
             if rec.purpose in PURPOSES:
@@ -452,6 +467,11 @@ class Extractor:
 def event_terms(text: str, subject: str, verb: str, obj: str) -> str:
     """An event's full-text terms: its sentence and its parts (shared with ``exchange``, which rebuilds them)."""
     return index_terms(f"{text} {subject} {verb} {obj}")
+
+
+def _try_later(e: BaseException) -> bool:
+    """Whether a failure is the LLM's state rather than the session's: the same call may work later."""
+    return isinstance(e, TimeoutError) or (isinstance(e, LLMError) and e.retryable)
 
 
 def _describe(e: BaseException) -> str:

@@ -15,6 +15,12 @@ Life of a job: ``pending`` -> ``running`` (``attempts`` + 1) -> ``done``; or, wh
 count). A job found ``running`` on open was cut off by a crash: it is pending again, and that attempt counts, so a
 session that kills the process every time ends ``failed`` instead of looping.
 
+A failure that says nothing about the session (the LLM timed out, is unreachable, overloaded or rate-limited) is
+not an attempt: ``run`` raises ``RetryLater`` and the job is pending again after the same exponential backoff,
+its ``attempts`` unchanged, so a model that is slow or down for a while does not use up a session's three tries;
+after ``max_deferrals`` such deferrals in a row it is ``failed`` with the reason (a session too long for the
+server would otherwise keep it busy forever).
+
 Workers never run two jobs of one scope at once (extraction of a scope is sequential: later sessions version the
 facts of earlier ones), and one busy scope never holds back others beyond the pool's size.
 """
@@ -44,6 +50,11 @@ class QueueError(GraphRecallError):
     code = "extract_queue"
 
 
+class RetryLater(Exception):
+    """Raised by ``run`` when the job could not be done now for a reason outside the session (the LLM timed out,
+    is unreachable or overloaded): the job is deferred, not failed (module docstring)."""
+
+
 def _dt(t: float) -> datetime:
     """Unix time (as stored) to the naive UTC the models use."""
     return datetime.fromtimestamp(t, UTC).replace(tzinfo=None)
@@ -59,14 +70,17 @@ class ExtractionQueue:
         max_attempts: int = 3,
         backoff_s: float = 30.0,
         max_backoff_s: float = 3600.0,
+        max_deferrals: int = 10,
         start: bool = True,
         path: str | Path | None = None,
     ) -> None:
         """``run(scope, session_id)`` extracts one session and raises on failure (its message becomes the job's
-        reason). ``workers`` bounds how many extractions run at once (match it to the LLM server's slots)."""
-        if workers < 0 or max_attempts < 1 or backoff_s < 0 or max_backoff_s < backoff_s:
+        reason; ``RetryLater`` defers it instead). ``workers`` bounds how many extractions run at once (match it
+        to the LLM server's slots)."""
+        if workers < 0 or max_attempts < 1 or backoff_s < 0 or max_backoff_s < backoff_s or max_deferrals < 0:
             raise ValueError(
-                "workers >= 0, max_attempts >= 1 and 0 <= backoff_s <= max_backoff_s are required"
+                "workers >= 0, max_attempts >= 1, max_deferrals >= 0 and 0 <= backoff_s <= max_backoff_s "
+                "are required"
             )
         self.path = Path(path) if path is not None else Path(root) / QUEUE_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,6 +89,7 @@ class ExtractionQueue:
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.max_deferrals = max_deferrals
         self._lock = threading.Lock()
         self._cond = threading.Condition()
         self._stop = False
@@ -90,6 +105,9 @@ class ExtractionQueue:
                 " PRIMARY KEY (org, user, session_id))"
             )
             self._db.execute("CREATE INDEX IF NOT EXISTS jobs_due ON jobs (status, next_attempt_at)")
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}
+            if "deferrals" not in columns:  # a queue file from before deferrals existed
+                self._db.execute("ALTER TABLE jobs ADD COLUMN deferrals INTEGER NOT NULL DEFAULT 0")
             now = time.time()
             resumed = self._db.execute(
                 "UPDATE jobs SET status = CASE WHEN attempts >= ? THEN 'failed' ELSE 'pending' END,"
@@ -124,6 +142,7 @@ class ExtractionQueue:
                 " ON CONFLICT (org, user, session_id) DO UPDATE SET"
                 "  rerun = CASE WHEN status = 'running' THEN 1 ELSE rerun END,"
                 "  attempts = CASE WHEN status IN ('done', 'failed') THEN 0 ELSE attempts END,"
+                "  deferrals = CASE WHEN status IN ('done', 'failed') THEN 0 ELSE deferrals END,"
                 "  reason = CASE WHEN status IN ('done', 'failed') THEN NULL ELSE reason END,"
                 "  next_attempt_at = CASE WHEN status IN ('done', 'failed') THEN excluded.next_attempt_at"
                 "   ELSE next_attempt_at END,"
@@ -152,12 +171,31 @@ class ExtractionQueue:
             args = [scope.org_id, scope.user_id]
         with self._lock:
             n = self._exec(
-                "UPDATE jobs SET status = 'pending', attempts = 0, reason = NULL, next_attempt_at = ?,"
-                f" updated_at = ? WHERE {where}",
+                "UPDATE jobs SET status = 'pending', attempts = 0, deferrals = 0, reason = NULL,"
+                f" next_attempt_at = ?, updated_at = ? WHERE {where}",
                 (now, now, *args),
             ).rowcount
         self._wake()
         return n
+
+    def settle(self, scope: Scope, session_id: str, *, asked_before: float) -> bool:
+        """Mark a job done because its session was extracted outside the queue (``Memory.extract``, the
+        ``graphrecall extract`` command) by a run that started at ``asked_before`` (unix time). Without this a
+        failed job would keep showing ``failed`` over a session that is in fact extracted, and a pending one
+        would send the model the same session again. Only a failed job, or a pending one last asked for before
+        that run began (so the run saw every turn it was asked for), is settled; a running job is left to its
+        worker. Returns whether the job changed."""
+        now = time.time()
+        with self._lock:
+            n = self._exec(
+                "UPDATE jobs SET status = 'done', reason = NULL, next_attempt_at = NULL, rerun = 0, updated_at = ?"
+                " WHERE org = ? AND user = ? AND session_id = ?"
+                " AND (status = 'failed' OR (status = 'pending' AND updated_at <= ?))",
+                (now, scope.org_id, scope.user_id, session_id, asked_before),
+            ).rowcount
+        if n:
+            self._wake()
+        return bool(n)
 
     def status(self, scope: Scope, session_id: str) -> ExtractionJob | None:
         rows = self._select(
@@ -266,6 +304,8 @@ class ExtractionQueue:
                 continue
             try:
                 self.run(job.scope, job.session_id)
+            except RetryLater as e:
+                self._finish(job, error=str(e) or "retry later", later=True)
             except Exception as e:
                 self._finish(job, error=f"{type(e).__name__}: {e}")
             else:
@@ -303,31 +343,51 @@ class ExtractionQueue:
         job = self.status(Scope(org_id=row[0], user_id=row[1]), row[2])
         return job, 0.0
 
-    def _finish(self, job: ExtractionJob, *, error: str | None) -> None:
+    def _backoff(self, n: int) -> float:
+        """Delay before the next try after the ``n``-th failure (1-based): exponential, capped."""
+        return min(self.max_backoff_s, self.backoff_s * 2.0 ** (n - 1))
+
+    def _finish(self, job: ExtractionJob, *, error: str | None, later: bool = False) -> None:
         now = time.time()
         key = (job.scope.org_id, job.scope.user_id, job.session_id)
         with self._lock:
             cur = self._exec(
-                "SELECT attempts, rerun FROM jobs WHERE org = ? AND user = ? AND session_id = ?", key
+                "SELECT attempts, rerun, deferrals FROM jobs WHERE org = ? AND user = ? AND session_id = ?",
+                key,
             ).fetchone()
             if cur is None:  # forgotten while it ran
                 return
-            attempts, rerun = int(cur[0]), bool(cur[1])
+            attempts, rerun, deferrals = int(cur[0]), bool(cur[1]), int(cur[2])
             if error is None and rerun:
                 status, reason, nxt, attempts = "pending", None, now, 0  # new turns came in: extract again
+                deferrals = 0
             elif error is None:
-                status, reason, nxt = "done", None, None
+                status, reason, nxt, deferrals = "done", None, None, 0
+            elif later and deferrals < self.max_deferrals:
+                attempts, deferrals = attempts - 1, deferrals + 1  # the session was not the problem
+                status, nxt = "pending", now + self._backoff(deferrals)
+                reason = (
+                    f"could not be done now, retried later ({deferrals} of {self.max_deferrals}): {error}"
+                )
+            elif later:
+                status, nxt = "failed", None
+                reason = f"could not be done {deferrals + 1} times in a row; gave up: {error}"
             elif attempts >= self.max_attempts:
                 status, reason, nxt = "failed", error, None
             else:
                 status, reason = "pending", error
-                nxt = now + min(self.max_backoff_s, self.backoff_s * 2 ** (attempts - 1))
+                nxt = now + self._backoff(attempts)
             self._exec(
-                "UPDATE jobs SET status = ?, reason = ?, next_attempt_at = ?, attempts = ?, rerun = 0,"
-                " updated_at = ? WHERE org = ? AND user = ? AND session_id = ?",
-                (status, reason, nxt, attempts, now, *key),
+                "UPDATE jobs SET status = ?, reason = ?, next_attempt_at = ?, attempts = ?, deferrals = ?,"
+                " rerun = 0, updated_at = ? WHERE org = ? AND user = ? AND session_id = ?",
+                (status, reason, nxt, attempts, deferrals, now, *key),
             )
-        if error is not None:
+        if later and status == "pending":
+            log.warning(
+                "extraction of %s/%s deferred (%d of %d): %s",
+                job.scope, job.session_id, deferrals, self.max_deferrals, error,
+            )  # fmt: skip
+        elif error is not None:
             log.warning(
                 "extraction of %s/%s failed (attempt %d of %d): %s",
                 job.scope, job.session_id, attempts, self.max_attempts, error,

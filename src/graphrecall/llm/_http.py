@@ -5,6 +5,13 @@ bounded attempts, exponential backoff with jitter on 429/5xx/connection errors, 
 ``asyncio.Semaphore`` that caps in-flight requests per provider instance (extraction fans out one call per
 session; without a cap a large import would hammer the API and trip its rate limits).
 
+A request that timed out is not sent again here (``RetryPolicy.retry_timeouts`` is off): a server without an
+answer after ``timeout`` seconds is most likely still computing it (a one-slot llama.cpp server at 2.5 tokens/s
+is; llama-cpp-python finishes a request even after the client left), so a copy sent now would queue behind the
+original and the model would do the work twice or three times while every copy times out in turn. The caller
+decides when to try again (the extraction queue does, later); a provider that can tell when its server is idle
+again passes ``prepare`` to wait for that before an attempt.
+
 SDK clients and semaphores are bound to the event loop they were first used on, and this library is called
 both from async servers and from sync code (via a background loop), so both are kept per loop (``LoopLocal``).
 """
@@ -30,12 +37,17 @@ V = TypeVar("V")
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How hard to try: ``max_retries`` extra attempts after the first, each capped at ``timeout`` s."""
+    """How hard to try: ``max_retries`` extra attempts after the first, each capped at ``timeout`` s.
+
+    ``retry_timeouts`` (off by default) also resends a request whose attempt timed out; only for servers known to
+    drop the work of a client that left, since otherwise the copy queues behind the original (module docstring).
+    """
 
     max_retries: int = 3
     timeout: float = 60.0
     base_delay: float = 0.5
     max_delay: float = 20.0
+    retry_timeouts: bool = False
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Backoff before retry number ``attempt`` (0-based): exponential, "equal jitter", at least the
@@ -89,21 +101,28 @@ async def call_with_retries(
     translate: Callable[[Exception], LLMError | None],
     what: str,
     retry_if: Callable[[LLMError], bool] | None = None,
+    prepare: Callable[[], Awaitable[None]] | None = None,
 ) -> R:
     """Run ``op`` until it succeeds, a non-retryable error occurs, or ``policy.max_retries`` is used up.
 
     ``translate`` maps SDK exceptions to ``LLMError`` (``None`` lets an unknown exception through untouched,
     since it is a bug, not a transient failure). ``retry_if`` overrides the error's own ``retryable`` flag,
-    e.g. to stop retrying a 500 that is really "this server does not support json_schema". The semaphore is
-    held only while a request is in flight, not during backoff sleeps.
+    e.g. to stop retrying a 500 that is really "this server does not support json_schema"; a timeout is retried
+    only with ``policy.retry_timeouts``. ``prepare`` runs before each attempt, holding the semaphore but outside
+    the attempt's timeout (it bounds its own wait), e.g. to wait until the server finished an abandoned request;
+    an ``LLMError`` it raises ends the attempt like the request's own. The semaphore is held only while a
+    request is in flight, not during backoff sleeps.
     """
     attempt = 0
     while True:
         try:
-            async with limiter, asyncio.timeout(policy.timeout):
-                return await op()
+            async with limiter:
+                if prepare is not None:
+                    await prepare()
+                async with asyncio.timeout(policy.timeout):
+                    return await op()
         except TimeoutError as exc:
-            err: LLMError = LLMTimeout(f"{what}: no answer within {policy.timeout:g}s")
+            err: LLMError = LLMTimeout(f"{what}: timed out, no answer within {policy.timeout:g}s")
             cause: Exception = exc
         except LLMError as exc:
             err, cause = exc, exc
@@ -113,6 +132,8 @@ async def call_with_retries(
                 raise
             err, cause = translated, exc
         retry = err.retryable if retry_if is None else retry_if(err)
+        if isinstance(err, LLMTimeout) and not policy.retry_timeouts:
+            retry = False
         if not retry or attempt >= policy.max_retries:
             if err is cause:
                 raise err

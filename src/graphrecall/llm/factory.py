@@ -19,6 +19,13 @@ from .errors import LLMError, LLMNotConfigured
 
 ENV_SPEC = "GRAPHRECALL_LLM"
 ENV_BASE_URL = "GRAPHRECALL_LLM_BASE_URL"
+# How patient the client is with the server (docs/llm.md, "Slow servers"): the CLI and the HTTP server build their
+# LLM here, so these are how their users fit a slow local model without code. Unset: each provider's default.
+ENV_KNOBS: dict[str, tuple[str, type[float] | type[int]]] = {
+    "GRAPHRECALL_LLM_TIMEOUT_S": ("timeout", float),
+    "GRAPHRECALL_LLM_MAX_RETRIES": ("max_retries", int),
+    "GRAPHRECALL_LLM_CONCURRENCY": ("concurrency", int),
+}
 PROVIDERS = ("openai", "anthropic", "ollama")
 # Where each provider's client connects when no base URL is given, and the variables its SDK reads instead.
 DEFAULT_ENDPOINTS = {
@@ -60,6 +67,7 @@ def llm_from_settings(spec: str | None = None, base_url: str | None = None, **kw
         )
     provider, model = parse_spec(spec)
     base_url = base_url or os.environ.get(ENV_BASE_URL) or None
+    kw = {**env_knobs(), **kw}
     if provider == "openai":
         from .openai import OpenAILLM
 
@@ -71,6 +79,24 @@ def llm_from_settings(spec: str | None = None, base_url: str | None = None, **kw
     from .ollama import OllamaLLM
 
     return OllamaLLM(model, host=base_url, **kw)
+
+
+def env_knobs() -> dict[str, Any]:
+    """The provider keywords set in the environment (``ENV_KNOBS``); a value that is not a number, or is
+    negative (zero for the timeout and the concurrency), raises ``LLMConfigError`` naming the variable."""
+    out: dict[str, Any] = {}
+    for var, (name, kind) in ENV_KNOBS.items():
+        raw = os.environ.get(var, "").strip()
+        if not raw:
+            continue
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise LLMConfigError(f"{var}={raw!r} is not a number") from None
+        if value < 0 or (value == 0 and name != "max_retries"):
+            raise LLMConfigError(f"{var}={raw!r} must be {'>= 0' if name == 'max_retries' else '> 0'}")
+        out[name] = value
+    return out
 
 
 def llm_from_settings_or_none(spec: str | None = None, base_url: str | None = None, **kw: Any) -> LLM | None:

@@ -8,10 +8,18 @@ first that works is remembered on the instance:
 3. plain ``json_object`` with the schema in the system prompt: anything else that speaks JSON mode.
 
 Whatever the mechanism, the result is validated by pydantic in ``BaseLLM.parse`` (with one repair retry).
+
+Timeouts follow the server's pace rather than a cloud API's: a self-hosted server (any ``base_url``) gets
+``SELF_HOSTED_TIMEOUT_S`` per request by default, because a 1.5B model on a loaded machine answered at 2.5
+tokens/s and one extraction call took up to ~400 s there (docs/e2e.md). A request that still times out is not
+resent at once (``_http``); the next request to this instance first waits until the server answers a cheap
+``GET /models``: llama-cpp-python serves that only when its one slot is free, i.e. once it has finished the
+request the client gave up on, so a copy never queues behind the original (docs/llm.md, "Slow servers").
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -36,6 +44,12 @@ _FORMAT_WORDS = re.compile(
 )
 _NO_FALLBACK_STATUS = {401, 403, 404, 429}
 PLACEHOLDER_KEY = "sk-no-key-needed"
+API_TIMEOUT_S = 60.0  # OpenAI's own API: answers start within seconds; a longer silence is a problem
+SELF_HOSTED_TIMEOUT_S = 900.0  # a local server: more than twice the slowest extraction call measured (~400 s)
+CONNECT_TIMEOUT_S = 10.0  # a server that does not accept the connection this fast is not there
+# The HTTP client's "could not connect" errors, by name: the SDK wraps them in APIConnectionError, and its HTTP
+# package (httpx, or a fork of it) differs between SDK releases.
+_CONNECT_ERRORS = frozenset({"ConnectError", "ConnectTimeout", "ConnectionRefusedError"})
 
 
 def _mentions_format(err: LLMError) -> bool:
@@ -50,8 +64,9 @@ def _retry_unless_format_error(err: LLMError) -> bool:
 class OpenAILLM(BaseLLM):
     """Chat Completions API client. ``base_url`` points it at any OpenAI-compatible server.
 
-    ``structured`` forces a structured-output mechanism (skipping the probe); ``structured_mechanism`` tells
-    which one is in use once a structured call has succeeded.
+    ``timeout`` (seconds per request) defaults to ``API_TIMEOUT_S`` for OpenAI's API and to
+    ``SELF_HOSTED_TIMEOUT_S`` for a ``base_url`` server. ``structured`` forces a structured-output mechanism
+    (skipping the probe); ``structured_mechanism`` tells which one is in use once a structured call has succeeded.
     """
 
     provider: ClassVar[str] = "openai"
@@ -61,7 +76,7 @@ class OpenAILLM(BaseLLM):
         model: str,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: float = 60.0,
+        timeout: float | None = None,
         max_retries: int = 3,
         concurrency: int = 8,
         *,
@@ -87,13 +102,19 @@ class OpenAILLM(BaseLLM):
                 )
             key = PLACEHOLDER_KEY  # local servers ignore the key but the SDK insists on one
         base = self.base_url
+        if timeout is None:
+            timeout = SELF_HOSTED_TIMEOUT_S if base else API_TIMEOUT_S
+        http_timeout = openai.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT_S))
         self._clients: LoopLocal[Any] = LoopLocal(
-            lambda: openai.AsyncOpenAI(api_key=key, base_url=base, timeout=timeout, max_retries=0)
+            lambda: openai.AsyncOpenAI(api_key=key, base_url=base, timeout=http_timeout, max_retries=0)
         )
         self.policy = RetryPolicy(max_retries=max_retries, timeout=timeout, base_delay=retry_base_delay)
         self.limiter = Limiter(concurrency)
         self._mech_index = MECHANISMS.index(structured) if structured else 0
         self._mech_confirmed = structured is not None
+        # Set when a request ended without an answer while the server may still be computing it (it timed out,
+        # was cancelled, or its connection broke after it was sent); cleared once the server answers again.
+        self._maybe_busy = False
 
     def __repr__(self) -> str:
         return f"OpenAILLM(model={self.model!r}, base_url={self.base_url!r})"
@@ -116,8 +137,16 @@ class OpenAILLM(BaseLLM):
         return None
 
     async def _request(self, kwargs: dict[str, Any]) -> Any:
+        client = self._clients.get()  # built on first use (an SSL context: slow), not on the request's clock
+
         async def op() -> Any:
-            return await self._clients.get().chat.completions.create(**kwargs)
+            try:
+                return await client.chat.completions.create(**kwargs)
+            except BaseException as exc:
+                # CancelledError too: the attempt's timeout cancels the request, which may still run on the server
+                if self._may_still_run(exc):
+                    self._maybe_busy = True
+                raise
 
         return await call_with_retries(
             op,
@@ -126,7 +155,38 @@ class OpenAILLM(BaseLLM):
             translate=self._translate,
             what=f"openai {self.model}",
             retry_if=_retry_unless_format_error,
+            prepare=self._wait_until_idle,
         )
+
+    def _may_still_run(self, exc: BaseException) -> bool:
+        """Whether the server may still be computing a request that ended with ``exc`` (no answer came back)."""
+        sdk = self._sdk
+        if isinstance(exc, asyncio.CancelledError | TimeoutError | sdk.APITimeoutError):
+            return True
+        if isinstance(exc, sdk.APIConnectionError):  # could not connect: the request never got there
+            return type(exc.__cause__).__name__ not in _CONNECT_ERRORS
+        return False
+
+    async def _wait_until_idle(self) -> None:
+        """Before a request that follows one abandoned without an answer: wait (up to ``timeout``) until the
+        server answers ``GET /models``. llama-cpp-python answers it only when its one slot is free again, so the
+        new request is not queued behind the abandoned one; a server that answers at once (llama.cpp, vLLM:
+        they stop the work of a client that left) costs one quick request. Still busy after ``timeout``: raise
+        ``LLMTimeout`` without sending anything, and leave the retry to the caller (the extraction queue)."""
+        if not self._maybe_busy:
+            return
+        sdk = self._sdk
+        try:
+            async with asyncio.timeout(self.policy.timeout):
+                await self._clients.get().models.list()
+        except (TimeoutError, sdk.APITimeoutError):
+            raise LLMTimeout(
+                f"openai {self.model}: the server is still busy with an earlier request that timed out "
+                f"(no answer to GET /models within {self.policy.timeout:g}s); not sending another copy"
+            ) from None
+        except sdk.APIError:
+            pass  # it answered (an error status: no /models here) or is gone: either way it is not computing
+        self._maybe_busy = False
 
     def _base_kwargs(
         self, messages: list[ChatMessage], temperature: float, max_tokens: int | None

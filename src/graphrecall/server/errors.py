@@ -15,7 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from graphrecall.errors import GraphRecallError, InvalidInput, NotAvailable, NotFound, StoreBusy
+from graphrecall.errors import GraphRecallError, InvalidInput, NotAvailable, NotFound, StorageFull, StoreBusy
+from graphrecall.store.wal import FlushFailed, WriteLogCorrupt, WriteLogError
 
 log = logging.getLogger("graphrecall.server")
 
@@ -29,7 +30,14 @@ STATUS_CODES = {
     422: "invalid_input",
     501: "not_implemented",
     503: "store_busy",
+    507: "storage_full",
 }
+# What a client is told when the server's disk is full. The details (which file system, which file) name server
+# paths, so they go to the server log only.
+STORAGE_FULL_MESSAGE = (
+    "the server is out of storage space: nothing of this request was stored, and what was stored before is safe; "
+    "retry once space is freed"
+)
 
 
 class ApiError(Exception):
@@ -94,6 +102,20 @@ def _library(_: Request, exc: Exception) -> JSONResponse:
         # The database is held by another process: retrying later is the right move for the client.
         return error_response(
             503, exc.code, "the user's store is busy; retry shortly", headers={"Retry-After": "1"}
+        )
+    if isinstance(exc, StorageFull) or isinstance(exc.__cause__, StorageFull):
+        # A full disk is not a bug: say so (507) instead of a 500, and that acknowledged writes are safe.
+        log.error("out of storage space: %s", exc)
+        return error_response(507, StorageFull.code, STORAGE_FULL_MESSAGE)
+    if isinstance(exc, WriteLogError | FlushFailed) and not isinstance(exc, WriteLogCorrupt):
+        # The write log could not take the write (an I/O error, shutting down) or the store could not take the
+        # log's writes yet: nothing of this request was stored, and trying again later is the right move.
+        log.error("write failed: %s", exc)
+        return error_response(
+            503,
+            exc.code,
+            "the server's store could not be written just now; nothing of this request was stored; retry",
+            headers={"Retry-After": "5"},
         )
     if isinstance(exc, NotAvailable):
         return error_response(501, exc.code, str(exc))

@@ -82,7 +82,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         403: "the key may not access this org (forbidden)",
         413: "request body over the limit (payload_too_large)",
         422: "invalid input; `field` names it (invalid_input)",
-        503: "the user's store is busy; retry (store_busy)",
+        503: "the user's store is busy, or a write could not be stored right now; retry (store_busy, write_log)",
+        507: "the server is out of storage space; nothing of the request was stored (storage_full)",
     }.items()
 }
 _NEEDS_LLM: dict[int | str, dict[str, Any]] = {

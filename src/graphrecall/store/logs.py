@@ -18,6 +18,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
+from graphrecall.errors import StorageFull
 from graphrecall.models import Scope
 from graphrecall.store.pool import DatabasePool
 from graphrecall.store.wal import ScopeLog, TailSnapshot, WriteEntry, log_path
@@ -157,5 +158,11 @@ class ApplyToScope:
         self._scope = scope
 
     def __call__(self, entries: Sequence[WriteEntry]) -> None:
+        short = self._pool.no_room_for(self._scope)
+        if short is not None:  # the last try failed for lack of room and there is none yet: do not touch Kuzu
+            raise StorageFull(
+                f"scope {self._scope}: the store has no room for the write log's writes yet: {short}; they stay in "
+                "the log"
+            )
         with self._pool.acquire(self._scope) as db:
             apply_entries(db, entries)

@@ -4,24 +4,51 @@ Each open ``kuzu.Database`` reserves address space (``max_db_size``) and a buffe
 every tenant open: the pool keeps at most ``capacity`` idle databases open and closes the least recently used.
 A database in use by a request is never closed under it: the pool may briefly exceed its capacity instead, and
 erasing a scope waits until its last user has let go.
+
+A database on which an operation failed with a Kuzu I/O error (a full disk, a file-size limit) is never used again,
+and never closed. Kuzu 0.11.3 leaves it broken in memory (a retried write failed on duplicated primary keys, then a
+write-write conflict, then crashed the process), and closing it either aborts the process (when the failed
+commit's write-ahead log still cannot be written) or writes the failed commit into the files (measured: the
+Session primary-key index then held keys of rows that did not exist, so those sessions could never be stored).
+So once its last user lets go it leaves the pool unclosed (``_abandon``), its write-ahead log, which holds only
+the failed commit since every commit checkpoints, is moved aside (kept, like ``recovery.py`` does with a torn one;
+replaying it in this process crashed it), and the next user opens a fresh database on the same files, at the last
+good commit (Kuzu's file lock is per process, so a process may open a database twice): reads go on. After a failure
+for lack of room, ``no_room_for`` tells the write log's flusher to leave Kuzu alone until there is room again, so
+that a full disk does not leave one abandoned database per retry. What the failed commit held is still in the write
+log, or was never acknowledged. A failure for lack of room is raised as ``StorageFull`` naming what is full
+(``store/space.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import logging
 import shutil
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
-from graphrecall.errors import NotFound, StoreBusy
+from graphrecall.errors import NotFound, StorageFull, StoreBusy
 from graphrecall.index import index_dir
 from graphrecall.models import Scope
 from graphrecall.store.database import DEFAULT_BUFFER_POOL, DEFAULT_MAX_DB_SIZE, ScopeDatabase
+from graphrecall.store.recovery import wal_path
+from graphrecall.store.space import is_io_failure, no_room, short_of_room
+
+log = logging.getLogger(__name__)
 
 # How long erasing a scope waits for the requests that hold its database before it gives up.
 DROP_WAIT_SECONDS = 30.0
+# Room a scope's store needs before it is written again after a write failed for lack of room: without it the next
+# write would fail the same way (and leave one more database behind).
+WRITE_ROOM_BYTES = 1 << 20
+# Databases left broken by a failed write (``DatabasePool._abandon``): never closed, never freed.
+_ABANDONED: list[ScopeDatabase] = []
 
 
 class DatabasePool:
@@ -47,6 +74,8 @@ class DatabasePool:
         self._lock = threading.Lock()
         self._released = threading.Condition(self._lock)  # notified whenever a database is let go
         self._scope_locks: dict[Scope, threading.Lock] = {}
+        self._broken: weakref.WeakSet[ScopeDatabase] = weakref.WeakSet()  # to abandon once idle
+        self._out_of_room: set[Scope] = set()  # scopes whose store failed to write for lack of room
         self.opens = 0
 
     def path_for(self, scope: Scope) -> Path:
@@ -67,17 +96,95 @@ class DatabasePool:
 
     @contextlib.contextmanager
     def acquire(self, scope: Scope, *, create: bool = True) -> Iterator[ScopeDatabase]:
+        """The scope's open database for the body of a ``with``. A Kuzu I/O error raised in the body retires the
+        database (module docstring) and, when it was for lack of room, becomes ``StorageFull``."""
         db = self._get(scope, create)
+        failed: BaseException | None = None
         try:
             yield db
+        except BaseException as e:
+            if is_io_failure(e):
+                failed = e
+            raise
         finally:
+            reason = None if failed is None else no_room(failed, self._files(scope))
             with self._lock:
                 db.in_use -= 1
+                if failed is not None and db not in self._broken:
+                    self._broken.add(db)
+                    if reason is not None:
+                        self._out_of_room.add(scope)
+                    log.warning(
+                        "database %s: an operation failed (%s); it is not used again", db.path, failed
+                    )
+                self._retire(scope, db)
                 self._released.notify_all()
                 self._evict()
+            if failed is not None and reason is not None:
+                raise StorageFull(f"scope {scope}: the store has no room for the write: {reason}") from failed
+
+    def _files(self, scope: Scope) -> list[Path]:
+        path = self.path_for(scope)
+        return [path, wal_path(path)]
+
+    def _retire(self, scope: Scope, db: ScopeDatabase) -> None:
+        """Take a broken database out of the pool once nobody uses it (caller holds ``_lock``)."""
+        if db in self._broken and db.in_use == 0 and self._open.get(scope) is db:
+            del self._open[scope]
+            self._abandon(db)
+
+    def no_room_for(self, scope: Scope) -> str | None:
+        """Why ``scope``'s store should not be written yet: a write into it failed for lack of room and there is
+        still less than ``WRITE_ROOM_BYTES`` (the free space, the file-size limit); None when it may be written."""
+        with self._lock:
+            if scope not in self._out_of_room:
+                return None
+            short = short_of_room(self.path_for(scope), WRITE_ROOM_BYTES)
+            if short is None:
+                self._out_of_room.discard(scope)
+            return short
+
+    def _await_broken(self, scope: Scope) -> None:
+        """Before handing out ``scope``'s database: wait until a broken one has left the pool, so that a fresh one
+        is opened. Caller holds ``_lock``."""
+        db = self._open.get(scope)
+
+        def gone() -> bool:
+            return self._open.get(scope) is not db
+
+        if db is not None and db in self._broken and not self._released.wait_for(gone, DROP_WAIT_SECONDS):
+            raise StoreBusy(
+                f"scope {scope}: its database is reopened after a failed write, and is still in use after "
+                f"{DROP_WAIT_SECONDS:g} s"
+            )
+
+    def _dispose(self, scope: Scope, db: ScopeDatabase) -> None:
+        """Close a database that leaves the pool, unless it is broken (then it is abandoned)."""
+        if db in self._broken:
+            self._abandon(db)
+        else:
+            db.close()
+
+    @staticmethod
+    def _abandon(db: ScopeDatabase) -> None:
+        """Keep a broken ``db`` alive, unclosed, until the process exits, and move its write-ahead log aside (module
+        docstring: closing it aborts the process or writes the failed commit into the files). The garbage collector
+        would close it, at the latest at exit, so it gets a reference that is never given back. Its memory stays
+        taken: one database per failed write, and writes are retried with backoff and only once there is room."""
+        _ABANDONED.append(db)
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(db))
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
+        for part in (wal_path(db.path), Path(str(db.path) + ".shadow")):
+            if part.exists():
+                aside = Path(f"{part}.failed-{stamp}")
+                part.rename(aside)
+                log.warning(
+                    "database %s: set the failed commit's %s aside as %s", db.path, part.name, aside.name
+                )
 
     def _get(self, scope: Scope, create: bool) -> ScopeDatabase:
         with self._lock:
+            self._await_broken(scope)
             db = self._open.get(scope)
             if db is not None:
                 self._open.move_to_end(scope)
@@ -86,6 +193,7 @@ class DatabasePool:
             scope_lock = self._scope_locks.setdefault(scope, threading.Lock())
         with scope_lock:
             with self._lock:
+                self._await_broken(scope)
                 db = self._open.get(scope)
                 if db is not None:
                     db.in_use += 1
@@ -93,13 +201,19 @@ class DatabasePool:
             path = self.path_for(scope)
             if not create and not path.exists():
                 raise NotFound(f"no memory stored for scope {scope}")
-            db = ScopeDatabase(
-                path,
-                embedder_id=self.embedder_id,
-                dim=self.dim,
-                buffer_pool_size=self._bp,
-                max_db_size=self._max,
-            )
+            try:
+                db = ScopeDatabase(
+                    path,
+                    embedder_id=self.embedder_id,
+                    dim=self.dim,
+                    buffer_pool_size=self._bp,
+                    max_db_size=self._max,
+                )
+            except RuntimeError as e:  # replaying its WAL (or creating it) needs room too
+                reason = no_room(e, self._files(scope)) if is_io_failure(e) else None
+                if reason is None:
+                    raise
+                raise StorageFull(f"scope {scope}: cannot open its store: {reason}") from e
             self.opens += 1
             with self._lock:
                 db.in_use += 1
@@ -117,7 +231,7 @@ class DatabasePool:
             db = self._open[scope]
             if db.in_use == 0:
                 del self._open[scope]
-                db.close()
+                self._dispose(scope, db)
 
     def open_count(self) -> int:
         with self._lock:
@@ -133,6 +247,7 @@ class DatabasePool:
             scope_lock = self._scope_locks.setdefault(scope, threading.Lock())
         with scope_lock:
             with self._lock:
+                self._out_of_room.discard(scope)
                 db = self._open.pop(scope, None)  # new requests now queue on scope_lock
                 if db is not None and not self._released.wait_for(lambda: db.in_use == 0, wait_seconds):
                     self._open[scope] = db
@@ -140,7 +255,7 @@ class DatabasePool:
                         f"scope {scope} is still in use after {wait_seconds:g} s; nothing was erased"
                     )
             if db is not None:
-                db.close()
+                self._dispose(scope, db)
             path = self.path_for(scope)
             existed = False
             for p in (
@@ -161,6 +276,6 @@ class DatabasePool:
 
     def close(self) -> None:
         with self._lock:
-            for db in self._open.values():
-                db.close()
+            for scope, db in self._open.items():
+                self._dispose(scope, db)
             self._open.clear()

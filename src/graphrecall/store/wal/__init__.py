@@ -3,7 +3,7 @@ into Kuzu in batches, and an exact index over the not-yet-flushed tail (see ``do
 
 from graphrecall.store.wal.entry import ENTRY_VERSION, LoggedMessage, LoggedRound, LoggedSession, WriteEntry
 from graphrecall.store.wal.flusher import Apply, Flusher, FlushFailed
-from graphrecall.store.wal.log import WriteLog, WriteLogCorrupt, WriteLogError, log_path
+from graphrecall.store.wal.log import WriteLog, WriteLogCorrupt, WriteLogError, WriteLogFull, log_path
 from graphrecall.store.wal.scope import ScopeLog
 from graphrecall.store.wal.tail import TailIndex, TailSnapshot
 
@@ -22,5 +22,6 @@ __all__ = [
     "WriteLog",
     "WriteLogCorrupt",
     "WriteLogError",
+    "WriteLogFull",
     "log_path",
 ]

@@ -31,8 +31,9 @@ import zlib
 from pathlib import Path
 from types import TracebackType
 
-from graphrecall.errors import GraphRecallError
+from graphrecall.errors import GraphRecallError, StorageFull
 from graphrecall.models import Scope
+from graphrecall.store.space import no_room
 from graphrecall.store.wal.entry import WriteEntry
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,13 @@ class WriteLogError(GraphRecallError):
     """An append could not be made durable (disk full, I/O error, log closed): nothing was acknowledged."""
 
     code = "write_log"
+
+
+class WriteLogFull(WriteLogError, StorageFull):
+    """An append found no room (a full file system, the file-size limit, the log's ``max_bytes`` cap): nothing was
+    acknowledged. A ``StorageFull`` too, so that callers and the HTTP layer (507) need not know about the log."""
+
+    code = StorageFull.code
 
 
 class WriteLogCorrupt(WriteLogError):
@@ -75,17 +83,18 @@ class WriteLog:
         past the cap fails like a full disk (back-pressure when flushing is failing for long)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
         new = not self.path.exists()
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         except sqlite3.Error as e:
-            raise WriteLogError(f"cannot open write log {self.path}: {e}") from e
+            raise self._error(e, f"cannot open write log {self.path}: ", str(e)) from e
         try:
             self._setup(max_bytes)
         except sqlite3.Error as e:
             self._db.close()
-            raise WriteLogError(f"cannot open write log {self.path}: {e}") from e
+            raise self._error(e, f"cannot open write log {self.path}: ", str(e)) from e
         if new:
             _fsync_dir(self.path.parent)
         # A second connection for ``pending``: in WAL mode a reader never blocks the writer, so the flusher reading a
@@ -150,8 +159,10 @@ class WriteLog:
                 self._db.execute("COMMIT")
             except sqlite3.Error as e:
                 self._rollback()
-                raise WriteLogError(
-                    f"write log {self.path}: the write was not stored ({_describe(e)}); nothing was acknowledged"
+                raise self._error(
+                    e,
+                    f"write log {self.path}: ",
+                    f"the write was not stored ({_describe(e)}); nothing was acknowledged",
                 ) from e
             seq = int(cur.lastrowid or 0)
             self._last_seq = seq
@@ -229,7 +240,7 @@ class WriteLog:
     def size_bytes(self) -> int:
         """The log's footprint on disk: the database file and its ``-wal``."""
         total = 0
-        for p in (self.path, self.path.with_name(self.path.name + "-wal")):
+        for p in self._files():
             with contextlib.suppress(FileNotFoundError):
                 total += p.stat().st_size
         return total
@@ -254,6 +265,27 @@ class WriteLog:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    def _error(self, e: sqlite3.Error, head: str, tail: str) -> WriteLogError:
+        """``WriteLogFull`` naming what is full when the write found no room, else ``WriteLogError``: the message is
+        ``head``, that explanation if any, then ``tail`` (SQLite's own words)."""
+        if (
+            self.max_bytes is not None
+            and getattr(e, "sqlite_errorname", "") == "SQLITE_FULL"
+            and self.size_bytes() + (64 << 10) >= self.max_bytes
+        ):
+            reason: str | None = (
+                f"the log reached its cap of {self.max_bytes} bytes (max_bytes; writes into the store have "
+                "been failing for a while)"
+            )
+        else:
+            reason = no_room(e, self._files())
+        if reason is None:
+            return WriteLogError(head + tail)
+        return WriteLogFull(f"{head}no room for the write: {reason}; {tail}")
+
+    def _files(self) -> list[Path]:
+        return [self.path, self.path.with_name(self.path.name + "-wal")]
 
     def _check_open(self) -> None:
         if self._closed:
