@@ -121,7 +121,10 @@ def fill_until_full(
     assert write["message"].endswith("nothing was acknowledged")
     (stats,) = [e for e in events if e["kind"] == "stats"]
     assert stats["code"] in ("flush_failed", "storage_full") and "no room" in stats["message"]
-    assert [e["type"] for e in events if e["kind"] == "close"] == ["FlushFailed"]
+    assert [e["type"] for e in events if e["kind"] == "close"] == ["FlushFailed"], (
+        events[-4:],
+        proc.stderr[-2000:],
+    )
     with WriteLog(log_path(root, SCOPE)) as log:  # Kuzu took none of them: they all wait in the log
         assert [e.sessions[0].id for e in log.pending()] == acked
     (search,) = [e for e in events if e["kind"] == "search"]

@@ -171,3 +171,67 @@ def test_a_slow_flush_blocks_neither_searches_nor_appends_nor_another_scope(tmp_
 def test_options_are_checked(tmp_path: Path) -> None:
     with WriteLog(tmp_path / "u.log.sqlite") as log, pytest.raises(ValueError, match="batch_entries"):
         Flusher(log, FakeStore(), batch_entries=0, start=False)
+
+
+def test_with_a_checkpoint_hook_applied_entries_stay_in_the_log_until_the_checkpoint(tmp_path: Path) -> None:
+    """Kuzu commits without checkpointing are durable only in Kuzu's WAL, which recovery may set aside: the log
+    keeps the entries (applied, not pending for the next batch) until the hook checkpointed them."""
+    path = tmp_path / "u.log.sqlite"
+    store, checkpoints = FakeStore(), []
+    trimmed: list[int] = []
+    wlog = WriteLog(path)
+    for i in range(3):
+        wlog.append(turn(i))
+    f = Flusher(
+        wlog, store, batch_entries=2, max_age_s=0.0, checkpoint=lambda: checkpoints.append(wlog.pending_count),
+        checkpoint_age_s=3600, on_flushed=trimmed.append, start=False,
+    )  # fmt: skip
+    f._apply(wlog.pending(2), raise_errors=True)
+    f._apply(wlog.pending(2, after=f._applied_seq), raise_errors=True)
+    assert store.batches == [[1, 2], [3]]  # applied once each
+    assert (
+        wlog.pending_count == 3 and checkpoints == [] and trimmed == []
+    )  # but the log (and tail) still hold them
+    assert f._due_in(time.monotonic()) > 3000  # nothing new to apply; the checkpoint is due in an hour
+    wlog.append(turn(3))
+    assert f.flush() == 1  # flush applies what is new, then checkpoints everything applied
+    assert store.applied == [1, 2, 3, 4] and checkpoints == [4] and wlog.pending_count == 0 and trimmed == [4]
+    wlog.close()
+
+
+def test_a_failed_checkpoint_makes_the_flusher_apply_its_entries_again(tmp_path: Path) -> None:
+    """After a failed checkpoint the store may have set its WAL aside with the applied commits in it: the entries
+    must be applied again, not marked flushed by the next checkpoint that succeeds on the fresh store."""
+    wlog = WriteLog(tmp_path / "u.log.sqlite")
+    store, fails = FakeStore(), [1]
+
+    def checkpoint() -> None:
+        if fails and fails.pop():
+            raise OSError("no room")
+
+    f = Flusher(wlog, store, checkpoint=checkpoint, checkpoint_age_s=3600, start=False)
+    wlog.append(turn(0))
+    wlog.append(turn(1))
+    with pytest.raises(FlushFailed, match="applied again"):
+        f.flush()
+    assert wlog.pending_count == 2
+    assert f.flush() == 2  # applied a second time, then checkpointed
+    assert store.applied == [1, 2, 1, 2] and wlog.pending_count == 0
+    wlog.close()
+
+
+def test_entries_applied_but_not_checkpointed_are_applied_again_after_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "u.log.sqlite"
+    first, checkpoints = FakeStore(), []
+    sl = ScopeLog(path, dim=DIM, apply=first, checkpoint=lambda: checkpoints.append(1), checkpoint_age_s=3600,
+                  batch_entries=1, max_age_s=0.0)  # fmt: skip
+    for i in range(3):
+        sl.append(turn(i))
+    until(lambda: first.applied == [1, 2, 3])
+    sl.close(flush=False)  # "dies" before its checkpoint
+    assert checkpoints == []
+    second = FakeStore()
+    with ScopeLog(path, dim=DIM, apply=second, checkpoint=lambda: checkpoints.append(2), checkpoint_age_s=0.05,
+                  batch_entries=10, max_age_s=3600) as sl2:  # fmt: skip
+        until(lambda: second.applied == [1, 2, 3])  # idempotent replay of everything the log still held
+        until(lambda: checkpoints == [2] and sl2.log.pending_count == 0)  # by age, without a flush() call

@@ -122,14 +122,22 @@ class ScopeDatabase:
         return rows
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[WriteTxn]:
-        """The only way to write: serialized by a lock, atomic by a transaction, indexed before it returns."""
+    def write(self, *, durable: bool = True) -> Iterator[WriteTxn]:
+        """The only way to write: serialized by a lock, atomic by a transaction, indexed before it returns.
+
+        ``durable``: checkpoint after a commit that did not (a ``COPY`` checkpoints by itself, ``CREATE``s do not),
+        so that what the caller acknowledges does not rest on Kuzu's WAL alone, which recovery may have to set aside
+        (store/recovery.py). The write log's flusher passes ``False``: its entries stay in the log until it
+        checkpoints (``checkpoint``), a few seconds later, for many batches at once."""
         with self.write_lock:
             if self._active:  # a nested write() on the same thread joins the open transaction
-                yield WriteTxn(self._writer, self._changes, create_small=not self.native_indexes)
+                yield WriteTxn(
+                    self._writer, self._changes, create_small=not self.native_indexes, how=self._how
+                )
                 return
             self._changes = []
-            txn = WriteTxn(self._writer, self._changes, create_small=not self.native_indexes)
+            self._how = {"created": False, "copied": False}
+            txn = WriteTxn(self._writer, self._changes, create_small=not self.native_indexes, how=self._how)
             _run(self._writer, "BEGIN TRANSACTION")
             self._active = True
             try:
@@ -146,8 +154,16 @@ class ScopeDatabase:
             if txn.changes:
                 self._marks = marks
                 self._apply_to_indexes(txn.changes, marks)
+            if durable and self._how["created"] and not self._how["copied"]:
+                self.checkpoint()
+
+    def checkpoint(self) -> None:
+        """Fold Kuzu's WAL into the database file: what was committed before is durable without it."""
+        with self.write_lock, self._gate.exclusive():  # a checkpoint waits for every read to leave
+            _run(self._writer, "CHECKPOINT")
 
     _active = False
+    _how: dict[str, bool] = {}  # noqa: RUF012  (per transaction: did it CREATE, did it COPY)
     native_indexes = (
         False  # Kuzu-native indexes (an upgraded schema 1 store's vector indexes): inserts must COPY
     )
@@ -366,11 +382,19 @@ class WriteTxn:
     """A handle on the writer connection inside ``ScopeDatabase.write()``."""
 
     def __init__(
-        self, conn: kuzu.Connection, changes: list[Change] | None = None, *, create_small: bool = False
+        self,
+        conn: kuzu.Connection,
+        changes: list[Change] | None = None,
+        *,
+        create_small: bool = False,
+        how: dict[str, bool] | None = None,
     ) -> None:
         self._conn = conn
         self.changes = changes if changes is not None else []  # what this transaction did to indexed tables
         self.create_small = create_small  # small inserts as CREATE (see ``copy``)
+        self.how = (
+            how if how is not None else {}
+        )  # shared by nested handles: did the transaction CREATE, COPY
 
     def execute(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Run a statement. Deleting rows of an indexed table must be announced with ``unindex``."""
@@ -395,10 +419,12 @@ class WriteTxn:
             return
         if self.create_small and data.num_rows <= CREATE_MAX_ROWS:
             self._create(table, data)
+            self.how["created"] = True
         else:
             # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
             frame = data  # noqa: F841
             _drain(self._conn.execute(f"COPY {table} FROM frame"))
+            self.how["copied"] = True
         if table in INDEXED_TABLES:
             self.changes.append(Change(table, added=data))
 

@@ -76,10 +76,12 @@ class ScopeLogs:
                 found = self._open.get(scope)
                 if found is not None:
                     return found
+            to_scope = ApplyToScope(self._pool, scope)
             opened = ScopeLog(
                 self.path(scope),
                 dim=self._dim,
-                apply=ApplyToScope(self._pool, scope),
+                apply=to_scope,
+                checkpoint=to_scope.checkpoint,
                 name=str(scope),
                 batch_entries=self._batch_entries,
                 max_age_s=self._max_age_s,
@@ -165,4 +167,11 @@ class ApplyToScope:
                 "the log"
             )
         with self._pool.acquire(self._scope) as db:
-            apply_entries(db, entries)
+            apply_entries(
+                db, entries, durable=False
+            )  # the flusher keeps them in the log until ``checkpoint``
+
+    def checkpoint(self) -> None:
+        """Make what the batches applied durable in Kuzu (then the flusher deletes them from the log)."""
+        with self._pool.acquire(self._scope) as db:
+            db.checkpoint()

@@ -25,7 +25,8 @@ from graphrecall.store.rows import MessageRow, RoundRow
 from graphrecall.store.wal.entry import WriteEntry
 
 
-def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry]) -> None:
+def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry], *, durable: bool = True) -> None:
+    """``durable=False``: commit without a checkpoint (the caller checkpoints later: ``ScopeDatabase.write``)."""
     if not entries:
         return
     dim = entries[0].dim
@@ -64,7 +65,7 @@ def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry]) -> None:
         new_messages = [m for mid, m in messages.items() if mid not in known_messages]
         rows = [v[0] for v in latest.values()]
         stale = sorted(deleted | set(latest))  # every round id written is replaced, if Kuzu has it
-        with db.write() as txn:
+        with db.write(durable=durable) as txn:
             q.write_messages(
                 txn,
                 new_sessions=new_sessions,

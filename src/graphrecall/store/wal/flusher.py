@@ -1,13 +1,16 @@
 """``Flusher``: moves a scope's acknowledged log entries into Kuzu in batches, on its own thread.
 
-Why batches: every Kuzu write transaction checkpoints at commit (~0.2 s, kuzu-notes.md), so one transaction per
-turn caps a scope at a few turns per second and grows the file per write; one transaction per batch pays that once
-for many turns. A batch is due when ``batch_entries`` entries wait or the oldest has waited ``max_age_s``
+Why batches: a Kuzu write costs a transaction and, to be durable beyond Kuzu's own WAL, a checkpoint (~80-130 ms
+for a small write on a loaded machine), so one per turn caps a scope at a few turns per second; one transaction per
+batch, and one checkpoint per ``checkpoint_age_s``, pay that once for many turns. A batch is due when ``batch_entries`` entries wait or the oldest has waited ``max_age_s``
 (entries found in the log at open are due at once: that is the crash replay).
 
 The Kuzu write is the caller's ``apply(entries)``: one transaction, all or nothing. Entries are marked flushed (and
-deleted from the log) only after ``apply`` returned, so a crash or an error in between leaves them in the log and
-they are applied again later; ``apply`` must therefore be idempotent (docs/write-log.md). On failure the
+deleted from the log) only once they are durable in Kuzu: right after ``apply`` when there is no ``checkpoint``
+hook; with one, ``apply`` only commits (to Kuzu's WAL) and the entries stay in the log, *applied*, until the hook
+has checkpointed, so a Kuzu WAL that recovery must set aside (store/recovery.py) loses nothing that the log does not
+still hold. A crash or an error anywhere in between leaves entries in the log and they are applied again later;
+``apply`` must therefore be idempotent (docs/write-log.md). On failure the
 flusher keeps the entries and retries with exponential backoff (with jitter, so many scopes failing together do not
 retry in lockstep); ``flush()`` drains synchronously for close, shutdown and tests.
 
@@ -50,10 +53,14 @@ class Flusher:
         max_backoff_s: float = 10.0,
         jitter: float = 0.2,
         on_flushed: Callable[[int], None] | None = None,
+        checkpoint: Callable[[], None] | None = None,
+        checkpoint_age_s: float = 2.0,
         name: str = "",
         start: bool = True,
     ) -> None:
-        """``on_flushed(upto_seq)`` runs after entries up to ``upto_seq`` left the log (e.g. to trim the tail)."""
+        """``on_flushed(upto_seq)`` runs after entries up to ``upto_seq`` left the log, durable in Kuzu (e.g. to
+        trim the tail). ``checkpoint()`` makes what ``apply`` committed durable; entries are deleted from the log
+        after it ran, at most ``checkpoint_age_s`` after the first of them was applied (and on ``flush``)."""
         if batch_entries < 1 or max_age_s < 0 or backoff_s <= 0 or max_backoff_s < backoff_s:
             raise ValueError(
                 "batch_entries >= 1, max_age_s >= 0 and 0 < backoff_s <= max_backoff_s are required"
@@ -66,7 +73,13 @@ class Flusher:
         self.max_backoff_s = max_backoff_s
         self.jitter = jitter
         self.on_flushed = on_flushed
+        self.checkpoint = checkpoint
+        self.checkpoint_age_s = checkpoint_age_s
         self.name = name or str(wlog.path)
+        # Applied to Kuzu but not yet checkpointed (so still in the log): the highest seq, how many, since when.
+        self._applied_seq = 0
+        self._applied_count = 0
+        self._applied_at: float | None = None
         # _io serializes batches (background thread vs flush()); _cond only guards the wake-up state below.
         self._io = threading.Lock()
         self._cond = threading.Condition()
@@ -106,8 +119,9 @@ class Flusher:
         done = 0
         while True:
             with self._io:
-                batch = self.log.pending(self.batch_entries)
+                batch = self.log.pending(self.batch_entries, after=self._applied_seq)
                 if not batch:
+                    self._make_durable(raise_errors=True)
                     return done
                 self._apply(batch, raise_errors=True)
                 done += len(batch)
@@ -131,10 +145,15 @@ class Flusher:
             return None
         if now < self._retry_at:
             return self._retry_at - now
-        oldest = self.log.oldest_pending_at
-        if self._kick or self.log.pending_count >= self.batch_entries or oldest is None:
+        waiting = self.log.pending_count - self._applied_count
+        durable_in = self._applied_at + self.checkpoint_age_s - now if self._applied_at is not None else None
+        if waiting <= 0:
+            return durable_in
+        oldest = self.log.oldest_pending_at if self._applied_count == 0 else self._applied_at
+        if self._kick or waiting >= self.batch_entries or oldest is None:
             return 0.0
-        return oldest + self.max_age_s - now
+        due = oldest + self.max_age_s - now
+        return due if durable_in is None else min(due, durable_in)
 
     def _run(self) -> None:
         while True:
@@ -149,9 +168,13 @@ class Flusher:
                 self._kick = False
             try:
                 with self._io:
-                    batch = self.log.pending(self.batch_entries)
+                    batch = self.log.pending(self.batch_entries, after=self._applied_seq)
                     if batch:
                         self._apply(batch, raise_errors=False)
+                    if self._applied_at is not None and (
+                        not batch or time.monotonic() >= self._applied_at + self.checkpoint_age_s
+                    ):
+                        self._make_durable(raise_errors=False)
             except Exception as e:  # reading the log failed (corrupt entry, I/O): back off, keep running
                 self._failed(e, None)
 
@@ -160,12 +183,21 @@ class Flusher:
         try:
             self.apply(batch)
         except Exception as e:
+            self._forget_applied()  # a failed write may have cost Kuzu its uncheckpointed commits too
             self._failed(e, (first, last))
             if raise_errors:
                 raise FlushFailed(
                     f"{self.name}: writing log entries seq {first}..{last} to the store failed ({e}); they stay "
                     "in the log and will be retried"
                 ) from e
+            return
+        self.batches += 1
+        if self.checkpoint is not None:
+            self._applied_seq = last
+            self._applied_count += len(batch)
+            if self._applied_at is None:
+                self._applied_at = time.monotonic()
+            self._succeeded()
             return
         try:
             self.log.mark_flushed(last)
@@ -174,16 +206,51 @@ class Flusher:
             if raise_errors:
                 raise
             return
+        self._succeeded()
+        self._flushed(last)
+
+    def _make_durable(self, *, raise_errors: bool) -> None:
+        """Checkpoint what was applied, then delete it from the log and tell ``on_flushed`` (caller holds
+        ``_io``). Until then the entries stay in the tail too: a Kuzu WAL set aside after a failure would otherwise
+        leave them searchable nowhere."""
+        if self._applied_at is None or self.checkpoint is None:
+            return
+        upto = self._applied_seq
+        try:
+            self.checkpoint()
+            self.log.mark_flushed(upto)
+        except Exception as e:
+            # Still in the log. Whether Kuzu kept them is unknown (after a failed checkpoint the store may set its
+            # WAL aside), so they are applied again (idempotent) before the next checkpoint.
+            self._forget_applied()
+            self._failed(e, None)
+            if raise_errors:
+                raise FlushFailed(
+                    f"{self.name}: checkpointing the entries up to seq {upto} failed ({e}); they stay in the log "
+                    "and will be applied again"
+                ) from e
+            return
+        self._forget_applied()
+        self._succeeded()
+        self._flushed(upto)
+
+    def _forget_applied(self) -> None:
+        self._applied_seq = 0
+        self._applied_count = 0
+        self._applied_at = None
+
+    def _succeeded(self) -> None:
         self.failures = 0
         self.last_error = None
         self._retry_at = 0.0
-        self.flushed_seq = last
-        self.batches += 1
+
+    def _flushed(self, upto: int) -> None:
+        self.flushed_seq = upto
         if self.on_flushed is not None:
             try:
-                self.on_flushed(last)
+                self.on_flushed(upto)
             except Exception:  # a listener's bug must not stop flushing; the entries are in Kuzu already
-                log.exception("%s: on_flushed(%d) failed", self.name, last)
+                log.exception("%s: on_flushed(%d) failed", self.name, upto)
 
     def _failed(self, e: BaseException, seqs: tuple[int, int] | None) -> None:
         self.failures += 1
