@@ -181,7 +181,7 @@ class TantivyLexicalIndex:
         self.index.reload()
         if mark is not None and mark != self._manifest.mark:
             self._manifest = self._manifest.model_copy(update={"mark": mark})
-            write_manifest(self.directory, self._manifest)
+            write_manifest(self.directory, self._manifest, durable=False)  # the commit above fsync'd the data
 
     def close(self) -> None:
         with self._lock:

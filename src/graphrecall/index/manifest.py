@@ -41,15 +41,22 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_manifest(directory: Path, manifest: Manifest) -> None:
-    """Atomically replace the manifest: write a temporary file, fsync, rename over, fsync the directory."""
+def write_manifest(directory: Path, manifest: Manifest, *, durable: bool = True) -> None:
+    """Atomically replace the manifest: write a temporary file, rename it over (a crash leaves the old or the new).
+
+    ``durable`` also fsyncs the file and the directory. A new mark after an update needs neither, as long as the
+    update's data was fsync'd first (both index types do): after a power loss the manifest is then the old one (the
+    index looks behind the store: rebuilt) or unreadable (rebuilt), never ahead of its data. Skipping the two fsyncs
+    per index per flush took ~5% of a loaded server's samples off (py-spy, HTTP load benchmark)."""
     tmp = directory / (MANIFEST + ".tmp")
     with open(tmp, "w") as f:
         f.write(manifest.model_dump_json())
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, directory / MANIFEST)
-    fsync_dir(directory)
+    if durable:
+        fsync_dir(directory)
 
 
 def read_manifest(directory: Path, expected: Manifest) -> Manifest:

@@ -223,7 +223,7 @@ class ExactVectorIndex:
     def _set_mark(self, mark: str | None) -> None:
         if mark is not None and mark != self._manifest.mark:
             self._manifest = self._manifest.model_copy(update={"mark": mark})
-            write_manifest(self.directory, self._manifest)
+            write_manifest(self.directory, self._manifest, durable=False)  # rows and log lines were fsync'd
 
     def close(self) -> None:
         pass

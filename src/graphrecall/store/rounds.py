@@ -69,9 +69,8 @@ def write_messages(
     """The part of a batch that needs no vectors: replaced rounds out, new sessions and messages in."""
     now = utcnow()
     if replaced_round_ids:
-        txn.execute(
-            "UNWIND $ids AS i MATCH (r:Round {id: i}) DETACH DELETE r", {"ids": list(replaced_round_ids)}
-        )
+        for rid in replaced_round_ids:  # point deletes: ``UNWIND ... MATCH`` plans a scan of the whole table
+            txn.execute("MATCH (r:Round {id: $i}) DETACH DELETE r", {"i": rid})
         txn.unindex("Round", replaced_round_ids)
     if new_sessions:
         txn.copy(
@@ -133,12 +132,9 @@ def write_rounds(
 
 def touch_sessions(txn: WriteTxn, messages: Sequence[MessageRow]) -> None:
     """Mark the sessions that received messages as updated now."""
-    touched = sorted({m.session_id for m in messages})
-    if touched:
-        txn.execute(
-            "UNWIND $ids AS i MATCH (s:Session {id: i}) SET s.updated_at = $now",
-            {"ids": touched, "now": utcnow()},
-        )
+    now = utcnow()
+    for sid in sorted({m.session_id for m in messages}):  # point updates, as in ``write_messages``
+        txn.execute("MATCH (s:Session {id: $i}) SET s.updated_at = $now", {"i": sid, "now": now})
 
 
 def vector_search(db: ScopeDatabase, index: str, vec: Vectors, k: int) -> list[tuple[str, float]]:

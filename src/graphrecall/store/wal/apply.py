@@ -81,8 +81,6 @@ def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry], *, durable: 
                     dim,
                 )
             touched = sorted({m.session_id for m in messages.values()} | {r.session_id for r in rows})
-            if touched:
-                txn.execute(
-                    "UNWIND $ids AS i MATCH (s:Session {id: i}) SET s.updated_at = $t",
-                    {"ids": touched, "t": max(e.written_at for e in entries)},
-                )
+            at = max(e.written_at for e in entries)
+            for sid in touched:  # point updates: ``UNWIND ... MATCH`` plans a scan of the whole table
+                txn.execute("MATCH (s:Session {id: $i}) SET s.updated_at = $t", {"i": sid, "t": at})
