@@ -33,7 +33,7 @@ class ScopeLogs:
         *,
         capacity: int = 64,
         batch_entries: int = 64,
-        max_age_s: float = 0.5,
+        max_age_s: float = 5.0,
     ) -> None:
         self._pool = pool
         self._dim = dim
@@ -82,6 +82,7 @@ class ScopeLogs:
                 dim=self._dim,
                 apply=to_scope,
                 checkpoint=to_scope.checkpoint,
+                checkpoint_age_s=max(1.0, 2 * self._max_age_s),  # about one checkpoint per two batches
                 name=str(scope),
                 batch_entries=self._batch_entries,
                 max_age_s=self._max_age_s,
