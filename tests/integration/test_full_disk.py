@@ -299,12 +299,13 @@ KUZU_FILLS = textwrap.dedent(
     """
     import json, resource, sys, time
     from pathlib import Path
-    from graphrecall import Memory, Scope
+    from graphrecall import Memory, Scope, Settings
     from graphrecall.embed import HashingEmbedder
 
     root, limit, seconds = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
     scope = Scope(org_id="acme", user_id="ana")
-    mem = Memory.open(root, embedder=HashingEmbedder(64))
+    # Flushes (and checkpoints) every few tenths of a second, so that Kuzu runs out of room within the run.
+    mem = Memory.open(root, embedder=HashingEmbedder(64), settings=Settings(root=root, flush_max_age_s=0.2))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
     acked, start = [], time.monotonic()
     while time.monotonic() - start < seconds:  # the flusher meanwhile fails, backs off and retries
