@@ -657,14 +657,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
         )
     with open_memory(args) as mem:
         require_scope(mem, scope)
-        e = mem.erase(
-            scope,
-            session_ids=p.session_ids or [],
-            fact_ids=p.fact_ids or [],
-            before=p.before,
-            matching=p.matching,
-            dry_run=p.dry_run,
-        )
+        e = mem.erase(scope, **p.erase_kwargs())
     if args.json:
         print_json(jsonable(e))
         return EXIT_OK

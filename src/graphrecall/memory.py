@@ -7,6 +7,7 @@ the storage layout, not of query filters.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -571,16 +572,7 @@ class Memory:
                 self._writer.forget_known(db)
                 if self._queue is not None or self._queue_file().exists():
                     self._extraction_queue(start=False).forget_sessions(s, plan.sessions)
-        return Erasure(
-            scope=s,
-            dry_run=dry_run,
-            sessions=plan.sessions,
-            messages=plan.messages,
-            rounds=plan.rounds,
-            facts=plan.facts,
-            events=plan.events,
-            entities=plan.entities,
-        )
+        return Erasure(scope=s, dry_run=dry_run, **dataclasses.asdict(plan))
 
     def scopes(self) -> list[Scope]:
         return self._pool.scopes()

@@ -186,6 +186,16 @@ class EraseParams(BaseModel):
     )
     dry_run: bool = Field(default=False, description="only list what would be erased")
 
+    def erase_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of ``Memory.erase`` (absent lists as empty ones), for every surface alike."""
+        return {
+            "session_ids": self.session_ids or [],
+            "fact_ids": self.fact_ids or [],
+            "before": self.before,
+            "matching": self.matching,
+            "dry_run": self.dry_run,
+        }
+
 
 SPECS: dict[str, type[BaseModel]] = {
     "search": SearchParams,

@@ -333,15 +333,7 @@ class _Routes:
             tags=["scope"],
         )
         async def erase(scope: ScopeDep, body: EraseRequest) -> Erasure:
-            return await self.call(
-                m.erase,
-                scope,
-                session_ids=body.session_ids or [],
-                fact_ids=body.fact_ids or [],
-                before=body.before,
-                matching=body.matching,
-                dry_run=body.dry_run,
-            )
+            return await self.call(m.erase, scope, **body.erase_kwargs())
 
         @r.get(
             "/stats",

@@ -302,16 +302,7 @@ def create_mcp_server(
         return await _blocking(functools.partial(memory.profile, scope, p.as_of, p.token_budget))
 
     async def memory_erase(scope: Scope, p: EraseParams) -> Erasure:
-        call = functools.partial(
-            memory.erase,
-            scope,
-            session_ids=p.session_ids or [],
-            fact_ids=p.fact_ids or [],
-            before=p.before,
-            matching=p.matching,
-            dry_run=p.dry_run,
-        )
-        return await _blocking(call)
+        return await _blocking(functools.partial(memory.erase, scope, **p.erase_kwargs()))
 
     async def memory_add_fact(scope: Scope, p: AddFactParams) -> AddedFact:
         call = functools.partial(
