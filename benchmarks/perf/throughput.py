@@ -57,8 +57,8 @@ def measure(root: Path, embedder: Embedder, sessions: list[ChatSession], *, pair
         for i in range(pairs):
             scope = Scope(org_id="perf", user_id=f"ingest{i}")
             with testing.database(
-                mem, scope
-            ):  # schema creation is a one-off per scope, measured under cold opens
+                mem, scope, create=True
+            ):  # schema creation: a one-off, measured under cold opens
                 pass
             recorder.texts.clear()
             recorder.seconds = 0.0

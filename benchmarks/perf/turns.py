@@ -85,7 +85,9 @@ def run(turns: int, base_sessions: int, seed: int, flush_age: float = 0.5) -> di
             mem.add_sessions(scope, base)  # up to 64 rounds go through the log: flushed by stats() below
             mem.search(scope, "warm up", 3)
             mem.stats(scope)  # the base is in Kuzu (and checkpointed) before "before" is measured
-            for j in range(2):  # Kuzu rewrites a table's pages at its second checkpoint (a one-off doubling of a
+            for j in range(
+                2
+            ):  # Kuzu rewrites a table's pages at its second checkpoint (a one-off doubling of a
                 # small store, measured): warm that up too, so the growth below is what turns add
                 mem.add_session(scope, _session(20_000 + j, rng), session_id=f"warm{j}", date="2024-02-01")
                 mem.stats(scope)
