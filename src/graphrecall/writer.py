@@ -220,7 +220,7 @@ class Writer:
         chunks = [by_length[i : i + ROUND_CHUNK] for i in range(0, len(by_length), ROUND_CHUNK)]
         # One chunk: nothing to overlap, so embed before the transaction opens; more: embed while writing.
         vecs = self.embed_rounds(plan.rounds) if len(chunks) <= 1 else None
-        with db.write() as txn:
+        with db.write(bulk=True) as txn:
             if vecs is not None:
                 q.write_batch(
                     txn,

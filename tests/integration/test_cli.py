@@ -409,6 +409,7 @@ def test_commands_that_do_not_embed_never_load_the_model(tmp_path: Path) -> None
         ["facts", *scope],
         ["entities", *scope],
         ["events", *scope],
+        ["erase", *scope, "--matching", "beagle", "--dry-run"],
         ["history", "no-such-fact", *scope],  # not stored: exit 1
         ["answer", "where do I live?", *scope],  # no LLM configured: an error, before anything loads
         ["ingest", str(EXAMPLE), *scope, "--extract"],  # the same error for extraction
@@ -430,7 +431,7 @@ def test_commands_that_do_not_embed_never_load_the_model(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr
     report = json.loads(report_path.read_text())
     *quiet, search = report
-    assert [r["code"] for r in quiet] == [0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 1, 0, 0, 0]
+    assert [r["code"] for r in quiet] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 1, 0, 0, 0]
     for r in quiet:
         assert r["loads"] == 0 and r["heavy"] == [], r
     assert (
