@@ -405,7 +405,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         print(
             f"{args.file.name} ({fmt}) -> {scope}: {result.sessions_added} sessions, {result.messages_added} "
             f"messages added; {result.messages_skipped} skipped (already stored); {result.rounds_written} rounds; "
-            f"{seconds:.1f} s ({rate:.0f} messages/s)"
+            f"{seconds:.1f} s ({rate:.{0 if rate >= 10 else 1}f} messages/s)"
         )
         if extracted is not None:
             print(cli_extract.summary(extracted))
@@ -651,6 +651,12 @@ def _write_atomically(path: Path, text: str) -> None:
 def cmd_erase(args: argparse.Namespace) -> int:
     scope = scope_of(args)
     p = params.from_cli(params.EraseParams, args)
+    if not (p.session_ids or p.fact_ids or p.before or p.matching):
+        raise CliError(
+            "say what to erase: --session ID, --fact ID, --before DATE or --matching WORDS (`forget` erases a whole "
+            "scope)",
+            where="erase",
+        )
     if not (p.dry_run or args.yes):
         raise CliError(
             f"refusing to erase from {scope} without --yes (see what would go with --dry-run)", where="--yes"

@@ -83,6 +83,8 @@ def test_cli_erase_needs_yes_unless_dry_run(tmp_path: Path, capsys: Any) -> None
     scope = ["--org", "acme", "--user", "alice", "--root", str(root), "--embedder", "hashing"]
     assert main(["erase", *scope, "--session", "s2"]) == 2
     assert "--yes" in capsys.readouterr().err
+    assert main(["erase", *scope, "--dry-run"]) == 2
+    assert "--session ID, --fact ID, --before DATE or --matching WORDS" in capsys.readouterr().err
     assert main(["erase", *scope, "--session", "s2", "--dry-run"]) == 0
     assert "would erase from acme/alice: 1 sessions" in capsys.readouterr().out
     assert main(["erase", *scope, "--session", "s2", "--yes", "--json"]) == 0
