@@ -72,6 +72,21 @@ class RetrievalConfig(BaseModel):
     time_boost: float = Field(
         default=0.5, ge=0.0, description="added, in RRF rank-1 units, to in-range candidates"
     )
+    recency_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="weight of a list of the best `recency_pool` candidates ordered newest first, used only when the "
+        "question asks how things are now ('now', 'currently', 'these days', 'so far': retrieve.intent), so that an "
+        "answer that changed over time is found in its latest version (0: off). Off by default: measured, weight 2 "
+        "lifts small-store R@1 (dev 0.686 -> 0.765, test 0.686 -> 0.745) but costs LongMemEval dev 0.012-0.018 turn "
+        "ndcg@10, and weight 1 (LongMemEval -0.003) puts a newer, merely related round above the README demo's "
+        "answer to 'Where do I work now?' (docs/benchmarks.md, small stores)",
+    )
+    recency_pool: int = Field(
+        default=10,
+        ge=1,
+        description="how many of the best candidates (by a first fusion) the recency list orders by date",
+    )
     rerank_top: int = Field(
         default=30, ge=1, description="how many fused candidates the cross-encoder re-scores"
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from graphrecall import Memory, RetrievalConfig, Scope, Settings, testing
+from graphrecall.embed import HashingEmbedder
 from graphrecall.formats import read_sessions
 from graphrecall.retrieve.retriever import HybridRetriever
 
@@ -98,3 +99,24 @@ def test_the_old_ranking_is_one_setting_away(mem: Memory) -> None:
     assert now_only == {"dog", "tofu"}
     after = mem.search(SIX, "Where do I live now?", k=6)
     assert not [h.session_id for h in after if "bm25" in h.signals and h.session_id in now_only]
+
+
+def test_the_opt_in_recency_list_lifts_the_latest_mention_for_a_question_about_now(tmp_path: Path) -> None:
+    sessions = [
+        ("s1", "2024-01-10", "I work at Lakeshore Bank as a backend engineer, work work work."),
+        ("s2", "2024-03-03", "Big news: I signed with Terra Analytics, starting Monday."),
+    ]
+    ranked = {}
+    for weight in (0.0, 5.0):
+        root = tmp_path / f"w{weight}"
+        cfg = RetrievalConfig(recency_weight=weight)
+        with Memory.open(
+            root, embedder=HashingEmbedder(64), settings=Settings(root=root, retrieval=cfg)
+        ) as m:
+            for sid, date, text in sessions:
+                m.add_session(("acme", "ana"), [{"role": "user", "content": text}], session_id=sid, date=date)
+            ranked[weight] = [h.session_id for h in m.search(("acme", "ana"), "Where do I work now?", k=2)]
+            assert (
+                m.search(("acme", "ana"), "Where did I work?", k=2)[0].session_id == "s1"
+            )  # no "now": no list
+    assert ranked[0.0][0] == "s1" and ranked[5.0][0] == "s2"

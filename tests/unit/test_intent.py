@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphrecall.retrieve.intent import asks_about_assistant
+from graphrecall.retrieve.intent import asks_about_assistant, asks_about_now
 
 
 @pytest.mark.parametrize(
@@ -32,3 +32,21 @@ def test_questions_about_what_the_assistant_said(question: str) -> None:
 )
 def test_requests_and_questions_about_the_user_are_not(question: str) -> None:
     assert not asks_about_assistant(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Where do I live now?", "What car do I have at the moment?", "how much have I saved so far?",
+     "Do I still play the cello?", "What's my current job?", "what was wrong with my car in the end?"],
+)  # fmt: skip
+def test_questions_about_the_present_state_are_recognized(question: str) -> None:
+    assert asks_about_now(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Where did we go for our anniversary?", "What's my husband's name?", "Which restaurant did you suggest?",
+     "I know a shortcut: snow"],
+)  # fmt: skip
+def test_other_questions_are_not(question: str) -> None:
+    assert not asks_about_now(question)

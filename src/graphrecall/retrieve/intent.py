@@ -19,6 +19,19 @@ ASSISTANT_CUE = re.compile(
 )
 
 
+# A question about the present state of something that may have changed: its latest mention is the likely answer.
+NOW_CUE = re.compile(
+    r"\b(now|currently|current|nowadays|these days|at the moment|anymore|any more|still|latest|so far|in the end|"
+    r"lately|these days|right now|at present)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_about_now(question: str) -> bool:
+    """True when the question asks how things are now, so a newer mention outranks an older one."""
+    return NOW_CUE.search(" ".join(question.split())) is not None
+
+
 def asks_about_assistant(question: str) -> bool:
     """True when the question asks what the assistant said, so its evidence is in a reply."""
     return ASSISTANT_CUE.search(" ".join(question.split())) is not None

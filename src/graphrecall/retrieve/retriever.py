@@ -27,7 +27,7 @@ from graphrecall.models import Hit, Round, TimeRange
 from graphrecall.retrieve import fusion
 from graphrecall.retrieve.fusion import Ranked
 from graphrecall.retrieve.graph import GraphCandidates
-from graphrecall.retrieve.intent import asks_about_assistant
+from graphrecall.retrieve.intent import asks_about_assistant, asks_about_now
 from graphrecall.retrieve.lexical import pool_bm25
 from graphrecall.retrieve.rerank import Reranker
 from graphrecall.retrieve.stages import StageRunner, on_search_worker, stage
@@ -151,6 +151,9 @@ class HybridRetriever:
             weights = {**weights, "bm25_tail": weights.get("bm25", 1.0)}  # the tail's BM25 weighs like Kuzu's
         if weights.get("bm25_user", 0.0):
             lists["bm25_user"] = self._user_side_list(db, query, lists, weights, pool, run)
+        if cfg.recency_weight and asks_about_now(query):
+            lists["recency"] = self._recency_list(db, lists, weights, pool, run)
+            weights = {**weights, "recency": cfg.recency_weight}
         if self.graph is not None:
             with stage(timings, "graph"):
                 lists.update(self.graph(db, query, qvec, n, cutoff=cutoff, as_of=as_of))
@@ -288,6 +291,21 @@ class HybridRetriever:
                 {rid: pool[rid].user_text for rid in ids if rid in pool},
                 drop_query_stopwords=self.config.query_stopwords,
             )
+
+    def _recency_list(
+        self,
+        db: ScopeDatabase,
+        lists: dict[str, Ranked],
+        weights: dict[str, float],
+        pool: dict[str, Round],
+        run: StageRunner,
+    ) -> Ranked:
+        """The best ``recency_pool`` candidates so far, newest first: only rounds already relevant compete on date."""
+        head = fusion.order(fusion.rrf(lists, weights, self.config.rrf_k))[: self.config.recency_pool]
+        ids = [rid for rid, _ in head]
+        pool.update(run.fetch_rounds(db, [rid for rid in ids if rid not in pool]))
+        dated = sorted((rid for rid in ids if rid in pool), key=lambda rid: (pool[rid].at, rid), reverse=True)
+        return [(rid, float(len(dated) - i)) for i, rid in enumerate(dated)]
 
     def _rerank(
         self, query: str, ranked: Ranked, rounds: dict[str, Round]
