@@ -553,7 +553,7 @@ class Memory:
             raise NotFound(f"scope {s} has no memory")
         with self._logs.scope_lock(s), self._flushed(s) as db:
             for table, ids in (("Session", session_ids), ("Fact", fact_ids)):
-                unknown = sorted(set(ids) - set(erase_store.existing(db, table, ids)))
+                unknown = sorted(set(ids) - q.existing_ids(db, table, ids))
                 if unknown:
                     raise NotFound(f"no {table.lower()} {', '.join(map(repr, unknown))} in {s}")
             sessions = list(session_ids) + (erase_store.sessions_before(db, cutoff) if cutoff else [])

@@ -282,15 +282,27 @@ class HybridRetriever:
         run: StageRunner,
     ) -> Ranked:
         """BM25 over the user side of the best ``user_pool`` candidates so far (``retrieve.lexical``)."""
-        head = fusion.order(fusion.rrf(lists, weights, self.config.rrf_k))[: self.config.user_pool]
-        ids = [rid for rid, _ in head]
-        pool.update(run.fetch_rounds(db, [rid for rid in ids if rid not in pool]))
+        ids = self._head(db, lists, weights, pool, run, self.config.user_pool)
         with stage(run.timings, "bm25_user"):
             return pool_bm25(
                 query,
                 {rid: pool[rid].user_text for rid in ids if rid in pool},
                 drop_query_stopwords=self.config.query_stopwords,
             )
+
+    def _head(
+        self,
+        db: ScopeDatabase,
+        lists: dict[str, Ranked],
+        weights: dict[str, float],
+        pool: dict[str, Round],
+        run: StageRunner,
+        size: int,
+    ) -> list[str]:
+        """The ids of the best ``size`` candidates by a first fusion of the lists so far, their rounds in ``pool``."""
+        ids = [rid for rid, _ in fusion.order(fusion.rrf(lists, weights, self.config.rrf_k))[:size]]
+        pool.update(run.fetch_rounds(db, [rid for rid in ids if rid not in pool]))
+        return ids
 
     def _recency_list(
         self,
@@ -301,9 +313,7 @@ class HybridRetriever:
         run: StageRunner,
     ) -> Ranked:
         """The best ``recency_pool`` candidates so far, newest first: only rounds already relevant compete on date."""
-        head = fusion.order(fusion.rrf(lists, weights, self.config.rrf_k))[: self.config.recency_pool]
-        ids = [rid for rid, _ in head]
-        pool.update(run.fetch_rounds(db, [rid for rid in ids if rid not in pool]))
+        ids = self._head(db, lists, weights, pool, run, self.config.recency_pool)
         dated = sorted((rid for rid in ids if rid in pool), key=lambda rid: (pool[rid].at, rid), reverse=True)
         return [(rid, float(len(dated) - i)) for i, rid in enumerate(dated)]
 

@@ -59,7 +59,7 @@ class ScopeDatabase:
                 raise StoreBusy(f"database {path} is held by another process: {e}") from e
             raise
         self.write_lock = threading.RLock()
-        self._changes: list[Change] = []  # what the open write transaction did to indexed tables
+        self._txn: WriteTxn | None = None  # the open write transaction (a nested write() joins it)
         self._gate = _ReadGate()
         self._writer = kuzu.Connection(self._db)
         self._local = threading.local()
@@ -131,15 +131,12 @@ class ScopeDatabase:
         checkpoints (``checkpoint``), a few seconds later, for many batches at once. ``bulk``: every insert is a
         ``COPY`` (bulk ingest: ~20x cheaper per row, and one checkpoint per call is nothing at that size)."""
         with self.write_lock:
-            if self._active:  # a nested write() on the same thread joins the open transaction
-                yield WriteTxn(self._writer, self._changes, create_small=self._create_small, how=self._how)
+            if self._txn is not None:  # a nested write() on the same thread joins the open transaction
+                yield self._txn
                 return
-            self._changes = []
-            self._how = {"created": False, "copied": False}
-            self._create_small = not (self.native_indexes or bulk)
-            txn = WriteTxn(self._writer, self._changes, create_small=self._create_small, how=self._how)
+            txn = WriteTxn(self._writer, create_small=not (self.native_indexes or bulk))
             _run(self._writer, "BEGIN TRANSACTION")
-            self._active = True
+            self._txn = txn
             try:
                 yield txn
                 marks = self._bump_marks(txn.changes)
@@ -150,11 +147,11 @@ class ScopeDatabase:
                 with self._gate.exclusive():  # COMMIT may checkpoint, which needs every read to have left
                     _run(self._writer, "COMMIT")
             finally:
-                self._active = False
+                self._txn = None
             if txn.changes:
                 self._marks = marks
                 self._apply_to_indexes(txn.changes, marks)
-            if durable and self._how["created"] and not self._how["copied"]:
+            if durable and txn.created and not txn.copied:
                 self.checkpoint()
 
     def checkpoint(self) -> None:
@@ -162,9 +159,6 @@ class ScopeDatabase:
         with self.write_lock, self._gate.exclusive():  # a checkpoint waits for every read to leave
             _run(self._writer, "CHECKPOINT")
 
-    _active = False
-    _create_small = True
-    _how: dict[str, bool] = {}  # noqa: RUF012  (per transaction: did it CREATE, did it COPY)
     native_indexes = (
         False  # Kuzu-native indexes (an upgraded schema 1 store's vector indexes): inserts must COPY
     )
@@ -382,20 +376,12 @@ class _ReadGate:
 class WriteTxn:
     """A handle on the writer connection inside ``ScopeDatabase.write()``."""
 
-    def __init__(
-        self,
-        conn: kuzu.Connection,
-        changes: list[Change] | None = None,
-        *,
-        create_small: bool = False,
-        how: dict[str, bool] | None = None,
-    ) -> None:
+    def __init__(self, conn: kuzu.Connection, *, create_small: bool = False) -> None:
         self._conn = conn
-        self.changes = changes if changes is not None else []  # what this transaction did to indexed tables
         self.create_small = create_small  # small inserts as CREATE (see ``copy``)
-        self.how = (
-            how if how is not None else {}
-        )  # shared by nested handles: did the transaction CREATE, COPY
+        self.changes: list[Change] = []  # what this transaction did to indexed tables
+        self.created = False  # it inserted with CREATE (its commit does not checkpoint)
+        self.copied = False  # it ran a COPY (its commit checkpoints)
 
     def execute(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Run a statement. Deleting rows of an indexed table must be announced with ``unindex``."""
@@ -420,12 +406,12 @@ class WriteTxn:
             return
         if self.create_small and data.num_rows <= CREATE_MAX_ROWS:
             self._create(table, data)
-            self.how["created"] = True
+            self.created = True
         else:
             # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
             frame = data  # noqa: F841
             _drain(self._conn.execute(f"COPY {table} FROM frame"))
-            self.how["copied"] = True
+            self.copied = True
         if table in INDEXED_TABLES:
             self.changes.append(Change(table, added=data))
 

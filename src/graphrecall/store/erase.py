@@ -35,11 +35,6 @@ def sessions_before(db: ScopeDatabase, before: datetime) -> list[str]:
     return [r[0] for r in db.query("MATCH (s:Session) WHERE s.started_at < $t RETURN s.id", {"t": before})]
 
 
-def existing(db: ScopeDatabase, table: str, ids: Sequence[str]) -> list[str]:
-    rows = db.query_each(f"MATCH (n:{table} {{id: $i}}) RETURN n.id", [{"i": i} for i in dict.fromkeys(ids)])
-    return [r[0] for r in rows]
-
-
 def plan(
     db: ScopeDatabase,
     *,

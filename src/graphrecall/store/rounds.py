@@ -26,8 +26,9 @@ def existing_sessions(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, int]:
     return {r[0]: int(r[1]) for r in rows}
 
 
-def existing_message_ids(db: ScopeDatabase, ids: Sequence[str]) -> set[str]:
-    rows = db.query_each("MATCH (m:Message {id: $i}) RETURN m.id", [{"i": mid} for mid in dict.fromkeys(ids)])
+def existing_ids(db: ScopeDatabase, table: str, ids: Sequence[str]) -> set[str]:
+    """The ids of ``table`` rows that exist (one primary-key lookup each: see ``kuzu_rounds``)."""
+    rows = db.query_each(f"MATCH (n:{table} {{id: $i}}) RETURN n.id", [{"i": i} for i in dict.fromkeys(ids)])
     return {r[0] for r in rows}
 
 

@@ -61,7 +61,7 @@ def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry], *, durable: 
     with db.write_lock:
         known_sessions = q.existing_sessions(db, list(sessions))
         new_sessions = [(sid, d) for sid, d in sessions.items() if sid not in known_sessions]
-        known_messages = q.existing_message_ids(db, list(messages))
+        known_messages = q.existing_ids(db, "Message", list(messages))
         new_messages = [m for mid, m in messages.items() if mid not in known_messages]
         rows = [v[0] for v in latest.values()]
         stale = sorted(deleted | set(latest))  # every round id written is replaced, if Kuzu has it
