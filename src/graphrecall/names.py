@@ -36,7 +36,8 @@ def normalize_name(name: str) -> str:
     "my"), the words are kept. Idempotent: ``normalize_name(normalize_name(x)) == normalize_name(x)``.
     """
     text = unicodedata.normalize("NFKC", name)
-    text = unicodedata.normalize("NFKC", text.casefold())
+    # casefold maps Cherokee small letters to the capitals (U+13A0...); lower() after it keeps the output lowercase.
+    text = unicodedata.normalize("NFKC", text.casefold().lower())
     text = _POSSESSIVE.sub("", text)
     tokens = _NON_WORD.sub(" ", text).split()
     i = 0
