@@ -336,6 +336,10 @@ class Context(BaseModel):
     token_count: int
     token_budget: int
     truncated: bool = False
+    excerpted: list[str] = Field(
+        default_factory=list,
+        description="ids of the hits shown in part (the sentences that bear on the query); the rest is elided",
+    )
     profile: Profile | None = None
 
 

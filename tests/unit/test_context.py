@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graphrecall.models import Hit
-from graphrecall.retrieve.context import build_context, estimate_tokens
+from graphrecall.retrieve.context import Packing, build_context, estimate_tokens
 
 
 def hit(rid: str, session: str, day: int, text: str = "", score: float = 1.0) -> Hit:
@@ -102,9 +102,13 @@ hits_strategy = st.lists(
     hits=hits_strategy,
     budget=st.integers(min_value=1, max_value=3000),
     question_date=st.one_of(st.none(), st.datetimes(min_value=datetime(2000, 1, 1))),
+    packing=st.sampled_from(["evidence", "whole"]),
+    query=st.sampled_from(["q", "camera lens", "what did I say about x"]),
 )
-def test_the_budget_is_never_exceeded(hits: list[Hit], budget: int, question_date: datetime | None) -> None:
-    ctx = build_context("q", hits, budget, question_date=question_date)
+def test_the_budget_is_never_exceeded(
+    hits: list[Hit], budget: int, question_date: datetime | None, packing: Packing, query: str
+) -> None:
+    ctx = build_context(query, hits, budget, question_date=question_date, packing=packing)
     assert ctx.token_count <= budget
     assert ctx.token_count == estimate_tokens(ctx.text)
     assert {h.id for h in ctx.hits} <= {h.id for h in hits}
@@ -112,3 +116,53 @@ def test_the_budget_is_never_exceeded(hits: list[Hit], budget: int, question_dat
         assert f"[{h.id}]" in ctx.text
     if len(ctx.hits) < len(hits):
         assert ctx.truncated
+
+
+# -- evidence packing ------------------------------------------------------------------------------------------------
+ADVICE = "Here is some general advice that goes on for a while without saying much. " * 30
+
+
+def long_round(rid: str, session: str, day: int, said: str, answer: str = "") -> Hit:
+    return hit(rid, session, day, text=f"user: {said}\nassistant: {ADVICE}{answer}{ADVICE}")
+
+
+def test_evidence_from_ten_sessions_fits_where_whole_rounds_do_not() -> None:
+    hits = [
+        long_round(f"s{i}@0", f"s{i}", i + 1, f"I bought camera lens number {i} today.") for i in range(10)
+    ]
+    question = "How many camera lenses have I bought?"
+    whole = build_context(question, hits, 2000, packing="whole")
+    packed = build_context(question, hits, 2000)
+    assert len({h.session_id for h in whole.hits}) < 5
+    assert {h.session_id for h in packed.hits} == {f"s{i}" for i in range(10)}
+    for i in range(10):  # each user turn whole
+        assert f"I bought camera lens number {i} today." in packed.text
+    assert packed.token_count <= 2000
+
+
+def test_a_long_reply_is_cut_to_the_sentences_that_bear_on_the_question() -> None:
+    answer = "The Narita Express to Tokyo Station costs 3,000 yen. "
+    hits = [long_round(f"s{i}@0", f"s{i}", i + 1, "Any tips for Tokyo?", answer) for i in range(6)]
+    ctx = build_context("How much does the Narita Express cost?", hits, 2000)
+    assert ctx.text.count(answer.strip()) == 6
+    assert set(ctx.excerpted) == {h.id for h in hits}
+    assert ctx.text.count(", excerpt)") == 6 and ctx.truncated
+
+
+def test_one_sessions_many_rounds_do_not_push_out_a_second_session() -> None:
+    same = [long_round(f"a@{i}", "a", 1, f"Round {i} about gardening.") for i in range(12)]
+    other = long_round("b@0", "b", 2, "I planted tomatoes.")
+    ctx = build_context("gardening tomatoes", [*same, other], 1500)
+    assert "b@0" in {h.id for h in ctx.hits}
+
+
+def test_budget_left_over_shows_the_best_hits_whole() -> None:
+    hits = [long_round("best@0", "s1", 1, "I adopted a cat."), hit("small@0", "s2", 2)]
+    ctx = build_context("cat", hits, 4000)
+    assert hits[0].text in ctx.text and ctx.excerpted == []
+    assert not ctx.truncated
+
+
+def test_when_everything_fits_both_packings_show_the_same() -> None:
+    hits = [hit(f"s{i}@0", f"s{i}", i + 1, text=f"user: short {i}\nassistant: ok") for i in range(5)]
+    assert build_context("q", hits, 2000).text == build_context("q", hits, 2000, packing="whole").text

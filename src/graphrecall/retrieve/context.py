@@ -7,9 +7,22 @@ readers reason about "before/after/latest" far better over a chronological trans
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from graphrecall.models import Context, Hit
+from graphrecall.retrieve.excerpt import CHARS_PER_TOKEN, excerpt, question_terms, split_turns
+
+Packing = Literal["evidence", "whole"]
+
+CORE_SHARE = 16
+"""First pass of evidence packing: each hit's short form gets about 1/16 of the budget (125 tokens of 2,000): room
+for the user's turn and the reply's best sentences, and for the best hit of ten sessions with the rest spare."""
+MIN_CORE_TOKENS = 48
+USER_SHARE = 0.7
+"""Of a round cut to fit, the user's messages may take up to 70% of the room, whole when they fit."""
+MIN_TURN_CHARS = 40  # no message is cut below this, whatever its share
 
 
 def estimate_tokens(text: str) -> int:
@@ -25,20 +38,56 @@ def _heading(session_id: str, d: datetime | None) -> str:
     return f"### Session {session_id} — {_fmt_date(d)}"
 
 
-def _item(h: Hit, body: str) -> str:
-    return f"[{h.id}] ({h.kind}, {_fmt_date(h.date)})\n{body}"
+def _item(h: Hit, body: str, part: bool = False) -> str:
+    return f"[{h.id}] ({h.kind}, {_fmt_date(h.date)}{', excerpt' if part else ''})\n{body}"
 
 
-def _render(header: str, chosen: list[tuple[Hit, str]]) -> str:
-    by_session: OrderedDict[str, list[tuple[Hit, str]]] = OrderedDict()
-    for h, body in sorted(chosen, key=lambda hb: (hb[0].date or datetime.min, hb[0].session_id, hb[0].id)):
-        by_session.setdefault(h.session_id, []).append((h, body))
+def _render(header: str, chosen: list[_Piece]) -> str:
+    by_session: OrderedDict[str, list[_Piece]] = OrderedDict()
+    for p in sorted(chosen, key=lambda p: (p.hit.date or datetime.min, p.hit.session_id, p.hit.id)):
+        by_session.setdefault(p.hit.session_id, []).append(p)
     parts = [header] if header else []
     for sid, items in by_session.items():
-        parts.append(_heading(sid, items[0][0].date))
-        parts.extend(_item(h, body) for h, body in items)
+        parts.append(_heading(sid, items[0].hit.date))
+        parts.extend(_item(p.hit, p.body, p.part) for p in items)
         parts.append("")
     return "\n".join(parts).strip() + "\n"
+
+
+@dataclass
+class _Piece:
+    """A chosen hit as shown: its body (whole or an excerpt) and whether that is a part of it."""
+
+    hit: Hit
+    body: str
+    part: bool
+
+
+def _shown(h: Hit, terms: frozenset[str], max_tokens: int) -> tuple[str, bool]:
+    """The hit's text within ``max_tokens``: whole if it fits. Otherwise every message of a round keeps its
+    ``role:`` line; the user's messages come first, whole up to ``USER_SHARE`` of the room (what the user said is
+    the memory; the reply is mostly advice), the other messages share the rest, and each message that does not fit
+    its share is cut to its best window by ``excerpt``. Messages of one side share their side's room by length."""
+    max_chars = max_tokens * CHARS_PER_TOKEN
+    if len(h.text) <= max_chars:
+        return h.text, False
+    turns = split_turns(h.text) if h.kind == "round" else []
+    if not turns:
+        return excerpt(h.text, terms, max_chars), True
+    room = max_chars - sum(len(t.role) + 3 for t in turns)  # "role: " and the joining newline
+    user_len = sum(len(t.text) for t in turns if t.role == "user")
+    other_len = sum(len(t.text) for t in turns if t.role != "user")
+    user_room = min(user_len, int(room * USER_SHARE)) if other_len else room
+    other_room = room - user_room
+    lines = []
+    for t in turns:
+        side_len, side_room = (user_len, user_room) if t.role == "user" else (other_len, other_room)
+        cap = max(MIN_TURN_CHARS, side_room * len(t.text) // max(1, side_len))
+        lines.append(f"{t.role}: {excerpt(t.text, terms, cap) if t.text else ''}")
+    body = "\n".join(lines)
+    if len(body) > max_chars:  # the per-message floors overshot: cut the whole
+        body = excerpt(body, terms, max_chars)
+    return body, True
 
 
 def build_context(
@@ -48,8 +97,17 @@ def build_context(
     *,
     question_date: datetime | None = None,
     max_item_tokens: int | None = None,
+    packing: Packing = "evidence",
 ) -> Context:
     """Pick hits best-first while their rendered cost fits ``token_budget``; ``token_count`` never exceeds it.
+
+    ``packing="evidence"`` (the default) packs in two passes. First every hit gets a short form (its messages cut
+    to the sentences that share the query's content words, about ``token_budget / CORE_SHARE`` tokens), best
+    first but one hit per session before any session's second, until the budget is spent: the evidence of a
+    question spread over sessions gets in. Then the budget left over grows the chosen hits back towards their full
+    text, best first. A hit shown in part says so (``excerpt`` beside its date) and is listed in ``excerpted``: its
+    id reads the whole round (the Reader's ``read_round`` tool). ``packing="whole"`` is the earlier rule, kept for
+    comparison: whole hits best-first, each cut at ``max_item_tokens``.
 
     Each piece is charged as rendered (item line with its date, session heading, separators), and the final text
     is measured again, dropping the least relevant hits if the estimate was short, so the budget is a guarantee.
@@ -60,36 +118,88 @@ def build_context(
     truncated = False
     if header and estimate_tokens(header + "\n") > token_budget:
         header, truncated = "", True
-    used = estimate_tokens(header + "\n") if header else 0
     per_item = max_item_tokens or max(64, token_budget // 3)
-    chosen: list[tuple[Hit, str]] = []
-    seen_sessions: set[str] = set()
-    for h in hits:
-        body = h.text
-        if estimate_tokens(body) > per_item:
-            body = body[: per_item * 4].rstrip() + " …"
-            truncated = True
-        cost = estimate_tokens(_item(h, body) + "\n")
-        if h.session_id not in seen_sessions:
-            # The heading shows the session's earliest chosen date, not known yet: charge the longer form.
-            heading = max(_heading(h.session_id, h.date), _heading(h.session_id, None), key=len)
-            cost += estimate_tokens(heading + "\n") + 1  # + the blank line that closes the section
-        if used + cost > token_budget:
-            truncated = True
-            continue
-        used += cost
-        seen_sessions.add(h.session_id)
-        chosen.append((h, body))
-    text = _render(header, chosen)
-    while chosen and estimate_tokens(text) > token_budget:  # a safety net; the charges above are upper bounds
-        chosen.pop()
-        truncated = True
-        text = _render(header, chosen)
+    packer = _Packer(header, token_budget)
+    if packing == "whole":
+        for h in hits:
+            body, part = _shown(h, frozenset(), per_item)
+            if part:  # the earlier rule: the opening of the text, not a window
+                body = h.text[: per_item * CHARS_PER_TOKEN].rstrip() + " …"
+            truncated |= part | (not packer.add(_Piece(h, body, False)))
+    else:
+        terms = question_terms(query)
+        core = max(MIN_CORE_TOKENS, token_budget // CORE_SHARE)
+        firsts: dict[str, Hit] = {}
+        for h in hits:
+            firsts.setdefault(h.session_id, h)
+        order = [*firsts.values(), *(h for h in hits if firsts[h.session_id] is not h)]
+        for h in order:
+            body, part = _shown(h, terms, min(core, per_item))
+            truncated |= not packer.add(_Piece(h, body, part))  # an excerpt grown whole later is not cut
+        rank = {h.id: i for i, h in enumerate(hits)}
+        for p in sorted(packer.chosen, key=lambda p: rank[p.hit.id]):
+            if p.part:
+                packer.grow(p, terms, per_item)
+        truncated |= any(p.part for p in packer.chosen)
+    text, chosen = packer.finish()
+    truncated |= len(chosen) < len(packer.chosen)
     return Context(
         query=query,
         text=text,
-        hits=[h for h, _ in chosen],
+        hits=[p.hit for p in chosen],
         token_count=estimate_tokens(text),
         token_budget=token_budget,
         truncated=truncated,
+        excerpted=[p.hit.id for p in chosen if p.part],
     )
+
+
+class _Packer:
+    """The running choice and its charged cost (each piece as rendered, headings included)."""
+
+    def __init__(self, header: str, budget: int) -> None:
+        self.header = header
+        self.budget = budget
+        self.used = estimate_tokens(header + "\n") if header else 0
+        self.chosen: list[_Piece] = []
+        self.sessions: set[str] = set()
+
+    def _cost(self, p: _Piece) -> int:
+        return estimate_tokens(_item(p.hit, p.body, p.part) + "\n")
+
+    def add(self, p: _Piece) -> bool:
+        cost = self._cost(p)
+        if p.hit.session_id not in self.sessions:
+            # The heading shows the session's earliest chosen date, not known yet: charge the longer form.
+            heading = max(_heading(p.hit.session_id, p.hit.date), _heading(p.hit.session_id, None), key=len)
+            cost += estimate_tokens(heading + "\n") + 1  # + the blank line that closes the section
+        if self.used + cost > self.budget:
+            return False
+        self.used += cost
+        self.sessions.add(p.hit.session_id)
+        self.chosen.append(p)
+        return True
+
+    def grow(self, p: _Piece, terms: frozenset[str], per_item: int) -> None:
+        """Show more of ``p`` with what the budget has left: whole if that fits ``per_item``, else a larger
+        excerpt."""
+        now = self._cost(p)
+        room = min(per_item, now + self.budget - self.used - 1)
+        if room <= now:
+            return
+        body, part = _shown(p.hit, terms, room)
+        bigger = _Piece(p.hit, body, part)
+        cost = self._cost(bigger)
+        if len(body) > len(p.body) and self.used - now + cost <= self.budget:
+            self.used += cost - now
+            p.body, p.part = bigger.body, bigger.part
+
+    def finish(self) -> tuple[str, list[_Piece]]:
+        chosen = list(self.chosen)
+        text = _render(self.header, chosen)
+        while (
+            chosen and estimate_tokens(text) > self.budget
+        ):  # a safety net; the charges above are upper bounds
+            chosen.pop()
+            text = _render(self.header, chosen)
+        return text, chosen
