@@ -180,6 +180,22 @@ class ScopeRecall:
             )
         return sorted(rounds.values(), key=lambda r: (r.at, r.session_id, r.idx))[:limit]
 
+    def rounds(self, ids: Sequence[str]) -> list[Round]:
+        """Rounds by id as recorded by the cutoff (unflushed ones included), in the order asked; unknown ids and
+        rounds past the cutoff are left out, so an id seen elsewhere cannot reach past it."""
+        wanted = list(dict.fromkeys(ids))
+        tail = self._recall.logs.snapshot(self.scope)
+        found: dict[str, Round] = {}
+        try:
+            with self._recall.pool.acquire(self.scope, create=False) as db:
+                found = q.fetch_rounds(db, wanted)
+        except NotFound:
+            pass
+        if tail is not None:
+            found = {i: r for i, r in found.items() if i not in tail.shadowed}
+            found.update({r.id: r for r in tail.rounds() if r.id in set(wanted)})
+        return [found[i] for i in wanted if i in found and self.cutoff.admits(found[i].at)]
+
     def events_between(self, start: datetime, end: datetime, limit: int) -> list[Event]:
         if not self.has_extracted:
             return []

@@ -106,6 +106,11 @@ def test_every_reader_tool(mem: Memory, asked: str, sees_late: bool) -> None:
     assert [f["text"] for f in facts] == [
         "The user lives in Berlin" if sees_late else "The user lives in Munich"
     ]
+    # An id learnt elsewhere reads nothing past the cutoff.
+    late = tools.run("read_round", {"id": "late@0"})
+    assert (late.error is None) is sees_late, late.content
+    early = json.loads(tools.run("read_round", {"id": "[early@0]"}).content)
+    assert "Munich" in early["text"] and early["characters"] == len(early["text"])
 
 
 @pytest.mark.parametrize(("asked", "sees_late"), [(BEFORE, False), (AFTER, True)])

@@ -4,14 +4,17 @@ validation returned as error results, and parsing of the JSON text protocol."""
 from __future__ import annotations
 
 import json
-from datetime import date, timedelta
+from collections.abc import Sequence
+from datetime import date, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from graphrecall.llm import ToolSpec
+from graphrecall.models import Round
 from graphrecall.read.access import MemoryAccess
 from graphrecall.read.tools import (
+    READ_CHARS,
     TOOL_ARGS,
     DateMathArgs,
     ToolBox,
@@ -74,6 +77,9 @@ class NoMemory:
     def facts(self, *a: object, **k: object) -> list[object]:
         return []
 
+    def rounds(self, *a: object, **k: object) -> list[object]:
+        return []
+
 
 def box() -> ToolBox:
     access: MemoryAccess = NoMemory()  # type: ignore[assignment]
@@ -92,6 +98,8 @@ def test_bad_arguments_come_back_as_error_results_not_exceptions() -> None:
         ("search_memory", '{"query": "  "}'): "must not be empty",
         ("search_memory", '{"query": "x", "k": 500}'): "k",
         ("current_facts", "{}"): "pass 'query'",
+        ("read_round", '{"id": "s@0"}'): "no round 's@0'",
+        ("read_round", '{"id": "s@0", "offset": -1}'): "offset",
         ("nope", "{}"): "unknown tool",
     }
     for (name, args), fragment in cases.items():
@@ -102,7 +110,9 @@ def test_bad_arguments_come_back_as_error_results_not_exceptions() -> None:
 
 def test_every_tool_has_a_spec_with_its_argument_schema() -> None:
     specs = {s.name: s for s in tool_specs()}
-    assert set(specs) == set(TOOL_ARGS) == {"search_memory", "timeline", "date_math", "current_facts"}
+    assert set(specs) == set(TOOL_ARGS) == {
+        "search_memory", "timeline", "date_math", "current_facts", "read_round"
+    }  # fmt: skip
     assert isinstance(specs["date_math"], ToolSpec)
     assert set(specs["date_math"].parameters["properties"]) == {"op", "date", "other_date", "days"}
 
@@ -128,3 +138,26 @@ def test_json_that_is_not_a_known_tool_call_is_not_a_call() -> None:
     assert parse_text_tool_calls('{"tool": "rm_rf", "arguments": {}}') == []
     assert parse_text_tool_calls('{"tool": "timeline", "arguments": "2024"}') == []
     assert parse_text_tool_calls("{not json}") == []
+
+
+class OneLongRound(NoMemory):
+    """Memory holding one round longer than a ``read_round`` page."""
+
+    ROUND = Round(id="s1@0", session_id="s1", idx=0, text="user: hi\nassistant: " + "x" * (READ_CHARS + 500),
+                  at=datetime(2024, 5, 1))  # fmt: skip
+
+    def rounds(self, ids: Sequence[str]) -> list[Round]:
+        return [self.ROUND] if self.ROUND.id in ids else []
+
+
+def test_read_round_pages_through_a_long_round_by_offset() -> None:
+    tools = ToolBox(OneLongRound())  # type: ignore[arg-type]
+    first = tools.run("read_round", {"id": "[s1@0]"})
+    page = json.loads(first.content)
+    assert first.error is None and page["text"] == OneLongRound.ROUND.text[:READ_CHARS]
+    assert page["next_offset"] == READ_CHARS and page["characters"] == len(OneLongRound.ROUND.text)
+    assert [h.id for h in first.hits] == ["s1@0"]  # citable
+    rest = json.loads(tools.run("read_round", {"id": "s1@0", "offset": READ_CHARS}).content)
+    assert page["text"] + rest["text"] == OneLongRound.ROUND.text and "next_offset" not in rest
+    past = tools.run("read_round", {"id": "s1@0", "offset": len(OneLongRound.ROUND.text)})
+    assert past.error is not None and "past the end" in past.error

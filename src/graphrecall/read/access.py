@@ -1,6 +1,7 @@
-"""What the Reader may do with one scope's memory: search, list what happened between two dates, current facts.
+"""What the Reader may do with one scope's memory: search, read a round by id, list what happened between two
+dates, current facts.
 
-A protocol, not an implementation: the Reader depends on these five methods only, so it runs against the recall
+A protocol, not an implementation: the Reader depends on these members only, so it runs against the recall
 service (``graphrecall.recall.ScopeRecall``, which hides everything recorded after the question's cutoff), a remote
 store or a test fake, and never imports the facade or the store.
 """
@@ -33,6 +34,10 @@ class MemoryAccess(Protocol):
     ) -> list[Hit]: ...
 
     def rounds_between(self, start: datetime, end: datetime, limit: int) -> list[Round]: ...
+
+    def rounds(self, ids: Sequence[str]) -> list[Round]:
+        """Rounds by id, in the order asked; ids unknown (or past the cutoff) are left out."""
+        ...
 
     def events_between(self, start: datetime, end: datetime, limit: int) -> list[Event]: ...
 

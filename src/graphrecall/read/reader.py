@@ -168,8 +168,9 @@ class Reader:
         note = ""
         if self._protocol == "native":
             note = (
-                "You may call the tools provided (search memory again, list a timeline between dates with counts, "
-                "exact date arithmetic, current facts) when the excerpts are not enough or a calculation is needed."
+                "You may call the tools provided (search memory again, read the whole of a round shown as an "
+                "excerpt, list a timeline between dates with counts, exact date arithmetic, current facts) when "
+                "the excerpts are not enough or a calculation is needed."
             )
         elif self._protocol == "text":
             note = text_protocol_instructions(tool_specs())

@@ -1,5 +1,5 @@
-"""The Reader's tools: search_memory, timeline, date_math, current_facts; and the text protocol for models
-without native tool calling.
+"""The Reader's tools: search_memory, timeline, date_math, current_facts, read_round; and the text protocol for
+models without native tool calling.
 
 Why tools at all: small context budgets miss evidence, and models are bad at calendar arithmetic. A model that can
 search again, list what happened between two dates (with counts) and compute "days between" exactly answers
@@ -25,6 +25,9 @@ from graphrecall.read.access import MemoryAccess
 
 RESULT_CHARS = 2400
 SNIPPET_CHARS = 300
+READ_CHARS = 6000
+"""``read_round`` returns a round's text in pages of this many characters: a long reply in two or three calls,
+while one result still fits a small model's context beside the excerpts."""
 
 
 class SearchMemoryArgs(BaseModel):
@@ -65,11 +68,22 @@ class CurrentFactsArgs(BaseModel):
     limit: int = Field(default=15, ge=1, le=50)
 
 
+class ReadRoundArgs(BaseModel):
+    """The full text of one conversation round, by the id shown in brackets; for items marked "excerpt", whose
+    elided parts ("…") may hold what you need."""
+
+    id: str = Field(description="the round id, as shown in brackets, e.g. 3f2a…@4")
+    offset: int = Field(
+        default=0, ge=0, description="where to continue a long round (the next_offset returned)"
+    )
+
+
 TOOL_ARGS: dict[str, type[BaseModel]] = {
     "search_memory": SearchMemoryArgs,
     "timeline": TimelineArgs,
     "date_math": DateMathArgs,
     "current_facts": CurrentFactsArgs,
+    "read_round": ReadRoundArgs,
 }
 
 
@@ -114,9 +128,9 @@ def _hit_json(h: Hit) -> dict[str, Any]:
             "session": h.session_id, "text": _snippet(h.text)}  # fmt: skip
 
 
-def _dump(value: Any) -> str:
+def _dump(value: Any, limit: int = RESULT_CHARS) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= RESULT_CHARS else text[: RESULT_CHARS - 20] + ' ..."(truncated)"'
+    return text if len(text) <= limit else text[: limit - 20] + ' ..."(truncated)"'
 
 
 class ToolResult(BaseModel):
@@ -137,6 +151,7 @@ class ToolBox:
             "timeline": self._timeline,
             "date_math": lambda a: (date_math(a), []),
             "current_facts": self._current_facts,
+            "read_round": self._read_round,
         }
 
     def run(self, name: str, arguments: dict[str, Any]) -> ToolResult:
@@ -156,7 +171,8 @@ class ToolBox:
             return _error(f"{name} failed: {e}")
         except Exception as e:  # a tool bug must not end the conversation; the model gets told
             return _error(f"{name} failed unexpectedly: {type(e).__name__}: {e}")
-        return ToolResult(content=_dump(payload), summary=_summary(name, payload), hits=hits)
+        limit = RESULT_CHARS + READ_CHARS if name == "read_round" else RESULT_CHARS
+        return ToolResult(content=_dump(payload, limit), summary=_summary(name, payload), hits=hits)
 
     def _search(self, a: SearchMemoryArgs) -> tuple[dict[str, Any], list[Hit]]:
         if not a.query.strip():
@@ -245,6 +261,23 @@ class ToolBox:
             "count": len(hits),
         }, hits
 
+    def _read_round(self, a: ReadRoundArgs) -> tuple[dict[str, Any], list[Hit]]:
+        found = self.access.rounds([a.id.strip().strip("[]")])
+        if not found:
+            raise ValueError(f"no round {a.id!r} in this memory (use an id shown in brackets)")
+        r = found[0]
+        if a.offset >= max(1, len(r.text)):
+            raise ValueError(f"offset {a.offset} is past the end of round {r.id} ({len(r.text)} characters)")
+        end = min(len(r.text), a.offset + READ_CHARS)
+        out: dict[str, Any] = {"id": r.id, "session": r.session_id, "date": r.at.date().isoformat(),
+                               "text": r.text[a.offset : end], "characters": len(r.text)}  # fmt: skip
+        if end < len(r.text):
+            out["next_offset"] = end
+        hit = Hit(
+            id=r.id, text=r.text, score=0.0, session_id=r.session_id, date=r.at, message_ids=r.message_ids
+        )
+        return out, [hit]
+
 
 def _error(message: str) -> ToolResult:
     return ToolResult(content=json.dumps({"error": message}), summary=f"error: {message}", error=message)
@@ -253,6 +286,8 @@ def _error(message: str) -> ToolResult:
 def _summary(name: str, payload: dict[str, Any]) -> str:
     if name == "date_math":
         return _snippet(json.dumps(payload), 160)
+    if name == "read_round":
+        return f"round {payload['id']}: {len(payload['text'])} of {payload['characters']} characters"
     if name == "timeline":
         return f"{payload['round_count']} rounds in {payload['session_count']} sessions, {payload['event_count']} events"
     for key in ("results", "facts", "rounds"):
