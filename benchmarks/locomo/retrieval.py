@@ -134,11 +134,14 @@ def score(
         row |= {f"turn.evidence_recall@{k}": evidence_recall(ranked, evidence, round_of, k) for k in ks}
         out[name] = row
     if context and "ours" in out:
-        for budget, inside in context.items():
-            out["ours"][f"context.sessions_all@{budget}"] = harness.covers_all(
-                inside["sessions"], ev_sessions
-            )
-            out["ours"][f"context.rounds_all@{budget}"] = harness.covers_all(inside["rounds"], ev_rounds)
+        for budget, probe in context.items():
+            for prefix, inside in (("context.", probe), ("context.whole.", probe.get("whole"))):
+                if inside is None:  # a row cached before the whole-round comparison
+                    continue
+                out["ours"][f"{prefix}sessions_all@{budget}"] = harness.covers_all(
+                    inside["sessions"], ev_sessions
+                )
+                out["ours"][f"{prefix}rounds_all@{budget}"] = harness.covers_all(inside["rounds"], ev_rounds)
     return out
 
 

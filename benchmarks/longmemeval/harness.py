@@ -6,7 +6,8 @@ Two probes, shared so both benchmarks measure the same thing:
   are scored over identical stores (ingest once, search many). This is the only place a benchmark reaches below
   ``Memory``, through the explicit ``graphrecall.testing`` seam.
 - ``context_probe``: which rounds and sessions ``Memory.context`` puts in front of a reader at each token budget
-  (public API only), because a retriever that ranks the evidence 8th helps nobody if the context stops at 6.
+  (public API; beside it the earlier whole-round packing over the same hits), because a retriever that ranks the
+  evidence 8th helps nobody if the context stops at 6.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from graphrecall import Memory, testing
 from graphrecall.config import RetrievalConfig
 from graphrecall.embed import Embedder, TextKind, Vectors
 from graphrecall.embed.cache import cache_key
-from graphrecall.models import Scope
+from graphrecall.models import Context, Scope
+from graphrecall.retrieve.context import build_context
 from graphrecall.retrieve.retriever import HybridRetriever
 
 # (scope, query, k, question_date) -> round ids, best first
@@ -57,18 +59,40 @@ def variant_searchers(
 
 
 def context_probe(
-    mem: Memory, scope: Scope, query: str, question_date: datetime | str | None, budgets: Sequence[int]
+    mem: Memory,
+    scope: Scope,
+    query: str,
+    question_date: datetime | str | None,
+    budgets: Sequence[int],
+    evidence_texts: Sequence[str] = (),
 ) -> dict[str, dict[str, Any]]:
-    """For each budget, the round ids and session ids inside ``Memory.context`` and the tokens it used."""
+    """For each budget, the round ids and session ids inside ``Memory.context``, the tokens it used, the ids shown
+    in part and, given the texts of the evidence messages, the share of them shown in full (verbatim, so that an
+    excerpt that elides an answer counts against it). Under ``"whole"`` the same for the earlier packing (whole
+    rounds best-first, ``packing="whole"``) over the same hits, so that both are compared in one run."""
     out: dict[str, dict[str, Any]] = {}
+    hits = mem.search(scope, query, k=CONTEXT_K, question_date=question_date) if budgets else []
+    cutoff = mem.recall(scope, question_date).cutoff
     for budget in budgets:
-        ctx = mem.context(scope, query, token_budget=budget, question_date=question_date)
-        out[str(budget)] = {
-            "rounds": [h.id for h in ctx.hits],
-            "sessions": list(dict.fromkeys(h.session_id for h in ctx.hits)),
-            "tokens": ctx.token_count,
-        }
+        ctx = mem.context(scope, query, token_budget=budget, k=CONTEXT_K, question_date=question_date)
+        whole = build_context(query, hits, budget, question_date=cutoff.question_date, packing="whole")
+        out[str(budget)] = _inside(ctx, evidence_texts) | {"whole": _inside(whole, evidence_texts)}
     return out
+
+
+CONTEXT_K = 30  # ``Memory.context``'s default number of hits
+
+
+def _inside(ctx: Context, evidence_texts: Sequence[str]) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "rounds": [h.id for h in ctx.hits],
+        "sessions": list(dict.fromkeys(h.session_id for h in ctx.hits)),
+        "tokens": ctx.token_count,
+        "excerpted": list(ctx.excerpted),
+    }
+    if evidence_texts:
+        row["evidence_shown"] = sum(t.strip() in ctx.text for t in evidence_texts) / len(evidence_texts)
+    return row
 
 
 def covers_all(inside: Collection[str], gold: Collection[str]) -> float:

@@ -200,10 +200,15 @@ def context_scores(
 ) -> dict[str, float]:
     """Per budget: are all gold sessions (and all evidence rounds, when there are any) inside the context."""
     out: dict[str, float] = {}
-    for budget, inside in context.items():
-        out[f"sessions_all@{budget}"] = harness.covers_all(inside["sessions"], ev_sessions)
-        if ev_rounds:
-            out[f"rounds_all@{budget}"] = harness.covers_all(inside["rounds"], ev_rounds)
+    for budget, probe in context.items():
+        for prefix, inside in (("", probe), ("whole.", probe.get("whole"))):
+            if inside is None:  # a row cached before the whole-round comparison
+                continue
+            out[f"{prefix}sessions_all@{budget}"] = harness.covers_all(inside["sessions"], ev_sessions)
+            if ev_rounds:
+                out[f"{prefix}rounds_all@{budget}"] = harness.covers_all(inside["rounds"], ev_rounds)
+            if "evidence_shown" in inside:
+                out[f"{prefix}evidence_shown@{budget}"] = inside["evidence_shown"]
     return out
 
 
@@ -226,7 +231,9 @@ def run_question(
     qd = data.parse_date(q.question_date)
     for name, search in variants:
         ranked[name] = search(scope, q.question, SEARCH_K, qd)
-    context = harness.context_probe(mem, scope, q.question, qd, budgets)
+    gold = set(q.answer_session_ids)
+    evidence = [t.content for s in q.sessions if s.session_id in gold for t in s.turns if t.has_answer]
+    context = harness.context_probe(mem, scope, q.question, qd, budgets, evidence)
     t2v = time.perf_counter()
     mem.forget(scope)
     bm = BM25([r.text for r in labelled])
