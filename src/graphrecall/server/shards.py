@@ -42,6 +42,13 @@ UPSTREAM = "graphrecall_shards"
 ANY_UPSTREAM = "graphrecall_any"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*$")
+# One character that may stand in a JSON string as is, as a byte-level regex: printable ASCII except '"' and '\\',
+# or one well-formed UTF-8 sequence (RFC 3629 table 3).
+_JSON_SAFE = (
+    r"(?:[ !#-\[\]-~]|[\xC2-\xDF][\x80-\xBF]|\xE0[\xA0-\xBF][\x80-\xBF]|[\xE1-\xEC\xEE\xEF][\x80-\xBF]{2}"
+    r"|\xED[\x80-\x9F][\x80-\xBF]|\xF0[\x90-\xBF][\x80-\xBF]{2}|[\xF1-\xF3][\x80-\xBF]{3}"
+    r"|\xF4[\x80-\x8F][\x80-\xBF]{2})"
+)
 STANDALONE_ACCESS_LOG = "graphrecall-shards-access.log"  # under nginx's -p prefix
 INCLUDED_ACCESS_LOG = "/var/log/nginx/graphrecall-shards-access.log"
 
@@ -218,9 +225,10 @@ map $uri $graphrecall_scope {{
     "~^/v1/scopes/(?<gr_org>[^/]+)/(?<gr_user>[^/]+)(?:/|$)" "$gr_org/$gr_user";
     default "";
 }}
-# The key as shown in an error body: only when it is plain JSON-safe text.
+# The key as shown in an error body, when it is safe inside a JSON string: printable ASCII but " and \\, or
+# well-formed UTF-8 (nginx matches bytes); never a control character.
 map $graphrecall_scope $graphrecall_scope_shown {{
-    "~^[ !#-\\[\\]-~]+$" $graphrecall_scope;
+    "~^{_JSON_SAFE}+$" $graphrecall_scope;
     default "(not shown)";
 }}
 
