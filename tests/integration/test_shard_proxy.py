@@ -9,13 +9,7 @@ Skipped only when there is no ``nginx`` binary (scripts/setup.sh installs Debian
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import signal
-import subprocess
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,11 +20,11 @@ import pytest
 
 from graphrecall.server import shards
 from graphrecall.server.auth import hash_key
-from graphrecall.server.testing import ServerProcess, free_port
+from graphrecall.server.testing import NginxProcess, ServerProcess, free_port, nginx_binary
 
-NGINX = shutil.which("nginx", path=f"{os.environ.get('PATH', '')}{os.pathsep}/usr/sbin{os.pathsep}/sbin")
 pytestmark = pytest.mark.skipif(
-    NGINX is None, reason="no nginx binary (install Debian's nginx package; scripts/setup.sh does as root)"
+    nginx_binary() is None,
+    reason="no nginx binary (install Debian's nginx package; scripts/setup.sh does as root)",
 )
 
 OPS, ACME, GLOBEX = "gr_ops-shard-test-secret", "gr_acme-shard-test-secret", "gr_globex-shard-test-secret"
@@ -59,40 +53,6 @@ class Cluster:
         return self.ring.nodes.index(owner)
 
 
-@contextlib.contextmanager
-def nginx(config: str, prefix: Path, url: str) -> Iterator[subprocess.Popen[bytes]]:
-    """nginx in the foreground with its pid, logs and temp files under ``prefix``; stopped on exit."""
-    assert NGINX is not None
-    prefix.mkdir(parents=True, exist_ok=True)
-    (prefix / "nginx.conf").write_text(config)
-    directives = "daemon off;" + (" user root;" if os.geteuid() == 0 else "")  # workers must read the prefix
-    log = (prefix / "nginx.out").open("ab")
-    proc = subprocess.Popen(
-        [NGINX, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-g", directives],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    log.close()
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            assert proc.poll() is None, f"nginx exited: {(prefix / 'nginx.out').read_text()[-2000:]}"
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            assert time.monotonic() < deadline, "nginx did not become ready"
-            time.sleep(0.05)
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     tmp = tmp_path_factory.mktemp("shards")
@@ -115,7 +75,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         with ThreadPoolExecutor(3) as pool:  # each node imports FastAPI and friends: start them side by side
             list(pool.map(lambda n: n.start(), nodes))
-        with nginx(config, tmp / "nginx", url):
+        with NginxProcess(config, tmp / "nginx", url):
             yield Cluster(url, nodes, ring, tmp / "nginx")
     finally:
         for node in nodes:
