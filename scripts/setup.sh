@@ -12,3 +12,27 @@ fi
 .venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -m pip install -q -e ".[all,dev]" 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import graphrecall, kuzu, torch; print(f'graphrecall {graphrecall.__version__}, kuzu {kuzu.__version__}, torch {torch.__version__}')"
+
+# nginx, for tests/integration/test_shard_proxy.py (docs/scaling.md): best effort and idempotent. Only when nginx is
+# missing, apt-get exists and we are root; never fails the setup (the test then skips and says why). policy-rc.d
+# (exit 101) keeps the package from starting a system nginx on port 80; the test runs its own on a free port.
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] && command -v apt-get >/dev/null 2>&1 \
+  && [ "$(id -u)" = 0 ]; then
+  (
+    set +e
+    policy=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && policy=1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    install="apt-get install -y -qq --no-install-recommends nginx"
+    timeout 600 $install >/dev/null 2>&1 || { timeout 300 apt-get update -qq && timeout 600 $install; } >/dev/null 2>&1
+    [ -n "$policy" ] && rm -f /usr/sbin/policy-rc.d
+    true
+  ) || true
+  if [ -x /usr/sbin/nginx ] || command -v nginx >/dev/null 2>&1; then
+    echo "nginx installed (for the shard proxy test)"
+  else
+    echo "note: nginx could not be installed; tests/integration/test_shard_proxy.py will be skipped"
+  fi
+fi

@@ -73,6 +73,8 @@ from graphrecall.errors import (
     Unreachable,
 )
 from graphrecall.models import Hit, IngestResult, SessionInput
+from graphrecall.server import shards
+from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.serve import add_arguments as serve_arguments
 
 __all__ = [
@@ -217,6 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("serve", parents=[common], help="run the HTTP API")
     serve_arguments(s)
+
+    s = sub.add_parser(
+        "shard-config",
+        help="write the nginx config that shards the HTTP API over several serve nodes, or say which node "
+        "owns a scope (docs/scaling.md)",
+    )
+    _add_shard_arguments(s)
 
     _add_answer_parser(sub, [common, scope, as_json])  # see the "answer" block below
 
@@ -738,6 +747,83 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _add_shard_arguments(s: argparse.ArgumentParser) -> None:
+    s.set_defaults(debug=False)
+    s.add_argument(
+        "--nodes",
+        required=True,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="the serve nodes, in a fixed order (ownership depends on these exact strings)",
+    )
+    s.add_argument("--listen", default=shards.DEFAULT_LISTEN, help="[HOST:]PORT nginx listens on")
+    s.add_argument(
+        "--max-body-bytes",
+        type=_positive,
+        default=DEFAULT_MAX_BODY_BYTES,
+        help="the nodes' own --max-body-bytes; larger bodies are refused by nginx with the same 413",
+    )
+    s.add_argument(
+        "--http-block",
+        action="store_true",
+        help="write only what goes inside http { }, to include from an existing nginx",
+    )
+    s.add_argument("--out", "-o", type=Path, help="file to write (default: stdout)")
+    s.add_argument(
+        "--which",
+        action="append",
+        metavar="ORG/USER",
+        help="instead of a config, print the node that owns this scope (repeatable)",
+    )
+    s.add_argument(
+        "--scopes",
+        type=Path,
+        metavar="FILE",
+        help="like --which, for each ORG/USER line of FILE ('-': stdin)",
+    )
+    s.add_argument(
+        "--new-nodes",
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="with --which/--scopes: print only the scopes whose owner changes under this node list",
+    )
+
+
+def cmd_shard_config(args: argparse.Namespace) -> int:
+    """The config, or (``--which``/``--scopes``) scope owners, or (``--new-nodes``) the scopes that would move."""
+    try:
+        nodes = shards.parse_nodes(args.nodes)
+        listen = shards.parse_listen(args.listen)
+        names = list(args.which or [])
+        if args.scopes is not None:
+            text = sys.stdin.read() if str(args.scopes) == "-" else args.scopes.read_text(encoding="utf-8")
+            names += [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+        scopes = [shards.parse_scope(name) for name in names]
+        after = shards.parse_nodes(args.new_nodes) if args.new_nodes else None
+    except (shards.ShardConfigError, OSError) as e:
+        raise CliError(str(e)) from None
+    if after is not None and not scopes:
+        raise CliError("--new-nodes needs the scopes to check: --which ORG/USER or --scopes FILE")
+    if after is not None:
+        moved = shards.moves(scopes, nodes, after)
+        for org, user, old, new in moved:
+            print(f"{org}/{user}\t{old.address} -> {new.address}")
+        notice(f"{len(moved)} of {len(scopes)} scope(s) move")
+        return EXIT_OK
+    if scopes:
+        ring = shards.Ring(tuple(nodes))
+        for org, user in scopes:
+            print(f"{org}/{user}\t{ring.owner(org, user).address}")
+        return EXIT_OK
+    text = shards.render(
+        nodes, listen=listen, max_body_bytes=args.max_body_bytes, http_block_only=args.http_block
+    )
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        args.out.write_text(text, encoding="utf-8")
+        notice(f"wrote {args.out} ({len(nodes)} node(s), listening on {listen})")
+    return EXIT_OK
+
+
 COMMANDS = {
     "ingest": cmd_ingest,
     "search": cmd_search,
@@ -749,6 +835,7 @@ COMMANDS = {
     "forget": cmd_forget,
     "erase": cmd_erase,
     "serve": cmd_serve,
+    "shard-config": cmd_shard_config,
     "mcp": cmd_mcp,
     **cli_extract.COMMANDS,  # -- extraction commands (cli_extract.py) --
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -127,6 +128,68 @@ class ServerProcess:
                 self.kill()
 
     def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def nginx_binary() -> str | None:
+    """The ``nginx`` executable, also where root's PATH has it but a user's does not (Debian: /usr/sbin)."""
+    return shutil.which("nginx", path=f"{os.environ.get('PATH', '')}{os.pathsep}/usr/sbin{os.pathsep}/sbin")
+
+
+class NginxProcess:
+    """nginx in the foreground running ``config`` (what ``graphrecall shard-config`` writes), with its pid file,
+    logs and temp files under ``prefix``, so it needs no system paths and leaves nothing behind. ``url``: where the
+    config listens; ready when ``{url}/healthz`` answers 200. As root the workers run as root too: the default
+    worker user (nobody) cannot enter a private temporary directory."""
+
+    def __init__(self, config: str, prefix: Path, url: str) -> None:
+        binary = nginx_binary()
+        if binary is None:
+            raise RuntimeError("no nginx binary on PATH or in /usr/sbin")
+        self.prefix = prefix
+        self.url = url
+        directives = "daemon off;" + (" user root;" if os.geteuid() == 0 else "")
+        self.args = [binary, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-g", directives]
+        self.config = config
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def log(self) -> str:
+        path = self.prefix / "nginx.out"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def start(self, timeout: float = 15.0) -> NginxProcess:
+        self.prefix.mkdir(parents=True, exist_ok=True)
+        (self.prefix / "nginx.conf").write_text(self.config)
+        out = (self.prefix / "nginx.out").open("ab")
+        self.proc = subprocess.Popen(self.args, stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"nginx exited with {self.proc.returncode}: {self.log()[-2000:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/healthz", timeout=1.0).status_code == 200:
+                    return self
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"nginx not ready after {timeout}s: {self.log()[-2000:]}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM (nginx's fast shutdown; the master stops its workers), SIGKILL if it lingers."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=timeout)
+
+    def __enter__(self) -> NginxProcess:
         return self.start()
 
     def __exit__(
