@@ -57,6 +57,7 @@ from graphrecall.models import utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
+from graphrecall.store.rows import MessageRow, RoundRow
 from graphrecall.text import query_terms
 
 DATA = Path("../shared/data/longmemeval/longmemeval_s_dev.json.gz")
@@ -92,9 +93,9 @@ def pct(xs: Sequence[float], p: float) -> float:
 class Rows:
     """One stream of product-built rounds, with their messages and sessions (for the Kuzu store)."""
 
-    rounds: list[ing.RoundRow] = field(default_factory=list)
+    rounds: list[RoundRow] = field(default_factory=list)
     vecs: F32 = field(default_factory=lambda: np.empty((0, DIM), np.float32))
-    messages: dict[str, ing.MessageRow] = field(default_factory=dict)
+    messages: dict[str, MessageRow] = field(default_factory=dict)
     sessions: dict[str, datetime] = field(default_factory=dict)
 
     @property
@@ -110,7 +111,8 @@ def embed_cached(path: Path, texts: list[str], embedder: SentenceTransformerEmbe
     """MiniLM vectors of ``texts``, from ``path`` (.npy + a .json of the texts) when they match."""
     meta = path.with_suffix(".json")
     if path.exists() and meta.exists() and json.loads(meta.read_text()) == texts:
-        return np.load(path)
+        loaded: F32 = np.load(path)
+        return loaded
     t0 = time.perf_counter()
     vecs = normalize_rows(np.asarray(embedder.embed(texts), dtype=np.float32))
     print(f"  embedded {len(texts)} texts in {time.perf_counter() - t0:.0f} s", flush=True)
@@ -151,7 +153,7 @@ def make_rows(
 
 
 def write_round(
-    txn: WriteTxn, r: ing.RoundRow, msgs: list[ing.MessageRow], at: datetime, vecs: F32, new_session: bool
+    txn: WriteTxn, r: RoundRow, msgs: list[MessageRow], at: datetime, vecs: F32, new_session: bool
 ) -> None:
     q.write_batch(
         txn,
@@ -165,16 +167,14 @@ def write_round(
     )
 
 
-def fresh_docs(
-    rows: Rows, start: int, n: int, tag: str
-) -> list[tuple[ing.RoundRow, list[ing.MessageRow], F32]]:
+def fresh_docs(rows: Rows, start: int, n: int, tag: str) -> list[tuple[RoundRow, list[MessageRow], F32]]:
     """``n`` rounds after the prefix, each renamed into its own new single-round session: the small writes."""
     out = []
     for j, r in enumerate(rows.rounds[start : start + n]):
         sid = f"{tag}{j}"
         msgs = [rows.messages[m] for m in r.message_ids]
-        new_msgs = [ing.MessageRow(f"{sid}#{i}", sid, i, m.role, m.text, m.at) for i, m in enumerate(msgs)]
-        rr = ing.RoundRow(
+        new_msgs = [MessageRow(f"{sid}#{i}", sid, i, m.role, m.text, m.at) for i, m in enumerate(msgs)]
+        rr = RoundRow(
             id=f"{sid}@0",
             session_id=sid,
             idx=0,
@@ -332,7 +332,7 @@ def measure_queries(
         out[name]["top10_overlap_kuzu_fts"] = statistics.fmean(overlap(a, b, 10) for a, b in pairs)
         out[name]["top60_overlap_kuzu_fts"] = statistics.fmean(overlap(a, b, K) for a, b in pairs)
     exact = [[ids[i] for i in exact_topk(mat, v, K)] for v in qv]
-    vec: dict[str, Callable[[F32], list[str]]] = {
+    vec: dict[str, Callable[[Any], list[str]]] = {
         "kuzu_hnsw": lambda v: [i for i, _ in q.kuzu_vector_search(db, "Round", "round_user_vec", v, K)],
         "numpy": lambda v: eng["numpy"].search(v, K),
         "usearch": lambda v: eng["usearch"].search(v, K),
@@ -416,10 +416,10 @@ def measure_writes(
             lexical = name in ("tantivy", "bm25s")
             if mode == "single":
 
-                def one(j: int, eng: Any = eng, lexical: bool = lexical) -> None:
+                def one_write(j: int, eng: Any = eng, lexical: bool = lexical) -> None:
                     eng.add([ids[j]], [terms[j]] if lexical else vecs[j : j + 1])
 
-                ms, done = _p50_writes(one, n_writes, budget_s)
+                ms, done = _p50_writes(one_write, n_writes, budget_s)
                 res.update(p50_ms=pct(ms, 50), p95_ms=pct(ms, 95), writes=done)
             else:
                 done = res["writes"]
@@ -450,7 +450,7 @@ def natural_language(db: ScopeDatabase, eng: dict[str, Any]) -> dict[str, Any]:
     import tantivy
 
     out: dict[str, Any] = {"queries": NASTY, "errors": {}, "raw_tantivy_parser_errors": []}
-    fns = {
+    fns: dict[str, Callable[[str], list[str]]] = {
         "kuzu_fts": lambda t: [i for i, _ in q.kuzu_fts_search(db, "Round", "round_fts", query_terms(t), 10)],
         "tantivy": lambda t: eng["tantivy"].search(query_terms(t).split(), 10),
         "bm25s": lambda t: eng["bm25s"].search(query_terms(t).split(), 10),
@@ -502,8 +502,8 @@ def semantics(work: Path, embedder_id: str) -> dict[str, Any]:
     v[0, 0] = 1
     for i, (rid, t) in enumerate(texts.items()):
         sid = f"s{i}"
-        m = ing.MessageRow(f"{sid}#0", sid, 0, "user", t, at)
-        r = ing.RoundRow(rid, sid, 0, t, t, "", index_terms(t), at, [m.id])
+        m = MessageRow(f"{sid}#0", sid, 0, "user", t, at)
+        r = RoundRow(rid, sid, 0, t, t, "", index_terms(t), at, [m.id])
         with db.write() as txn:
             write_round(txn, r, [m], at, v, True)
     engines["kuzu_fts"] = lambda t: [
@@ -742,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
 
     res["versions"] = {
         "kuzu": kuzu.__version__,
-        "tantivy": tantivy.__version__,
+        "tantivy": getattr(tantivy, "__version__", "unknown"),
         "usearch": usearch.__version__,
     }
     for n in ([] if "floors" in skip else list(FLOOR_SIZES)) + sizes:

@@ -24,12 +24,12 @@ import kuzu
 import numpy as np
 
 from benchmarks.perf.corpus import ChatSession
-from graphrecall import ingest as ing
 from graphrecall.embed import Embedder, Vectors, normalize_rows
 from graphrecall.models import utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
+from graphrecall.store.rows import MessageRow, RoundRow
 
 
 @dataclass
@@ -42,7 +42,7 @@ class BaseVectors:
     misses: int = 0
 
 
-def _full_texts(r: ing.RoundRow) -> tuple[str, str]:
+def _full_texts(r: RoundRow) -> tuple[str, str]:
     """Whole user and reply texts: what the shared LongMemEval cache was filled with (ingest now truncates long
     replies, ``ing.embedding_texts``); either way each vector is the model's embedding of the round's real text."""
     return r.user_text or r.reply_text, r.reply_text or r.user_text
@@ -66,8 +66,8 @@ def embed_base(sessions: list[ChatSession], embedder: Embedder) -> BaseVectors:
 @dataclass
 class _Batch:
     sessions: list[tuple[str, datetime]] = field(default_factory=list)
-    messages: list[ing.MessageRow] = field(default_factory=list)
-    rounds: list[ing.RoundRow] = field(default_factory=list)
+    messages: list[MessageRow] = field(default_factory=list)
+    rounds: list[RoundRow] = field(default_factory=list)
     user: list[Vectors] = field(default_factory=list)
     reply: list[Vectors] = field(default_factory=list)
 
@@ -94,10 +94,10 @@ class StoreGrower:
         new_id = {m.id: f"{sid}#{m.idx}" for m in s.message_rows}
         batch.sessions.append((sid, s.date + shift))
         for m in s.message_rows:
-            batch.messages.append(ing.MessageRow(new_id[m.id], sid, m.idx, m.role, m.text, m.at + shift))
+            batch.messages.append(MessageRow(new_id[m.id], sid, m.idx, m.role, m.text, m.at + shift))
         for r in s.rounds:
             batch.rounds.append(
-                ing.RoundRow(
+                RoundRow(
                     id=f"{sid}@{r.idx}",
                     session_id=sid,
                     idx=r.idx,

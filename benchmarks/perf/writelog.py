@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from graphrecall.ingest import build_rounds, message_rows
-from graphrecall.models import Message
+from graphrecall.models import Message, Role
 from graphrecall.store.wal import Flusher, ScopeLog, WriteEntry, WriteLog
 
 
@@ -37,9 +37,9 @@ def turn(i: int, rng: np.random.Generator) -> WriteEntry:
     date = datetime(2024, 1, 1, 12, 0)
     msgs = [
         Message(
-            role="user", content=f"Turn {i}: I finally booked the flights to Lisbon for our anniversary."
+            role=Role.user, content=f"Turn {i}: I finally booked the flights to Lisbon for our anniversary."
         ),
-        Message(role="assistant", content="Lovely! Lisbon in spring is beautiful; want restaurant ideas?"),
+        Message(role=Role.assistant, content="Lovely! Lisbon in spring is beautiful; want restaurant ideas?"),
     ]
     rows = message_rows(sid, msgs, start_idx=0, date=date)
     rounds = build_rounds(sid, rows)
