@@ -61,6 +61,8 @@ from graphrecall.cli_common import (
     positive_int as _positive,
 )
 from graphrecall.dates import parse_date
+from graphrecall.embed.passages import CHARS_PER_TOKEN as PASSAGE_CHARS_PER_TOKEN
+from graphrecall.embed.passages import MAX_PASSAGES
 from graphrecall.errors import (
     ConfigurationError,
     EmbedderMismatch,
@@ -445,23 +447,22 @@ def _ingest_notices(
         )
     if overlong and window is not None:
         notice(
-            f"{overlong} message(s) are longer than the embedding model's window ({window.tokens} tokens): only "
-            "their first part reaches the vector (the full text is stored and found by keyword search)"
+            f"{overlong} message(s) are longer than {MAX_PASSAGES} passages of the embedding model's window "
+            f"(~{window.max_chars:,} characters): their vector pools {MAX_PASSAGES} passages spread over the text "
+            "(the full text is stored and found by keyword search)"
         )
 
 
 class _Window:
-    """The embedding model's window, to count messages whose tail the vector will not see (its own tokenizer,
-    read from the model's ``tokenizer.json`` without loading the model)."""
+    """The embedding model's window (from the model's files, without loading it), to count the messages too long
+    to be embedded in full (``embed.passages``: longer than ``MAX_PASSAGES`` passages)."""
 
-    def __init__(self, tokens: int, tokenizer: Any) -> None:
+    def __init__(self, tokens: int) -> None:
         self.tokens = tokens
-        self._tokenizer = tokenizer
+        self.max_chars = (tokens - 2) * PASSAGE_CHARS_PER_TOKEN * MAX_PASSAGES
 
     def too_long(self, text: str) -> bool:
-        if len(text) <= self.tokens - 2:  # a token covers at least one character; [CLS] and [SEP] take two
-            return False
-        return len(self._tokenizer.encode(text).ids) > self.tokens
+        return len(text) > self.max_chars
 
 
 def _embedding_window(args: argparse.Namespace) -> _Window | None:
@@ -471,17 +472,10 @@ def _embedding_window(args: argparse.Namespace) -> _Window | None:
     from graphrecall.embed.modelinfo import read_model_info
 
     try:
-        from tokenizers import Tokenizer
-
-        path = bundled_model_path()
-        info = read_model_info(path)
-        if info is None or info.max_tokens is None:
-            return None
-        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-        tokenizer.no_truncation()  # the file carries its own cut-off (128): count every token
-        return _Window(info.max_tokens, tokenizer)
-    except (ImportError, OSError, ValueError, RuntimeError):  # no tokenizer to count with: say nothing
+        info = read_model_info(bundled_model_path())
+    except (ImportError, OSError, ValueError, RuntimeError):  # no model files to read: say nothing
         return None
+    return None if info is None or info.max_tokens is None else _Window(info.max_tokens)
 
 
 def cmd_search(args: argparse.Namespace) -> int:

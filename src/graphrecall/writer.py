@@ -22,6 +22,7 @@ from graphrecall import ingest as ing
 from graphrecall.dates import parse_date
 from graphrecall.embed import Embedder
 from graphrecall.embed.base import Vectors
+from graphrecall.embed.passages import embed_in_full
 from graphrecall.models import IngestResult, Message, Scope, utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase, WriteTxn
@@ -268,7 +269,9 @@ class Writer:
                 raise
 
     def embed_rounds(self, rounds: Sequence[RoundRow]) -> tuple[Vectors, Vectors]:
-        """User-turn vectors and reply vectors in one batched call (a round without one side reuses the other)."""
+        """User-turn vectors and reply vectors in one batched call (a round without one side reuses the other). A
+        user turn longer than the model's window is embedded in full, as the pooled vector of its passages
+        (``embed.passages``)."""
         texts: list[str] = []
         slots: list[tuple[int, int]] = []
         for r in rounds:
@@ -280,7 +283,7 @@ class Writer:
             else:
                 texts.append(p)
                 slots.append((ui, len(texts) - 1))
-        vecs = self.embedder.embed(texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
+        vecs = embed_in_full(self.embedder, texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
         users = vecs[[a for a, _ in slots]] if slots else vecs
         replies = vecs[[b for _, b in slots]] if slots else vecs
         return users, replies

@@ -540,7 +540,7 @@ def test_stats_for_one_scope_reads_as_a_table(run: Run) -> None:
     assert lines["embedder"].endswith("(64 dimensions)")
 
 
-def test_messages_longer_than_the_model_window_are_reported(
+def test_messages_too_long_to_embed_in_full_are_reported(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import argparse
@@ -550,9 +550,9 @@ def test_messages_longer_than_the_model_window_are_reported(
     before = load_count()
     window = cli._embedding_window(argparse.Namespace(embedder="default"))
     assert window is not None and window.tokens == 256
-    assert load_count() == before  # a tokenizer, not the model
+    assert load_count() == before  # the model's files, not the model
     monkeypatch.setattr(cli, "_embedding_window", lambda args: window)
-    long = " ".join(f"word{i}" for i in range(400))
+    long = " ".join(f"word{i}" for i in range(window.max_chars // 6))  # past MAX_PASSAGES windows
     history = tmp_path / "h.json"
     history.write_text(
         json.dumps(
@@ -561,6 +561,6 @@ def test_messages_longer_than_the_model_window_are_reported(
         )
     )  # fmt: skip
     code, _, err = run("ingest", history, *SCOPE)
-    assert code == 0 and "1 message(s) are longer than the embedding model's window (256 tokens)" in err
+    assert code == 0 and "1 message(s) are longer than 64 passages of the embedding model's window" in err
     code, _, err = run("ingest", EXAMPLE, "--org", "acme", "--user", "bo")
     assert code == 0 and "window" not in err
