@@ -171,6 +171,12 @@ class Fact(BaseModel):
     message_ids: list[str] = Field(default_factory=list)
     entity_ids: list[str] = Field(default_factory=list)
     superseded_by: str | None = None
+    reinforcement: int = Field(
+        default=1,
+        ge=1,
+        description="how many times the fact was observed: said again (extraction), added again (add_fact) or "
+        "merged from duplicates (consolidate); with last_seen it feeds the salience score",
+    )
 
     @property
     def current(self) -> bool:

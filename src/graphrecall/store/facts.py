@@ -26,7 +26,7 @@ from graphrecall.store.visibility import event_condition, fact_condition
 
 FACT_COLS = (
     "f.id, f.text, f.kind, f.polarity, f.confidence, f.valid_from, f.valid_to, f.recorded_at, f.expired_at, "
-    "f.last_seen, f.session_id, f.message_ids"
+    "f.last_seen, f.session_id, f.message_ids, f.reinforcement"
 )
 
 
@@ -45,6 +45,7 @@ class FactRow:
     message_ids: list[str]
     entity_ids: list[str]
     vec: Vectors
+    reinforcement: int = 1  # observations so far: 1 for a new fact, the exported count on import
 
 
 @dataclass
@@ -66,12 +67,14 @@ class EventRow:
 
 @dataclass
 class Reinforcement:
-    """A DUPLICATE: the stored fact gains confidence, a later ``last_seen`` and the new source messages."""
+    """A DUPLICATE: the stored fact gains confidence, a later ``last_seen``, the new source messages and ``count``
+    more observations (``Fact.reinforcement``)."""
 
     fact_id: str
     confidence: float
     last_seen: datetime
     message_ids: list[str]
+    count: int = 1
 
 
 @dataclass
@@ -149,6 +152,7 @@ def write_extraction(txn: WriteTxn, w: ExtractionWrite, *, dim: int) -> None:
                     "session_id": [f.session_id for f in w.facts],
                     "message_ids": pa.array([f.message_ids for f in w.facts], pa.list_(pa.string())),
                     "embedding": vector_column([f.vec for f in w.facts], dim),
+                    "reinforcement": pa.array([max(1, f.reinforcement) for f in w.facts], pa.int64()),
                 }
             ),
         )
@@ -206,8 +210,9 @@ def reinforce(txn: WriteTxn, r: Reinforcement) -> None:
     added = [m for m in dict.fromkeys(r.message_ids) if m not in old_ids]
     last_seen = max(d for d in (rows[0][1], r.last_seen) if d is not None)
     txn.execute(
-        "MATCH (f:Fact {id: $id}) SET f.confidence = $c, f.last_seen = $t, f.message_ids = $m",
-        {"id": r.fact_id, "c": r.confidence, "t": last_seen, "m": old_ids + added},
+        "MATCH (f:Fact {id: $id}) SET f.confidence = $c, f.last_seen = $t, f.message_ids = $m, "
+        "f.reinforcement = coalesce(f.reinforcement, 1) + $n",
+        {"id": r.fact_id, "c": r.confidence, "t": last_seen, "m": old_ids + added, "n": max(0, r.count)},
     )
     if added:
         txn.execute(
@@ -338,6 +343,7 @@ def _fact(r: Sequence[Any], superseded_by: str | None, entity_ids: Sequence[str]
         message_ids=list(r[11] or []),
         entity_ids=sorted(x for x in entity_ids if x),
         superseded_by=superseded_by,
+        reinforcement=max(1, int(r[12] if r[12] is not None else 1)),
     )
 
 
@@ -349,7 +355,7 @@ def _facts_query(db: ScopeDatabase, where: str, params: dict[str, Any], tail: st
         f"RETURN {FACT_COLS}, min(n.id), collect(DISTINCT e.id) {tail}",
         params,
     )
-    return [_fact(r, r[12], r[13] or []) for r in rows]
+    return [_fact(r, r[13], r[14] or []) for r in rows]
 
 
 def get_facts(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Fact]:
