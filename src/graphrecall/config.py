@@ -87,6 +87,17 @@ class RetrievalConfig(BaseModel):
         ge=1,
         description="how many of the best candidates (by a first fusion) the recency list orders by date",
     )
+    salience_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="fact hits (search kinds=fact) gain this times their salience (retrieve.salience: recency of "
+        "last_seen times strength of reinforcement, in [0, 1)), in RRF rank-1 units like time_boost: a weak prior "
+        "for facts said often and lately. 0 (off) by default: no dev-benchmark run has shown that a non-zero weight "
+        "does not regress them (docs/months.md)",
+    )
+    salience_half_life_days: float = Field(
+        default=90.0, gt=0.0, description="days after which a fact not seen again is half as salient"
+    )
     rerank_top: int = Field(
         default=30, ge=1, description="how many fused candidates the cross-encoder re-scores"
     )

@@ -531,6 +531,19 @@ def list_events(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> lis
     return [_event(r) for r in rows]
 
 
+def salience_inputs(
+    db: ScopeDatabase, ids: Sequence[str]
+) -> dict[str, tuple[datetime | None, datetime | None, int]]:
+    """Fact id -> (last_seen, recorded_at, reinforcement): what ``retrieve.salience`` reads."""
+    if not ids:
+        return {}
+    rows = db.query(
+        "MATCH (f:Fact) WHERE f.id IN $ids RETURN f.id, f.last_seen, f.recorded_at, f.reinforcement",
+        {"ids": list(ids)},
+    )
+    return {r[0]: (r[1], r[2], int(r[3] if r[3] is not None else 1)) for r in rows}
+
+
 # -- the profile (``retrieve.profile``) ------------------------------------------------------------------------------
 def fact_mentions(
     db: ScopeDatabase, ids: Sequence[str], *, until: datetime | None
