@@ -111,6 +111,45 @@ class RetrievalConfig(BaseModel):
     )
 
 
+class ConsolidationConfig(BaseModel):
+    """Knobs of ``Memory.consolidate`` (docs/months.md, "Consolidation"). Similarities are cosines of the
+    configured embedder's vectors; the defaults were read off the bundled model (all-MiniLM-L6-v2)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_similarity: float = Field(
+        default=0.85,
+        ge=0.0,
+        le=1.0,
+        description="with an LLM: current facts of the same kind (sharing an entity, or both about none) this "
+        "similar to a cluster's first fact join its cluster, and the LLM decides per cluster whether to merge. "
+        "Rewordings of one fact score 0.94-0.99 with the bundled model, related but different facts 0.77-0.92",
+    )
+    near_exact_similarity: float = Field(
+        default=0.95,
+        ge=0.0,
+        le=1.0,
+        description="without an LLM only the same normalized text or this similarity merges (the threshold "
+        "add_fact uses for a near-identical fact: ExtractionConfig.known_fact_min_similarity)",
+    )
+    max_cluster: int = Field(default=12, ge=2, description="facts shown to the LLM per cluster at most")
+    summary_min_age_days: float = Field(
+        default=30.0, ge=0.0, description="summaries=True: only windows that ended at least this long ago"
+    )
+    summary_window_days: int = Field(
+        default=7, ge=1, description="sessions are grouped into windows this long (7: Monday-to-Sunday weeks)"
+    )
+    summary_max_chars: int = Field(
+        default=16_000, ge=500, description="message text shown to the LLM per window at most"
+    )
+    max_llm_calls: int = Field(
+        default=200,
+        ge=0,
+        description="a run asks the LLM at most this often (one call per cluster or window); what is left is "
+        "reported in `deferred` for the next run",
+    )
+
+
 class Settings(BaseModel):
     root: Path = Field(default_factory=default_root)
     reranker: str | None = None
@@ -125,6 +164,7 @@ class Settings(BaseModel):
         "than 0.5 s: 33 -> 44 requests/s under the HTTP load benchmark (docs/benchmarks.md)",
     )
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    consolidation: ConsolidationConfig = Field(default_factory=ConsolidationConfig)
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
