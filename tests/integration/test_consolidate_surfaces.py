@@ -75,7 +75,7 @@ async def test_mcp_consolidate(memory: Memory) -> None:
 
 
 async def test_async_memory_consolidate(memory: Memory) -> None:
-    kept, dup = _fill(memory)
+    _, dup = _fill(memory)
     am = AsyncMemory(memory)
     r = await am.consolidate(SCOPE, dry_run=True)
     assert r.dry_run and r.merges[0].superseded == [dup]
