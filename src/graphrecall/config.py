@@ -132,7 +132,12 @@ class ConsolidationConfig(BaseModel):
         description="without an LLM only the same normalized text or this similarity merges (the threshold "
         "add_fact uses for a near-identical fact: ExtractionConfig.known_fact_min_similarity)",
     )
-    max_cluster: int = Field(default=12, ge=2, description="facts shown to the LLM per cluster at most")
+    max_cluster: int = Field(
+        default=12,
+        ge=2,
+        description="facts shown to the LLM per cluster at most (the seed first); the rest of a larger cluster "
+        "waits for the next run and counts in `deferred`",
+    )
     summary_min_age_days: float = Field(
         default=30.0, ge=0.0, description="summaries=True: only windows that ended at least this long ago"
     )

@@ -245,3 +245,27 @@ def test_summaries_need_an_llm_and_the_call_budget_defers_the_rest(tmp_path: Pat
         m.consolidation = CONSOLIDATION.model_copy(update={"max_llm_calls": 0})
         r = m.consolidate(SCOPE, summaries=True, llm=ScriptedLLM())  # no step: any call would fail loudly
         assert (r.summaries, r.deferred, r.llm_calls) == ([], 1, 0)
+
+
+def test_a_cluster_larger_than_max_cluster_is_merged_in_parts_over_runs(tmp_path: Path) -> None:
+    with open_memory(tmp_path / "s") as m:
+        # similar to the first (the seed: longest) 0.905 and 0.704, over min_similarity 0.7
+        for text in ("The user plays chess every Sunday morning.", "The user plays chess every Sunday.",
+                     "The user plays chess on Sundays."):  # fmt: skip
+            m.add_fact(SCOPE, text, kind="attribute")
+        assert len(m.facts(SCOPE)) == 3
+        m.consolidation = CONSOLIDATION.model_copy(update={"max_cluster": 2})
+        llm = ScriptedLLM(ordered=False).add(MERGE_PROMPT, merge_answer("f1"))
+
+        first = m.consolidate(SCOPE, llm=llm)
+        second = m.consolidate(SCOPE, llm=llm)
+        third = m.consolidate(SCOPE, llm=llm)
+
+        assert (first.deferred, len(first.merges[0].superseded), first.llm_calls) == (1, 1, 1)
+        assert (second.deferred, len(second.merges[0].superseded), second.merges[0].reinforcement) == (
+            0,
+            1,
+            3,
+        )
+        assert (third.changes, third.llm_calls) == (0, 0)
+        assert [f.text for f in m.facts(SCOPE)] == ["The user plays chess every Sunday morning."]

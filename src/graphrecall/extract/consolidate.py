@@ -171,13 +171,15 @@ class Consolidator:
         ]
         matrix = np.stack([vectors[f.id] for f in facts])
         for cluster in duplicate_clusters(points, matrix, threshold):
-            members = [facts[i] for i in cluster][: self.config.max_cluster]
-            if same_text([points[i] for i in cluster][: len(members)]):
+            members = [facts[i] for i in cluster]
+            if same_text([points[i] for i in cluster]):
                 self._merge(plan, members, members[0], None, "rule", "the same text", now)
             elif self.llm is None:
                 self._merge(plan, members, members[0], None, "rule", "near-identical text", now)
             elif self._budget(plan):
-                self._ask_merge(plan, members, now)
+                # the model sees the seed and its closest followers; the rest wait for the next run
+                plan.deferred += len(members) > self.config.max_cluster
+                self._ask_merge(plan, members[: self.config.max_cluster], now)
 
     def _ask_merge(self, plan: ConsolidationPlan, members: list[Fact], now: datetime) -> None:
         labels = {f"f{i + 1}": f for i, f in enumerate(members)}
