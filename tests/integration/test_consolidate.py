@@ -269,3 +269,18 @@ def test_a_cluster_larger_than_max_cluster_is_merged_in_parts_over_runs(tmp_path
         )
         assert (third.changes, third.llm_calls) == (0, 0)
         assert [f.text for f in m.facts(SCOPE)] == ["The user plays chess every Sunday morning."]
+
+
+def test_a_failed_or_unusable_answer_leaves_the_cluster_alone(m: Memory, llm: ScriptedLLM) -> None:
+    chess_and_dogs(m)
+    before = snapshot(m)
+    llm.add(
+        lambda msgs: MERGE_PROMPT in msgs[-1].content and "chess" in msgs[-1].content, {"decision": "MAYBE"}
+    )
+    llm.add(lambda msgs: MERGE_PROMPT in msgs[-1].content and "Rex" in msgs[-1].content, RuntimeError("down"))
+
+    r = m.consolidate(SCOPE)
+
+    assert (r.merges, r.kept_separate) == ([], [])
+    assert len(r.errors) == 2 and any("down" in e for e in r.errors)
+    assert snapshot(m) == before
