@@ -60,25 +60,32 @@ def duplicate_clusters(facts: Sequence[FactPoint], vectors: np.ndarray, threshol
     holds one embedding per fact, in order."""
     if len(facts) < 2:
         return []
-    raw = np.asarray(vectors, dtype=np.float64)
+    raw = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(raw, axis=1, keepdims=True)
-    unit = raw / np.where(norms == 0, 1.0, norms)
-    sims = unit @ unit.T
+    unit = raw / np.where(norms == 0, np.float32(1.0), norms)
     order = seed_order(facts)
-    taken = [False] * len(facts)
-    clusters: list[list[int]] = []
+    by_kind: dict[str, list[int]] = {}
     for i in order:
-        if taken[i]:
-            continue
-        taken[i] = True
-        members = [i]
-        for j in order:
-            if not taken[j] and linked(facts[i], facts[j], float(sims[i, j]), threshold):
-                taken[j] = True
-                members.append(j)
-        if len(members) > 1:
-            clusters.append(members)
-    return clusters
+        by_kind.setdefault(facts[i].kind, []).append(i)
+    clusters: list[list[int]] = []
+    # Only facts of one kind can link, so similarities are computed per kind: memory grows with the largest
+    # kind's square (2,000 facts of one kind: 16 MB), not the scope's.
+    for group in by_kind.values():
+        sims = unit[group] @ unit[group].T
+        taken = [False] * len(group)
+        for a in range(len(group)):
+            if taken[a]:
+                continue
+            taken[a] = True
+            members = [group[a]]
+            for b in range(len(group)):
+                if not taken[b] and linked(facts[group[a]], facts[group[b]], float(sims[a, b]), threshold):
+                    taken[b] = True
+                    members.append(group[b])
+            if len(members) > 1:
+                clusters.append(members)
+    rank = {i: r for r, i in enumerate(order)}
+    return sorted(clusters, key=lambda c: rank[c[0]])
 
 
 def same_text(facts: Sequence[FactPoint]) -> bool:

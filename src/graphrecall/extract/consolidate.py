@@ -188,7 +188,7 @@ class Consolidator:
             seen = f.last_seen or f.recorded_at
             n = f.reinforcement
             when = f", last {seen:%Y-%m-%d}" if seen else ""
-            lines.append(f"{lab}: {f.text} (said in {n} session{'s' if n != 1 else ''}{when})")
+            lines.append(f"{lab}: {f.text} (seen {n} time{'s' if n != 1 else ''}{when})")
         prompt = load_prompt("consolidate_facts").render(kind=members[0].kind.value, facts="\n".join(lines))
         ids = [f.id for f in members]
         try:
