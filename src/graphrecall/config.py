@@ -123,7 +123,8 @@ class ConsolidationConfig(BaseModel):
         le=1.0,
         description="with an LLM: current facts of the same kind (sharing an entity, or both about none) this "
         "similar to a cluster's first fact join its cluster, and the LLM decides per cluster whether to merge. "
-        "Rewordings of one fact score 0.94-0.99 with the bundled model, related but different facts 0.77-0.92",
+        "Rewordings of one fact score 0.86-0.99 with the bundled model, related but different facts 0.67-0.92 "
+        "(docs/months.md has the measured pairs)",
     )
     near_exact_similarity: float = Field(
         default=0.95,
