@@ -235,6 +235,10 @@ def test_summaries_one_per_old_window_and_never_twice(m: Memory, llm: ScriptedLL
     assert fact.message_ids == ["s1#0", "s2#0"]
     again = m.consolidate(SCOPE, summaries=True)
     assert (again.summaries, again.llm_calls) == ([], 0)  # idempotent: nothing new, nothing asked
+    # a summary is never a versioning candidate: the same sentence said later is a fact of its own
+    say(m, "s4", "2024-03-01", "Flights to Lisbon!", facts=[jan.text])
+    assert [f.id for f in m.facts(SCOPE) if f.text == jan.text and f.id != jan.fact_id] != []
+    assert {f.id: f for f in m.facts(SCOPE)}[jan.fact_id].reinforcement == 1
 
 
 def test_summaries_need_an_llm_and_the_call_budget_defers_the_rest(tmp_path: Path) -> None:

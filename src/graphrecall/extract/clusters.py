@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from graphrecall.names import normalize_name
+from graphrecall.store.facts import SUMMARY_PREFIX
 
 WINDOW_EPOCH = datetime(1970, 1, 5)
 """A Monday: 7-day windows are Monday-to-Sunday weeks."""
@@ -124,4 +125,4 @@ def session_windows(
 def summary_id(window: Window) -> str:
     """The summary fact's id: one per window, so a rerun finds it and writes nothing."""
     days = (window.end - window.start).days
-    return f"fsum_{window.start:%Y%m%d}_{days}d"
+    return f"{SUMMARY_PREFIX}{window.start:%Y%m%d}_{days}d"

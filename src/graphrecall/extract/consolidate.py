@@ -73,7 +73,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 PURPOSES = ("consolidate_facts", "summarize_period")
-SUMMARY_PREFIX = "fsum_"
 USER_CHARS = 1_500  # per user message shown to the summary prompt
 REPLY_CHARS = 300  # per assistant message: the user's words are what a summary of the user needs
 ALL = 10**9
@@ -158,7 +157,7 @@ class Consolidator:
         facts = [
             f
             for f in fq.list_facts(db, as_of=None, include_superseded=False, limit=ALL, offset=0)
-            if not f.id.startswith(SUMMARY_PREFIX)
+            if not f.id.startswith(fq.SUMMARY_PREFIX)
         ]
         vectors = cq.current_fact_vectors(db)
         facts = [f for f in facts if f.id in vectors]

@@ -30,6 +30,12 @@ FACT_COLS = (
 )
 
 
+SUMMARY_PREFIX = "fsum_"
+"""Ids of period summaries (``extract.consolidate``): facts about a stretch of time, not statements to version a new
+fact against, so versioning never offers them as candidates (nor does consolidation cluster them)."""
+NOT_SUMMARY = f"NOT starts_with(f.id, '{SUMMARY_PREFIX}')"
+
+
 @dataclass
 class FactRow:
     id: str
@@ -309,13 +315,14 @@ def similar_current_facts(
     v = np.asarray(vec, dtype=np.float32).tolist()
     ret = "RETURN f.id, f.text, f.confidence, f.recorded_at, f.valid_from, f.last_seen, s ORDER BY s DESC LIMIT $k"
     rows = db.query(
-        "MATCH (f:Fact) WHERE f.expired_at IS NULL WITH f, array_cosine_similarity(f.embedding, $v) AS s "
+        f"MATCH (f:Fact) WHERE f.expired_at IS NULL AND {NOT_SUMMARY} "
+        "WITH f, array_cosine_similarity(f.embedding, $v) AS s "
         f"WHERE s >= $t {ret}",
         {"v": v, "t": min_similarity, "k": k},
     )
     if entity_ids:
         rows += db.query(
-            "MATCH (f:Fact)-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND f.expired_at IS NULL "
+            f"MATCH (f:Fact)-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND f.expired_at IS NULL AND {NOT_SUMMARY} "
             "WITH DISTINCT f WITH f, array_cosine_similarity(f.embedding, $v) AS s "
             f"WHERE s >= $t {ret}",
             {"v": v, "t": min_similarity_shared, "k": k, "ents": list(entity_ids)},
@@ -583,7 +590,7 @@ def current_facts_of_kind(db: ScopeDatabase, kind: str, vec: Vectors) -> list[tu
     ``vec``, most similar first. Exact scan: the rule that uses it compares whole entity sets."""
     v = np.asarray(vec, dtype=np.float32).tolist()
     rows = db.query(
-        "MATCH (f:Fact) WHERE f.expired_at IS NULL AND f.kind = $kind "
+        f"MATCH (f:Fact) WHERE f.expired_at IS NULL AND f.kind = $kind AND {NOT_SUMMARY} "
         "OPTIONAL MATCH (f)-[:ABOUT]->(e:Entity) "
         "WITH f, collect(DISTINCT e.id) AS ents "
         "RETURN f.id, f.text, f.confidence, f.recorded_at, f.valid_from, f.last_seen, "
