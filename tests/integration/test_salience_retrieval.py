@@ -23,13 +23,16 @@ def build(root: Path) -> None:
 
 def make_salient(root: Path, strong: str, weak: str) -> None:
     """``strong``: seen nine times, last a week before the question; ``weak``: once, two years before."""
-    with Memory.open(root, embedder=HashingEmbedder(64)) as m, testing.database(m, SCOPE) as db:
-        with db.write() as txn:
-            for fid, count, seen in ((strong, 9, datetime(2025, 5, 25)), (weak, 1, datetime(2023, 1, 1))):
-                txn.execute(
-                    "MATCH (f:Fact {id: $id}) SET f.reinforcement = $n, f.last_seen = $t, f.recorded_at = $r",
-                    {"id": fid, "n": count, "t": seen, "r": datetime(2023, 1, 1)},
-                )
+    with (
+        Memory.open(root, embedder=HashingEmbedder(64)) as m,
+        testing.database(m, SCOPE) as db,
+        db.write() as txn,
+    ):
+        for fid, count, seen in ((strong, 9, datetime(2025, 5, 25)), (weak, 1, datetime(2023, 1, 1))):
+            txn.execute(
+                "MATCH (f:Fact {id: $id}) SET f.reinforcement = $n, f.last_seen = $t, f.recorded_at = $r",
+                {"id": fid, "n": count, "t": seen, "r": datetime(2023, 1, 1)},
+            )
 
 
 def fact_order(root: Path, weight: float) -> list[tuple[str, dict[str, float]]]:
