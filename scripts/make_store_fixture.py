@@ -141,7 +141,7 @@ def scripted_llm() -> ScriptedLLM:
 
 def build(root: Path) -> dict[str, Any]:
     """Write the store under ``root`` and return what it holds (for the README and a sanity check)."""
-    cfg = ExtractionConfig(version_min_similarity=0.3, version_min_similarity_shared=0.3)
+    cfg = ExtractionConfig(version_min_similarity=0.3, version_min_similarity_shared=0.3, background=False)
     with Memory.open(root, llm=scripted_llm(), extraction=cfg) as m:
         for sid, date, user, reply in SESSIONS:
             r = m.add_session(

@@ -37,6 +37,7 @@ from graphrecall.llm import LLM
 from graphrecall.memory import Memory, Progress, ScopeLike
 from graphrecall.models import (
     AddedFact,
+    Consolidation,
     Context,
     Entity,
     Erasure,
@@ -221,6 +222,18 @@ class AsyncMemory:
             before=before,
             matching=matching,
             dry_run=dry_run,
+        )
+
+    async def consolidate(
+        self,
+        scope: ScopeLike,
+        *,
+        dry_run: bool = False,
+        summaries: bool = False,
+        llm: LLM | None = None,
+    ) -> Consolidation:
+        return await asyncio.to_thread(
+            self.memory.consolidate, scope, dry_run=dry_run, summaries=summaries, llm=llm
         )
 
     async def scopes(self) -> list[Scope]:

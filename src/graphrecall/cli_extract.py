@@ -60,6 +60,13 @@ def register(sub: Any, *, common: argparse.ArgumentParser, scope: argparse.Argum
     params.add_arguments(s, params.AddFactParams, aliases={"entities": ["--entity"]})
     add_llm_options(s)
     s = sub.add_parser(
+        "consolidate",
+        parents=[common, scope, as_json],
+        help="merge duplicate facts, link events to entities, summarize old periods (--dry-run: plan only)",
+    )
+    params.add_arguments(s, params.ConsolidateParams)
+    add_llm_options(s)
+    s = sub.add_parser(
         "history", parents=[common, scope, as_json], help="the versions of one fact, oldest first"
     )
     s.add_argument("fact_id", help="a fact id, as `graphrecall facts` prints it")
@@ -182,6 +189,45 @@ def cmd_add_fact(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    """With ``--llm`` (or ``GRAPHRECALL_LLM``) one call per cluster of similar facts decides whether to merge,
+    and ``--summaries`` is possible; without, only the same or near-identical facts merge (no model contacted)."""
+    scope = scope_of(args)
+    p = params.from_cli(params.ConsolidateParams, args)
+    from graphrecall.llm.factory import ENV_SPEC
+
+    configured = args.llm or os.environ.get(ENV_SPEC, "").strip()
+    llm = llm_from_args(args, "consolidate") if configured else None
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        r = mem.consolidate(scope, dry_run=p.dry_run, summaries=p.summaries, llm=llm)
+    if args.json:
+        print_json(jsonable(r))
+        return EXIT_OK
+    verb = "would " if r.dry_run else ""
+    for x in r.merges:
+        how = "into a new fact" if x.new_fact else f"into {x.kept_id}"
+        print(f"{verb}merge {', '.join(x.superseded)} {how} ({x.decided_by}): {x.text}")
+    for sep in r.kept_separate:
+        print(f"kept apart {', '.join(sep.fact_ids)}: {sep.reason}")
+    for link in r.event_links:
+        print(f"{verb}link event {link.event_id} -> {link.entity_id} ({link.role})")
+    for s in r.summaries:
+        print(
+            f"{verb}summarize {s.start:%Y-%m-%d}..{s.end:%Y-%m-%d} ({len(s.session_ids)} sessions): {s.text}"
+        )
+    for err in r.errors:
+        print(f"left alone: {err}", file=sys.stderr)
+    tail = f"; {r.deferred} deferred (max_llm_calls)" if r.deferred else ""
+    print(
+        f"{len(r.merges)} merges, {len(r.event_links)} event links, {len(r.summaries)} summaries"
+        f"{' planned, nothing written' if r.dry_run else ''}; LLM: {r.llm_calls} calls, "
+        f"{r.input_tokens} input + {r.output_tokens} output tokens{tail}",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     scope = scope_of(args)
     with open_memory(args) as mem:
@@ -232,6 +278,7 @@ COMMANDS = {
     "facts": cmd_facts,
     "profile": cmd_profile,
     "add-fact": cmd_add_fact,
+    "consolidate": cmd_consolidate,
     "history": cmd_history,
     "entities": cmd_entities,
     "events": cmd_events,

@@ -87,6 +87,17 @@ class RetrievalConfig(BaseModel):
         ge=1,
         description="how many of the best candidates (by a first fusion) the recency list orders by date",
     )
+    salience_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="fact hits (search kinds=fact) gain this times their salience (retrieve.salience: recency of "
+        "last_seen times strength of reinforcement, in [0, 1)), in RRF rank-1 units like time_boost: a weak prior "
+        "for facts said often and lately. 0 (off) by default: no dev-benchmark run has shown that a non-zero weight "
+        "does not regress them (docs/months.md)",
+    )
+    salience_half_life_days: float = Field(
+        default=90.0, gt=0.0, description="days after which a fact not seen again is half as salient"
+    )
     rerank_top: int = Field(
         default=30, ge=1, description="how many fused candidates the cross-encoder re-scores"
     )
@@ -97,6 +108,51 @@ class RetrievalConfig(BaseModel):
         description="items recorded up to this long after question_date stay visible (graphrecall.dates.Cutoff): "
         "question dates are often only day-precise (LongMemEval dates evidence hours after the question, on the "
         "same day)",
+    )
+
+
+class ConsolidationConfig(BaseModel):
+    """Knobs of ``Memory.consolidate`` (docs/months.md, "Consolidation"). Similarities are cosines of the
+    configured embedder's vectors; the defaults were read off the bundled model (all-MiniLM-L6-v2)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_similarity: float = Field(
+        default=0.85,
+        ge=0.0,
+        le=1.0,
+        description="with an LLM: current facts of the same kind (sharing an entity, or both about none) this "
+        "similar to a cluster's first fact join its cluster, and the LLM decides per cluster whether to merge. "
+        "Rewordings of one fact score 0.86-0.99 with the bundled model, related but different facts 0.67-0.92 "
+        "(docs/months.md has the measured pairs)",
+    )
+    near_exact_similarity: float = Field(
+        default=0.95,
+        ge=0.0,
+        le=1.0,
+        description="without an LLM only the same normalized text or this similarity merges (the threshold "
+        "add_fact uses for a near-identical fact: ExtractionConfig.known_fact_min_similarity)",
+    )
+    max_cluster: int = Field(
+        default=12,
+        ge=2,
+        description="facts shown to the LLM per cluster at most (the seed first); the rest of a larger cluster "
+        "waits for the next run and counts in `deferred`",
+    )
+    summary_min_age_days: float = Field(
+        default=30.0, ge=0.0, description="summaries=True: only windows that ended at least this long ago"
+    )
+    summary_window_days: int = Field(
+        default=7, ge=1, description="sessions are grouped into windows this long (7: Monday-to-Sunday weeks)"
+    )
+    summary_max_chars: int = Field(
+        default=16_000, ge=500, description="message text shown to the LLM per window at most"
+    )
+    max_llm_calls: int = Field(
+        default=200,
+        ge=0,
+        description="a run asks the LLM at most this often (one call per cluster or window); what is left is "
+        "reported in `deferred` for the next run",
     )
 
 
@@ -114,6 +170,7 @@ class Settings(BaseModel):
         "than 0.5 s: 33 -> 44 requests/s under the HTTP load benchmark (docs/benchmarks.md)",
     )
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    consolidation: ConsolidationConfig = Field(default_factory=ConsolidationConfig)
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:

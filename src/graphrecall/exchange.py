@@ -166,6 +166,7 @@ def graph_write(doc: ScopeExport, embedder: Embedder) -> fq.ExtractionWrite:
             message_ids=list(f.message_ids),
             entity_ids=list(f.entity_ids),
             vec=v,
+            reinforcement=f.reinforcement,
         )
         for f, v in zip(doc.facts, vecs[n_ent : n_ent + n_fact], strict=True)
     ]

@@ -143,6 +143,7 @@ _NODE_KEYS: tuple[tuple[str, str], ...] = (
     ("session_id", "string"), ("message_ids", "string"), ("entity_type", "string"), ("aliases", "string"),
     ("subject", "string"), ("verb", "string"), ("object", "string"), ("time_start", "string"),
     ("time_end", "string"), ("started_at", "string"), ("extract_status", "string"), ("messages", "int"),
+    ("reinforcement", "int"),
 )  # fmt: skip
 _EDGE_KEYS: tuple[tuple[str, str], ...] = (
     ("type", "string"), ("at", "string"), ("reason", "string"), ("predicate", "string"), ("fact_id", "string"),
@@ -181,7 +182,7 @@ def scope_to_graphml(doc: ScopeExport) -> str:
             "type": "Fact", "label": f.text, "text": f.text, "kind": f.kind.value, "polarity": f.polarity,
             "confidence": f.confidence, "current": f.current, "valid_from": f.valid_from, "valid_to": f.valid_to,
             "recorded_at": f.recorded_at, "expired_at": f.expired_at, "last_seen": f.last_seen,
-            "session_id": f.session_id, "message_ids": f.message_ids,
+            "session_id": f.session_id, "message_ids": f.message_ids, "reinforcement": f.reinforcement,
         })  # fmt: skip
         if f.session_id in sessions:
             edges.append((f"fact:{f.id}", f"session:{f.session_id}", {"type": "FROM"}))

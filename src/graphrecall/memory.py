@@ -21,16 +21,18 @@ from pydantic import ValidationError
 
 from graphrecall import exchange
 from graphrecall import ingest as ing
-from graphrecall.config import RetrievalConfig, Settings
+from graphrecall.config import ConsolidationConfig, RetrievalConfig, Settings
 from graphrecall.dates import parse_date
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
 from graphrecall.errors import InvalidInput, NotAvailable, NotFound, StorageFull
+from graphrecall.extract.consolidate import Consolidator
 from graphrecall.extract.extractor import ExtractionConfig, Extractor
 from graphrecall.extract.known import KnownFact, plan_known_fact
 from graphrecall.extract.queue import QUEUE_FILE, ExtractionQueue, RetryLater
 from graphrecall.llm import LLM
 from graphrecall.models import (
     AddedFact,
+    Consolidation,
     Context,
     Entity,
     Erasure,
@@ -130,6 +132,7 @@ class Memory:
         retrieval: RetrievalConfig | None = None,
         llm: LLM | None = None,
         extraction: ExtractionConfig | None = None,
+        consolidation: ConsolidationConfig | None = None,
     ) -> None:
         self.settings = settings or Settings.from_env(root=Path(root) if root is not None else None)
         if root is not None:
@@ -164,6 +167,7 @@ class Memory:
         # Extracted memory (facts, events, entities): see the "extraction" section at the end of the class.
         self.llm = llm
         self.extraction = extraction or ExtractionConfig()
+        self.consolidation = consolidation or self.settings.consolidation
         self._extract_locks: dict[Scope, threading.Lock] = {}
         self._queue: ExtractionQueue | None = None
         if llm is not None and self.extraction.background and self._queue_file().exists():
@@ -703,6 +707,40 @@ class Memory:
             decided_by="llm" if v.by == "llm" else "rule" if v.by == "rule" else "default",
             reason=v.reason,
         )
+
+    def consolidate(
+        self,
+        scope: ScopeLike,
+        *,
+        dry_run: bool = False,
+        summaries: bool = False,
+        llm: LLM | None = None,
+    ) -> Consolidation:
+        """Tidy a scope's extracted memory (docs/months.md, "Consolidation"): merge clusters of duplicate current
+        facts (the kept fact sums their reinforcement and takes every source message; the others are superseded,
+        never deleted), link events to the entities they name, and with ``summaries=True`` write one dated summary
+        fact per old window of sessions. With an LLM (``llm``, else this Memory's) each cluster of similar facts
+        costs one call that decides whether to merge; without one only the same or a near-identical text merges.
+        ``dry_run=True`` plans the same changes (LLM calls included) and writes nothing. A second run over an
+        unchanged scope changes nothing. ``summaries`` needs an LLM."""
+        s = as_scope(scope)
+        model = llm or self.llm
+        if summaries and model is None:
+            raise NotAvailable(
+                "summaries need an LLM: pass llm=..., Memory(llm=...), or set GRAPHRECALL_LLM (graphrecall "
+                "consolidate --llm)"
+            )
+        if not self._pool.exists(s):
+            return Consolidation(scope=s, dry_run=dry_run)
+        since = len(model.usage.records) if model is not None else 0
+        consolidator = Consolidator(
+            self.embedder, self.consolidation, model, max_tokens=self.extraction.max_tokens
+        )
+        with self._flushed(s) as db, self._extract_lock(s):
+            plan = consolidator.plan(db, summaries=summaries, now=utcnow())
+            if not dry_run:
+                consolidator.apply(db, plan)
+        return plan.result(s, dry_run=dry_run, llm=model, since=since)
 
     # -- background extraction ---------------------------------------------------------------------------------
     def _queue_file(self) -> Path:

@@ -171,6 +171,12 @@ class Fact(BaseModel):
     message_ids: list[str] = Field(default_factory=list)
     entity_ids: list[str] = Field(default_factory=list)
     superseded_by: str | None = None
+    reinforcement: int = Field(
+        default=1,
+        ge=1,
+        description="how many times the fact was observed: said again (extraction), added again (add_fact) or "
+        "merged from duplicates (consolidate); with last_seen it feeds the salience score",
+    )
 
     @property
     def current(self) -> bool:
@@ -387,6 +393,72 @@ class Erasure(BaseModel):
     facts: list[str] = Field(default_factory=list)
     events: list[str] = Field(default_factory=list)
     entities: list[str] = Field(default_factory=list)
+
+
+class FactMerge(BaseModel):
+    """One cluster of duplicate current facts merged by ``Memory.consolidate``: ``kept_id`` holds it now (one of
+    the cluster's facts, or with ``new_fact`` a fact written with the LLM's merged ``text``); ``superseded`` were
+    replaced by it (kept, with a SUPERSEDES edge: ``history`` shows them)."""
+
+    kept_id: str
+    text: str
+    superseded: list[str]
+    new_fact: bool = False
+    reinforcement: int = Field(ge=1, description="the cluster's observations, summed")
+    decided_by: Literal["rule", "llm"]
+    reason: str = ""
+
+
+class SeparateFacts(BaseModel):
+    """A cluster of similar facts the LLM said are different facts: left as they are."""
+
+    fact_ids: list[str]
+    reason: str = ""
+
+
+class EventLink(BaseModel):
+    """An event linked to an entity its text names (a SUBJECT or OBJECT edge extraction did not make)."""
+
+    event_id: str
+    entity_id: str
+    role: Literal["subject", "object"]
+
+
+class PeriodSummary(BaseModel):
+    """One dated summary fact of an old window of sessions (``consolidate(summaries=True)``)."""
+
+    fact_id: str
+    start: datetime
+    end: datetime
+    session_ids: list[str]
+    text: str
+
+
+class Consolidation(BaseModel):
+    """What ``Memory.consolidate`` changed (or, with ``dry_run``, would change), and what it cost. A second run
+    over an unchanged scope changes nothing."""
+
+    scope: Scope
+    dry_run: bool
+    merges: list[FactMerge] = Field(default_factory=list)
+    kept_separate: list[SeparateFacts] = Field(default_factory=list)
+    event_links: list[EventLink] = Field(default_factory=list)
+    summaries: list[PeriodSummary] = Field(default_factory=list)
+    deferred: int = Field(
+        default=0, description="clusters or windows left for a later run: the run reached max_llm_calls"
+    )
+    errors: list[str] = Field(
+        default_factory=list, description="clusters or windows left alone because the LLM call failed"
+    )
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    @property
+    def changes(self) -> int:
+        """How many things were (or would be) written: merges, links and summaries."""
+        return len(self.merges) + len(self.event_links) + len(self.summaries)
 
 
 class IngestResult(BaseModel):

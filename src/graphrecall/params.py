@@ -1,4 +1,5 @@
-"""The parameters of ``search``, ``context``, ``answer``, ``facts``, ``profile`` and ``add_fact``, written down once
+"""The parameters of ``search``, ``context``, ``answer``, ``facts``, ``profile``, ``add_fact``, ``erase`` and
+``consolidate``, written down once
 for every surface.
 
 Why one spec: the HTTP API, the MCP tools and the CLI each used to declare these parameters by hand, and they drifted
@@ -197,6 +198,17 @@ class EraseParams(BaseModel):
         }
 
 
+class ConsolidateParams(BaseModel):
+    """``consolidate``: merge duplicate current facts (the rest are superseded, never deleted), link events to the
+    entities they name, and optionally summarize old periods; with an LLM one call per cluster or period."""
+
+    dry_run: bool = Field(default=False, description="only plan: list what would change, write nothing")
+    summaries: bool = Field(
+        default=False,
+        description="also write one dated summary fact per old window of sessions (needs an LLM)",
+    )
+
+
 SPECS: dict[str, type[BaseModel]] = {
     "search": SearchParams,
     "context": ContextParams,
@@ -205,6 +217,7 @@ SPECS: dict[str, type[BaseModel]] = {
     "profile": ProfileParams,
     "add_fact": AddFactParams,
     "erase": EraseParams,
+    "consolidate": ConsolidateParams,
 }
 
 # -- derived forms --------------------------------------------------------------------------------------------------

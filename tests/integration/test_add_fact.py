@@ -58,6 +58,7 @@ def test_the_same_fact_again_is_a_duplicate_that_reinforces(m: Memory) -> None:
     assert again.fact.id == first.fact.id and again.fact.valid_from == datetime(2023, 1, 1)
     assert again.fact.last_seen is not None and first.fact.last_seen is not None
     assert again.fact.last_seen >= first.fact.last_seen
+    assert (first.fact.reinforcement, again.fact.reinforcement) == (1, 2)
     assert len(m.facts(SCOPE, include_superseded=True)) == 1
 
 

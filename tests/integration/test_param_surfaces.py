@@ -1,4 +1,4 @@
-"""search, context, answer, facts, profile, add_fact and erase take the same parameters on every surface: the HTTP API, the MCP tools and
+"""search, context, answer, facts, profile, add_fact, erase and consolidate take the same parameters on every surface: the HTTP API, the MCP tools and
 the CLI are each compared with ``graphrecall.params`` (name, type, default, bounds), so a parameter added to the
 spec and missing from a surface, or declared differently there, fails here."""
 
@@ -23,7 +23,8 @@ from graphrecall.server.openapi import openapi_schema
 
 REQUIRED = "<required>"
 HTTP = {"search": ("get", "search"), "context": ("get", "context"), "answer": ("post", "answer"), "facts": ("get", "facts"),
-        "profile": ("get", "profile"), "add_fact": ("post", "facts"), "erase": ("post", "erase")}  # fmt: skip
+        "profile": ("get", "profile"), "add_fact": ("post", "facts"), "erase": ("post", "erase"),
+        "consolidate": ("post", "consolidate")}  # fmt: skip
 MCP_TOOL = {name: f"memory_{name}" for name in params.SPECS}
 SCOPE_ARGS = {"org_id", "user_id"}  # MCP: whose memory; HTTP has them in the path, the CLI as --org/--user
 CLI_OWN = {"help", "root", "debug", "embedder", "org", "user", "json", "llm", "llm_base_url", "yes"}
@@ -35,6 +36,7 @@ POSITIONAL = {
     "profile": [],
     "add_fact": ["x"],
     "erase": [],
+    "consolidate": [],
 }
 CLI_COMMAND = {"add_fact": "add-fact"}  # the CLI spells multi-word commands with a dash
 

@@ -1,7 +1,8 @@
-"""A store written by release 0.1.0 opens with the current code and has lost nothing.
+"""Stores written by earlier code open with the current code and have lost nothing.
 
-``tests/data/stores/v0_1_0.tar.gz`` was made once by ``scripts/make_store_fixture.py`` with the 0.1.0 code (see the
-README beside it) and is never regenerated: it is the old format. Whatever the storage becomes (a write log,
+``tests/data/stores/v0_1_0.tar.gz`` (schema 1) was made once by ``scripts/make_store_fixture.py`` with the 0.1.0
+code, ``schema2.tar.gz`` by the same script with the last schema 2 code (see the README beside them); neither is
+ever regenerated: they are the old formats. Every test runs against both. Whatever the storage becomes (a write log,
 derived indexes outside Kuzu, a new schema version), opening this store must migrate it or rebuild what is
 derived, and every check below must hold. Only the public API is used, so the test does not care how.
 """
@@ -18,7 +19,8 @@ import pytest
 
 from graphrecall import Memory, Scope, Settings
 
-ARCHIVE = Path(__file__).resolve().parents[1] / "data" / "stores" / "v0_1_0.tar.gz"
+STORES = Path(__file__).resolve().parents[1] / "data" / "stores"
+ARCHIVES = {"schema1": STORES / "v0_1_0.tar.gz", "schema2": STORES / "schema2.tar.gz"}
 SCOPE = Scope(org_id="fixture", user_id="ana")
 
 # What the 0.1.0 store holds (written down here, not read from the script that made it: the archive is frozen).
@@ -36,10 +38,10 @@ SESSION_DATES = {
 }
 
 
-def unpack(dest: Path) -> Path:
+def unpack(dest: Path, archive: Path) -> Path:
     root = dest / "store"
     root.mkdir()
-    with tarfile.open(ARCHIVE, "r:gz") as tar:
+    with tarfile.open(archive, "r:gz") as tar:
         if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: refuse links and paths out of ``root``
             tar.extractall(root, filter="data")
         else:  # pragma: no cover
@@ -47,16 +49,21 @@ def unpack(dest: Path) -> Path:
     return root
 
 
+@pytest.fixture(scope="module", params=sorted(ARCHIVES))
+def archive(request: pytest.FixtureRequest) -> Path:
+    return ARCHIVES[request.param]
+
+
 @pytest.fixture(scope="module")
-def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
-    root = unpack(tmp_path_factory.mktemp("upgrade"))
+def mem(tmp_path_factory: pytest.TempPathFactory, archive: Path) -> Iterator[Memory]:
+    root = unpack(tmp_path_factory.mktemp("upgrade"), archive)
     with Memory.open(root, settings=Settings(root=root)) as m:  # the default, real embedder it was made with
         yield m
 
 
-def test_the_archive_is_small_and_holds_one_scope(tmp_path: Path, mem: Memory) -> None:
-    assert ARCHIVE.stat().st_size < 1_000_000
-    root = unpack(tmp_path)
+def test_the_archive_is_small_and_holds_one_scope(tmp_path: Path, mem: Memory, archive: Path) -> None:
+    assert archive.stat().st_size < 1_000_000
+    root = unpack(tmp_path, archive)
     with Memory.open(root, settings=Settings(root=root), embedder=mem.embedder) as m:
         assert m.scopes() == [SCOPE]
     shutil.rmtree(root)
@@ -108,8 +115,16 @@ def test_current_facts_say_berlin_and_the_history_keeps_munich(mem: Memory) -> N
     assert fact_hits and fact_hits[0].text == "The user lives in Berlin"
 
 
-def test_the_upgraded_store_takes_new_writes(tmp_path: Path, mem: Memory) -> None:
-    root = unpack(tmp_path)
+def test_facts_gain_a_reinforcement_count_from_their_sources(mem: Memory) -> None:
+    every = mem.facts(SCOPE, include_superseded=True)
+    assert len(every) == 4
+    # each fixture fact was said in one session: the upgrade counts its distinct source sessions
+    assert {f.reinforcement for f in every} == {1}
+    assert all(f.last_seen is not None for f in every)
+
+
+def test_the_upgraded_store_takes_new_writes(tmp_path: Path, mem: Memory, archive: Path) -> None:
+    root = unpack(tmp_path, archive)
     with Memory.open(root, settings=Settings(root=root), embedder=mem.embedder) as m:
         r = m.add_session(
             SCOPE,
@@ -121,3 +136,7 @@ def test_the_upgraded_store_takes_new_writes(tmp_path: Path, mem: Memory) -> Non
     with Memory.open(root, settings=Settings(root=root), embedder=mem.embedder) as m:
         assert m.stats(SCOPE).sessions == 5
         assert m.search(SCOPE, "frisbee", k=1)[0].session_id == "s5"
+        berlin = next(f for f in m.facts(SCOPE) if f.text == "The user lives in Berlin")
+        names = [e.name for e in m.entities(SCOPE) if e.id in berlin.entity_ids]
+        again = m.add_fact(SCOPE, "The user lives in Berlin", kind=berlin.kind, entities=names)
+        assert again.decision == "DUPLICATE" and again.fact.reinforcement == 2  # the new column is written

@@ -72,6 +72,7 @@ def test_duplicate_reinforces_the_stored_fact_without_a_new_row(tmp_path: Path) 
         assert (r.facts_added, r.facts_reinforced) == (0, 1)
         assert f.confidence > db_conf and f.last_seen == datetime(2024, 2, 10)
         assert f.message_ids == ["s1#0", "s2#0"] and f.text == "The user lives in Munich"
+        assert f.reinforcement == 2  # observed twice: the count salience grows with
 
 
 def test_an_identical_restatement_is_a_duplicate_without_asking_the_llm(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from graphrecall.prompts import PromptError, list_prompts, load_prompt, parse_prompt
 
-SHIPPED = ("extract_session", "resolve_entity", "version_fact")
+SHIPPED = ("extract_session", "resolve_entity", "version_fact", "consolidate_facts", "summarize_period")
 
 
 def test_the_shipped_prompts_exist_and_take_values() -> None:
@@ -19,6 +19,9 @@ def test_the_shipped_prompts_exist_and_take_values() -> None:
         assert name in names
         assert load_prompt(name).placeholders
     assert {"session_date", "session_id", "messages"} <= load_prompt("extract_session").placeholders
+    # consolidation renders these (extract/consolidate.py); a renamed placeholder must fail here, not at run time
+    assert load_prompt("consolidate_facts").placeholders == {"kind", "facts"}
+    assert load_prompt("summarize_period").placeholders == {"start", "end", "sessions"}
 
 
 @pytest.mark.parametrize("name", list_prompts())

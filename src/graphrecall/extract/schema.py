@@ -246,3 +246,37 @@ class EntityMatch(BaseModel):
         if isinstance(v, str) and v.strip().lower() in {"", "null", "none"}:
             return None
         return v
+
+
+class MergeDecision(BaseModel):
+    """The answer to the consolidate_facts prompt for one cluster: MERGE (into ``keep``, reworded to ``text``
+    when given) or SEPARATE. Case and blank values are forgiven; anything else is invalid and the cluster is left
+    alone (the safe default: nothing is superseded)."""
+
+    decision: Literal["MERGE", "SEPARATE"]
+    keep: str | None = None
+    text: str | None = None
+    reason: str = ""
+
+    @field_validator("decision", mode="before")
+    @classmethod
+    def _upper(cls, v: Any) -> Any:
+        return v.strip().upper() if isinstance(v, str) else v
+
+    @field_validator("keep", "text", mode="before")
+    @classmethod
+    def _blank(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.strip().lower() in {"", "null", "none"}:
+            return None
+        return v.strip() if isinstance(v, str) else v
+
+
+class PeriodSummaryAnswer(BaseModel):
+    """The answer to the summarize_period prompt: one short paragraph, or empty when nothing is worth keeping."""
+
+    summary: str = ""
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _text(cls, v: Any) -> Any:
+        return " ".join(v.split()) if isinstance(v, str) else ("" if v is None else v)

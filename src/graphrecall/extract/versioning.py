@@ -153,7 +153,8 @@ def apply_verdicts(
             prev = reinforced.get(target.id)
             conf = reinforced_confidence(prev.confidence if prev else target.confidence, row.confidence)
             mids = (prev.message_ids if prev else []) + row.message_ids
-            reinforced[target.id] = Reinforcement(target.id, conf, said_on, mids)
+            count = (prev.count if prev else 0) + 1
+            reinforced[target.id] = Reinforcement(target.id, conf, said_on, mids, count)
             continue
         write.facts.append(row)
         if v.decision in ("UPDATE", "CONTRADICT") and target is not None:

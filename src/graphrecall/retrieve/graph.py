@@ -5,6 +5,9 @@ Two outputs from the same candidates. Called by the retriever, the object return
 gains a "the user's facts say this round matters" signal. ``node_hits`` returns the facts and events themselves
 as ``Hit(kind="fact"|"event")`` for callers that ask for them (``Memory.search(kinds=...)``).
 
+With ``RetrievalConfig.salience_weight`` > 0, fact hits (not rounds, not events) gain that weight times their
+salience (``retrieve.salience``) in RRF rank-1 units: a weak prior for facts said often and lately.
+
 Only what is visible at the question's cutoff counts (``store.visibility``): facts and events recorded later, and
 supersessions recorded later, are ignored. Superseded facts are skipped unless ``as_of`` asks for the past, in
 which case the facts valid at ``as_of`` (by valid time) are used instead. Entity expansion: entities whose name or alias occurs in the query pull in
@@ -18,10 +21,11 @@ from datetime import datetime
 
 from graphrecall.dates import Cutoff
 from graphrecall.embed.base import Vectors
-from graphrecall.models import Hit
+from graphrecall.models import Hit, utcnow
 from graphrecall.names import match_keys, normalize_name
 from graphrecall.retrieve import fusion
 from graphrecall.retrieve.fusion import Ranked
+from graphrecall.retrieve.salience import DEFAULT_HALF_LIFE_DAYS, SalienceFacts, salience
 from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
@@ -31,12 +35,22 @@ from graphrecall.text import query_terms
 class GraphCandidates:
     """Callable as a candidate generator; ``node_hits`` for fact/event hits. Stateless apart from settings."""
 
-    def __init__(self, *, rrf_k: int, query_stopwords: bool = True, oversample: int = 3) -> None:
-        """``rrf_k`` and ``query_stopwords`` are the retriever's (``RetrievalConfig``), so fact and event search
-        treat a question the way round search does."""
+    def __init__(
+        self,
+        *,
+        rrf_k: int,
+        query_stopwords: bool = True,
+        oversample: int = 3,
+        salience_weight: float = 0.0,
+        salience_half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+    ) -> None:
+        """``rrf_k``, ``query_stopwords`` and the salience knobs are the retriever's (``RetrievalConfig``), so fact
+        and event search treat a question the way round search does."""
         self.rrf_k = rrf_k
         self.query_stopwords = query_stopwords
         self.oversample = oversample
+        self.salience_weight = salience_weight
+        self.salience_half_life_days = salience_half_life_days
 
     # -- as a generator of round candidates ------------------------------------------------------------------------
     def __call__(
@@ -146,23 +160,51 @@ class GraphCandidates:
             if kind not in kinds or not ranked:
                 continue
             nodes = fq.fetch_nodes(db, table, [i for i, _ in ranked])
+            prior = (
+                self._salience(db, [i for i, _ in ranked], cutoff)
+                if kind == "fact" and self.salience_weight > 0
+                else {}
+            )
             for node_id, score in ranked:
                 if node_id not in nodes:
                     continue
                 text, sid, date, mids = nodes[node_id]
+                signals = {kind: float(score)}
+                if node_id in prior:
+                    signals["salience"] = prior[node_id]
+                    score += self.salience_weight * prior[node_id] / (self.rrf_k + 1)
                 hits.append(
                     Hit(
                         id=node_id,
                         kind="fact" if kind == "fact" else "event",
                         text=text,
                         score=float(score),
-                        signals={kind: float(score)},
+                        signals=signals,
                         session_id=sid,
                         date=date,
                         message_ids=mids,
                     )
                 )
         return hits
+
+    def _salience(self, db: ScopeDatabase, ids: Sequence[str], cutoff: Cutoff | None) -> dict[str, float]:
+        """Fact id -> salience as known at the cutoff: a fact with source messages counts the sessions recorded
+        by then that said it, and the latest of them is its last sighting (so a restatement after the question
+        date does not lift it); a fact without (added by the application) uses its stored count, and its stored
+        ``last_seen`` when that is not after the question date."""
+        now = cutoff.question_date if cutoff is not None else utcnow()
+        until = cutoff.until if cutoff is not None else None
+        stored = fq.salience_inputs(db, ids)
+        said = fq.fact_mentions(db, ids, until=until)
+        out: dict[str, float] = {}
+        for fid, (last_seen, recorded_at, count) in stored.items():
+            if fid in said:
+                count, last_seen = said[fid]
+            elif last_seen is not None and last_seen > now:
+                last_seen = recorded_at
+            seen = SalienceFacts(last_seen=last_seen, recorded_at=recorded_at, reinforcement=max(1, count))
+            out[fid] = salience(seen, now, self.salience_half_life_days)
+        return out
 
 
 def entities_named_in(db: ScopeDatabase, query: str) -> list[str]:

@@ -60,7 +60,12 @@ class HybridRetriever:
         self.config = config or RetrievalConfig()
         self.reranker = reranker
         self.graph = (
-            GraphCandidates(rrf_k=self.config.rrf_k, query_stopwords=self.config.query_stopwords)
+            GraphCandidates(
+                rrf_k=self.config.rrf_k,
+                query_stopwords=self.config.query_stopwords,
+                salience_weight=self.config.salience_weight,
+                salience_half_life_days=self.config.salience_half_life_days,
+            )
             if graph
             else None
         )

@@ -25,6 +25,7 @@ from graphrecall import __version__
 from graphrecall.memory import Memory
 from graphrecall.models import (
     AddedFact,
+    Consolidation,
     Context,
     Erasure,
     Fact,
@@ -56,6 +57,7 @@ from graphrecall.server.schemas import (
     AddMessagesRequest,
     AddSessionRequest,
     AnswerRequest,
+    ConsolidateRequest,
     EraseRequest,
     ErrorResponse,
     ExportDocument,
@@ -334,6 +336,16 @@ class _Routes:
         )
         async def erase(scope: ScopeDep, body: EraseRequest) -> Erasure:
             return await self.call(m.erase, scope, **body.erase_kwargs())
+
+        @r.post(
+            "/consolidate",
+            response_model=Consolidation,
+            summary="Merge duplicate facts, link events to entities, summarize old periods (dry_run plans only)",
+            operation_id="consolidate",
+            tags=["facts"],
+        )
+        async def consolidate(scope: ScopeDep, body: ConsolidateRequest) -> Consolidation:
+            return await self.call(m.consolidate, scope, dry_run=body.dry_run, summaries=body.summaries)
 
         @r.get(
             "/stats",

@@ -39,6 +39,7 @@ from graphrecall.errors import GraphRecallError
 from graphrecall.memory import Memory
 from graphrecall.models import (
     AddedFact,
+    Consolidation,
     Erasure,
     Fact,
     Hit,
@@ -52,6 +53,7 @@ from graphrecall.models import Context as MemoryContext
 from graphrecall.params import (
     AddFactParams,
     AnswerParams,
+    ConsolidateParams,
     ContextParams,
     EraseParams,
     FactsParams,
@@ -304,6 +306,10 @@ def create_mcp_server(
     async def memory_erase(scope: Scope, p: EraseParams) -> Erasure:
         return await _blocking(functools.partial(memory.erase, scope, **p.erase_kwargs()))
 
+    async def memory_consolidate(scope: Scope, p: ConsolidateParams) -> Consolidation:
+        call = functools.partial(memory.consolidate, scope, dry_run=p.dry_run, summaries=p.summaries)
+        return await _blocking(call)
+
     async def memory_add_fact(scope: Scope, p: AddFactParams) -> AddedFact:
         call = functools.partial(
             memory.add_fact,
@@ -387,6 +393,15 @@ def create_mcp_server(
             "(the old one is kept as history).",
             ToolAnnotations(
                 read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+            ),
+        ),
+        (
+            spec_tool(memory_consolidate, ConsolidateParams, Consolidation, policy),
+            "Tidy what memory holds about the user: merge facts stored several times in other words (the merged "
+            "ones are kept as history), link events to the people and places they name, and with summaries=true "
+            "write a short summary of each old week. Call with dry_run=true to see the plan first.",
+            ToolAnnotations(
+                read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
             ),
         ),
         (

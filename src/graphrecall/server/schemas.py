@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from graphrecall.models import Fact, Hit, Message, Session, validate_identifier
-from graphrecall.params import AddFactParams, AnswerParams, EraseParams
+from graphrecall.params import AddFactParams, AnswerParams, ConsolidateParams, EraseParams
 
 
 def _identifier(value: str, info: ValidationInfo) -> str:
@@ -64,6 +64,14 @@ class AnswerRequest(AnswerParams):
 
 class EraseRequest(EraseParams):
     """The body of ``POST .../erase``: the fields of ``graphrecall.params.EraseParams``, and nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ConsolidateRequest(ConsolidateParams):
+    """The body of ``POST .../consolidate``: the fields of ``graphrecall.params.ConsolidateParams``, and nothing
+    else. The LLM is the server's (``GRAPHRECALL_LLM``): without one, only the same or near-identical facts merge
+    and ``summaries`` is refused (501)."""
 
     model_config = ConfigDict(extra="forbid")
 

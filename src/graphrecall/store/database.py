@@ -72,8 +72,9 @@ class ScopeDatabase:
         t0 = time.perf_counter()
         created, upgraded = self._ensure_schema(embedder_id, dim)
         try:
+            # Only schema 1 had other indexes; schema 2 -> 3 adds an unindexed column, its derived indexes hold.
             self.indexes = DerivedIndexes.open(
-                self, path, self._marks, embedder_id=embedder_id, dim=dim, fresh=created or bool(upgraded)
+                self, path, self._marks, embedder_id=embedder_id, dim=dim, fresh=created or upgraded == 1
             )
         except BaseException:
             self.close()
@@ -85,7 +86,10 @@ class ScopeDatabase:
                 upgraded,
                 schema.SCHEMA_VERSION,
                 time.perf_counter() - t0,
-                "dropped Kuzu's full-text indexes, kept its vector indexes (no longer searched)",
+                "dropped Kuzu's full-text indexes, kept its vector indexes (no longer searched), added "
+                "Fact.reinforcement"
+                if upgraded == 1
+                else "added Fact.reinforcement",
                 ", ".join(self.indexes.rebuilt) or "none",
             )
 
@@ -218,7 +222,10 @@ class ScopeDatabase:
         upgraded = 0
         if version == 1:
             self._upgrade_from_1()
-            upgraded = 1
+            upgraded, version = 1, 2
+        if version == 2:
+            self._upgrade_from_2()
+            upgraded = upgraded or 2
         elif version != schema.SCHEMA_VERSION:
             raise SchemaMismatch(
                 f"database {self.path} has schema version {version}; this graphrecall reads versions 1 to "
@@ -256,15 +263,32 @@ class ScopeDatabase:
             for table, name, _ in schema.FTS_INDEXES:
                 if (table, name) in existing:
                     _run(self._writer, f"CALL DROP_FTS_INDEX('{table}', '{name}')")
+            _run(self._writer, "MATCH (m:Meta {key: 'meta'}) SET m.schema_version = 2")
+            _run(self._writer, "CHECKPOINT")
+        Path(str(self.path) + ".fts-rebuild").unlink(
+            missing_ok=True
+        )  # schema 1's repair marker: nothing to repair
+
+    def _upgrade_from_2(self) -> None:
+        """Schema 2 -> 3: ``Fact.reinforcement``, added with a default of 1 and then set to the number of distinct
+        sessions the fact's source messages come from (what extraction would have counted; a fact the application
+        added has none and stays 1). ``ALTER TABLE ... ADD ... DEFAULT`` is DDL, so it runs in auto-commit mode
+        (Kuzu refuses DDL in a manual transaction). Idempotent: a crash half-way is finished by the next open."""
+        with self.write_lock:
+            columns = {r[1] for r in self.query("CALL table_info('Fact') RETURN *")}
+            if "reinforcement" not in columns:
+                _run(self._writer, "ALTER TABLE Fact ADD reinforcement INT64 DEFAULT 1")
+            _run(
+                self._writer,
+                "MATCH (f:Fact)-[:FACT_FROM]->(m:Message) WITH f, count(DISTINCT m.session_id) AS n "
+                "SET f.reinforcement = CASE WHEN n > 1 THEN n ELSE 1 END",
+            )
             _run(
                 self._writer,
                 "MATCH (m:Meta {key: 'meta'}) SET m.schema_version = $v",
                 {"v": schema.SCHEMA_VERSION},
             )
             _run(self._writer, "CHECKPOINT")
-        Path(str(self.path) + ".fts-rebuild").unlink(
-            missing_ok=True
-        )  # schema 1's repair marker: nothing to repair
 
     def close(self) -> None:
         if self.closed:

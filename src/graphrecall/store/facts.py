@@ -26,8 +26,14 @@ from graphrecall.store.visibility import event_condition, fact_condition
 
 FACT_COLS = (
     "f.id, f.text, f.kind, f.polarity, f.confidence, f.valid_from, f.valid_to, f.recorded_at, f.expired_at, "
-    "f.last_seen, f.session_id, f.message_ids"
+    "f.last_seen, f.session_id, f.message_ids, f.reinforcement"
 )
+
+
+SUMMARY_PREFIX = "fsum_"
+"""Ids of period summaries (``extract.consolidate``): facts about a stretch of time, not statements to version a new
+fact against, so versioning never offers them as candidates (nor does consolidation cluster them)."""
+NOT_SUMMARY = f"NOT starts_with(f.id, '{SUMMARY_PREFIX}')"
 
 
 @dataclass
@@ -45,6 +51,7 @@ class FactRow:
     message_ids: list[str]
     entity_ids: list[str]
     vec: Vectors
+    reinforcement: int = 1  # observations so far: 1 for a new fact, the exported count on import
 
 
 @dataclass
@@ -66,12 +73,14 @@ class EventRow:
 
 @dataclass
 class Reinforcement:
-    """A DUPLICATE: the stored fact gains confidence, a later ``last_seen`` and the new source messages."""
+    """A DUPLICATE: the stored fact gains confidence, a later ``last_seen``, the new source messages and ``count``
+    more observations (``Fact.reinforcement``)."""
 
     fact_id: str
     confidence: float
     last_seen: datetime
     message_ids: list[str]
+    count: int = 1
 
 
 @dataclass
@@ -149,6 +158,7 @@ def write_extraction(txn: WriteTxn, w: ExtractionWrite, *, dim: int) -> None:
                     "session_id": [f.session_id for f in w.facts],
                     "message_ids": pa.array([f.message_ids for f in w.facts], pa.list_(pa.string())),
                     "embedding": vector_column([f.vec for f in w.facts], dim),
+                    "reinforcement": pa.array([max(1, f.reinforcement) for f in w.facts], pa.int64()),
                 }
             ),
         )
@@ -206,8 +216,9 @@ def reinforce(txn: WriteTxn, r: Reinforcement) -> None:
     added = [m for m in dict.fromkeys(r.message_ids) if m not in old_ids]
     last_seen = max(d for d in (rows[0][1], r.last_seen) if d is not None)
     txn.execute(
-        "MATCH (f:Fact {id: $id}) SET f.confidence = $c, f.last_seen = $t, f.message_ids = $m",
-        {"id": r.fact_id, "c": r.confidence, "t": last_seen, "m": old_ids + added},
+        "MATCH (f:Fact {id: $id}) SET f.confidence = $c, f.last_seen = $t, f.message_ids = $m, "
+        "f.reinforcement = coalesce(f.reinforcement, 1) + $n",
+        {"id": r.fact_id, "c": r.confidence, "t": last_seen, "m": old_ids + added, "n": max(0, r.count)},
     )
     if added:
         txn.execute(
@@ -304,13 +315,14 @@ def similar_current_facts(
     v = np.asarray(vec, dtype=np.float32).tolist()
     ret = "RETURN f.id, f.text, f.confidence, f.recorded_at, f.valid_from, f.last_seen, s ORDER BY s DESC LIMIT $k"
     rows = db.query(
-        "MATCH (f:Fact) WHERE f.expired_at IS NULL WITH f, array_cosine_similarity(f.embedding, $v) AS s "
+        f"MATCH (f:Fact) WHERE f.expired_at IS NULL AND {NOT_SUMMARY} "
+        "WITH f, array_cosine_similarity(f.embedding, $v) AS s "
         f"WHERE s >= $t {ret}",
         {"v": v, "t": min_similarity, "k": k},
     )
     if entity_ids:
         rows += db.query(
-            "MATCH (f:Fact)-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND f.expired_at IS NULL "
+            f"MATCH (f:Fact)-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND f.expired_at IS NULL AND {NOT_SUMMARY} "
             "WITH DISTINCT f WITH f, array_cosine_similarity(f.embedding, $v) AS s "
             f"WHERE s >= $t {ret}",
             {"v": v, "t": min_similarity_shared, "k": k, "ents": list(entity_ids)},
@@ -338,6 +350,7 @@ def _fact(r: Sequence[Any], superseded_by: str | None, entity_ids: Sequence[str]
         message_ids=list(r[11] or []),
         entity_ids=sorted(x for x in entity_ids if x),
         superseded_by=superseded_by,
+        reinforcement=max(1, int(r[12] if r[12] is not None else 1)),
     )
 
 
@@ -349,7 +362,7 @@ def _facts_query(db: ScopeDatabase, where: str, params: dict[str, Any], tail: st
         f"RETURN {FACT_COLS}, min(n.id), collect(DISTINCT e.id) {tail}",
         params,
     )
-    return [_fact(r, r[12], r[13] or []) for r in rows]
+    return [_fact(r, r[13], r[14] or []) for r in rows]
 
 
 def get_facts(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Fact]:
@@ -525,6 +538,19 @@ def list_events(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> lis
     return [_event(r) for r in rows]
 
 
+def salience_inputs(
+    db: ScopeDatabase, ids: Sequence[str]
+) -> dict[str, tuple[datetime | None, datetime | None, int]]:
+    """Fact id -> (last_seen, recorded_at, reinforcement): what ``retrieve.salience`` reads."""
+    if not ids:
+        return {}
+    rows = db.query(
+        "MATCH (f:Fact) WHERE f.id IN $ids RETURN f.id, f.last_seen, f.recorded_at, f.reinforcement",
+        {"ids": list(ids)},
+    )
+    return {r[0]: (r[1], r[2], int(r[3] if r[3] is not None else 1)) for r in rows}
+
+
 # -- the profile (``retrieve.profile``) ------------------------------------------------------------------------------
 def fact_mentions(
     db: ScopeDatabase, ids: Sequence[str], *, until: datetime | None
@@ -564,7 +590,7 @@ def current_facts_of_kind(db: ScopeDatabase, kind: str, vec: Vectors) -> list[tu
     ``vec``, most similar first. Exact scan: the rule that uses it compares whole entity sets."""
     v = np.asarray(vec, dtype=np.float32).tolist()
     rows = db.query(
-        "MATCH (f:Fact) WHERE f.expired_at IS NULL AND f.kind = $kind "
+        f"MATCH (f:Fact) WHERE f.expired_at IS NULL AND f.kind = $kind AND {NOT_SUMMARY} "
         "OPTIONAL MATCH (f)-[:ABOUT]->(e:Entity) "
         "WITH f, collect(DISTINCT e.id) AS ents "
         "RETURN f.id, f.text, f.confidence, f.recorded_at, f.valid_from, f.last_seen, "

@@ -11,11 +11,15 @@ checkpointed index update per write, and 37-54 ms per full-text query at 100k ro
 stores are upgraded on open (``ScopeDatabase``): their full-text indexes are dropped, their HNSW indexes stay
 (``DROP_VECTOR_INDEX`` followed by an insert crashes Kuzu 0.11.3 after a reopen) but are no longer searched.
 ``kuzu_index_statements`` keeps schema 1's definitions for the benchmarks that measure Kuzu's engines.
+
+Schema 3 adds ``Fact.reinforcement``: how many times the fact was observed (said again in a session, added again by
+the application, merged by consolidation), next to ``last_seen``; both feed ``retrieve.salience``. A schema 2 store
+gets the column on open (``ALTER TABLE ... ADD`` with a default, then the count of each fact's source sessions).
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Kuzu-native indexes of schema 1 (benchmarks measure them; upgraded stores may still hold them).
 # (table, index name, column) for every HNSW index.
@@ -49,7 +53,8 @@ def node_tables(dim: int) -> list[str]:
         f" reply_embedding {vec})",
         "CREATE NODE TABLE Fact(id STRING PRIMARY KEY, text STRING, terms STRING, kind STRING, polarity STRING,"
         " confidence DOUBLE, valid_from TIMESTAMP, valid_to TIMESTAMP, recorded_at TIMESTAMP,"
-        f" expired_at TIMESTAMP, last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec})",
+        f" expired_at TIMESTAMP, last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec},"
+        " reinforcement INT64)",
         "CREATE NODE TABLE Event(id STRING PRIMARY KEY, subject STRING, verb STRING, object STRING, text STRING,"
         " terms STRING, time_start TIMESTAMP, time_end TIMESTAMP, session_id STRING, message_ids STRING[],"
         f" embedding {vec})",
