@@ -214,8 +214,8 @@ def worker_env(fn: Callable[..., Any], extra: Mapping[str, str] | None = None) -
     for module in (fn_module(fn), "graphrecall"):
         top = sys.modules.get(module.split(".")[0])
         file = getattr(top, "__file__", None)
-        if file:
-            paths.append(str(Path(file).resolve().parents[1]))
+        if file:  # a package's __init__.py sits one level below the path entry, a plain module right in it
+            paths.append(str(Path(file).resolve().parents[1 if hasattr(top, "__path__") else 0]))
     paths += [str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     env.update(extra or {})

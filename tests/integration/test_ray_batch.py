@@ -1,0 +1,168 @@
+"""Batch work on a real two-node Ray cluster on loopback (``ray start --head`` plus ``ray start --address``).
+
+Shows that tasks run on both nodes through ``graphrecall.raymap`` and that the LongMemEval retrieval harness
+writes the same per-question rows with ``--ray ADDRESS`` as without it. Skipped, saying why, where Ray is not
+installed (``pip install 'graphrecall[ray]'``; ``scripts/setup.sh`` installs it).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from graphrecall import raymap
+
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'graphrecall[ray]'")
+
+# Timing fields differ from run to run; everything else in a row must be identical.
+TIMING = ("ingest_s", "search_s", "bm25_s")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ray_cli() -> str:
+    found = Path(sys.executable).with_name("ray")
+    return str(found) if found.exists() else (shutil.which("ray") or "ray")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A head node and a second node, one CPU each, on 127.0.0.1; ``ray stop --force`` whatever happens.
+
+    Token authentication (on by default in recent Ray) is switched off: every node is this machine's loopback.
+    A private temp dir keeps this cluster's sockets and logs apart from any other Ray on the machine."""
+    port = _free_port()
+    temp = tmp_path_factory.mktemp("ray")
+    env = os.environ | {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    address = f"127.0.0.1:{port}"
+    cli = _ray_cli()
+    old = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # the driver (this process) too
+    try:
+        subprocess.run(
+            [cli, "start", "--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}", *common],
+            check=True, env=env, capture_output=True, timeout=60,
+        )  # fmt: skip
+        subprocess.run(
+            [cli, "start", f"--address={address}", *common],
+            check=True,
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+        yield address
+    finally:
+        subprocess.run([cli, "stop", "--force"], env=env, capture_output=True, timeout=60)
+        if old is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = old
+
+
+def where_am_i(delay: float) -> tuple[str, int]:
+    """A task that holds its node's only CPU for a while, so the next task must go to the other node."""
+    time.sleep(delay)
+    return os.uname().nodename, os.getpid()
+
+
+def test_tasks_run_on_both_nodes_and_results_arrive_as_they_finish(cluster: str) -> None:
+    opts = raymap.RayOptions(address=cluster, num_cpus=1, max_retries=1)
+    outs = list(raymap.run_map(where_am_i, [1.0] * 4, ray=opts, progress=False))
+    assert all(o.ok for o in outs), [o.error for o in outs]
+    assert len({o.node_id for o in outs}) == 2, "every task ran on one node"
+    assert len({o.value[1] for o in outs if o.value}) >= 2  # distinct worker processes
+
+
+def flaky(marker: str) -> str:
+    """Fails on its first run (leaving a marker file), succeeds on the retry."""
+    path = Path(marker)
+    if not path.exists():
+        path.write_text("tried")
+        raise RuntimeError("first try fails")
+    return "second try"
+
+
+def test_a_failed_task_is_retried_and_a_task_that_keeps_failing_is_reported(
+    cluster: str, tmp_path: Path
+) -> None:
+    opts = raymap.RayOptions(address=cluster, max_retries=1)
+    (ok,) = raymap.run_map(flaky, [str(tmp_path / "marker")], ray=opts, progress=False)
+    assert ok.value == "second try"
+    no_retry = raymap.RayOptions(address=cluster, max_retries=0)
+    (bad,) = raymap.run_map(flaky, [str(tmp_path / "other")], ray=no_retry, progress=False)
+    assert not bad.ok and bad.error is not None and "first try fails" in bad.error
+
+
+def _raw(qid: str, qtype: str, topic: str) -> dict[str, Any]:
+    """A LongMemEval-shaped question over a three-session haystack, its evidence in the middle session."""
+    return {
+        "question_id": qid,
+        "question_type": qtype,
+        "question": f"What did you tell me about {topic}?",
+        "question_date": "2023/06/01 (Thu) 10:00",
+        "answer": topic,
+        "answer_session_ids": [f"{qid}-ev"],
+        "haystack_session_ids": [f"{qid}-a", f"{qid}-ev", f"{qid}-b"],
+        "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/20 (Sat) 07:47", "2023/05/25 (Thu) 18:00"],
+        "haystack_sessions": [
+            [
+                {"role": "user", "content": "How do I bake sourdough bread?"},
+                {"role": "assistant", "content": "Feed the starter, then knead the dough."},
+            ],
+            [
+                {"role": "user", "content": f"I keep thinking about {topic}.", "has_answer": True},
+                {"role": "assistant", "content": f"{topic} sounds worth a weekend."},
+            ],
+            [
+                {"role": "user", "content": "Any tips for running in the rain?"},
+                {"role": "assistant", "content": "Wear a cap and a light jacket."},
+            ],
+        ],
+    }
+
+
+def _rows(out: Path) -> dict[str, dict[str, Any]]:
+    rows = [json.loads(line) for line in (out / "retrieval.jsonl").read_text().splitlines() if line.strip()]
+    return {r["question_id"]: {k: v for k, v in r.items() if k not in TIMING} for r in rows}
+
+
+def test_the_retrieval_harness_gives_the_same_rows_with_ray_as_without(cluster: str, tmp_path: Path) -> None:
+    from benchmarks.longmemeval.retrieval import main
+
+    raws = [
+        _raw("q1", "single-session-user", "the violin teacher"),
+        _raw("q2", "multi-session", "the trip to Porto"),
+        _raw("q3", "single-session-user", "the new espresso machine"),
+    ]
+    data = tmp_path / "lme.json.gz"
+    with gzip.open(data, "wt") as f:
+        json.dump(raws, f)
+    base = ["--data", str(data), "--embedder", "hashing", "--folds", "0", "--context-budgets", "2000"]
+    assert main([*base, "--out", str(tmp_path / "local")]) == 0
+    assert main([*base, "--out", str(tmp_path / "ray"), "--ray", cluster, "--ray-cpus", "1"]) == 0
+    local, on_ray = _rows(tmp_path / "local"), _rows(tmp_path / "ray")
+    assert sorted(local) == ["q1", "q2", "q3"]
+    assert on_ray == local
+    summary = json.loads((tmp_path / "ray" / "retrieval.json").read_text())
+    assert summary["config"]["ray"] == {"address": cluster, "num_cpus": 1.0}
+    # Resumable as a local run: a rerun with --resume finds every row and runs nothing.
+    assert main([*base, "--out", str(tmp_path / "ray"), "--ray", cluster, "--resume"]) == 0
+    assert _rows(tmp_path / "ray") == local
