@@ -22,7 +22,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,18 +236,32 @@ def _call(fn: Callable[[T], R], item: T) -> tuple[R, str, str]:
     return fn(item), _here(), str(node)
 
 
+def connect(options: RayOptions, *fns: Callable[..., Any]) -> bool:
+    """Connect this process to Ray as ``options`` say (starting a local Ray when the address is ``None``), with
+    ``worker_env`` for ``fns`` as every worker's environment; ``True`` when this call connected, ``False`` when
+    the process already was (then its first connection's settings hold). A caller that maps several times can
+    connect once; ``run_map`` connects, and disconnects afterwards, only when nobody has."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    env: dict[str, str] = {}
+    for fn in fns:
+        found = worker_env(fn, options.env)
+        paths = [*env.get("PYTHONPATH", "").split(os.pathsep), *found.pop("PYTHONPATH").split(os.pathsep)]
+        env |= found
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+    kwargs: dict[str, Any] = {"runtime_env": {"env_vars": env}, "logging_level": "WARNING"}
+    if options.address is None and not os.environ.get("RAY_ADDRESS"):
+        kwargs["include_dashboard"] = False  # a Ray for this run only: no dashboard to start
+    ray.init(address=options.address, **kwargs)
+    return True
+
+
 def _run_ray(
     fn: Callable[[T], R], items: Sequence[T], options: RayOptions, *, desc: str, progress: bool
 ) -> Iterator[Outcome[T, R]]:
     ray = import_ray()
-    started_here = False
-    if not ray.is_initialized():
-        env = worker_env(fn, options.env)
-        kwargs: dict[str, Any] = {"runtime_env": {"env_vars": env}, "logging_level": "WARNING"}
-        if options.address is None and not os.environ.get("RAY_ADDRESS"):
-            kwargs["include_dashboard"] = False  # a Ray for this run only: no dashboard to start
-        ray.init(address=options.address, **kwargs)
-        started_here = True
+    started_here = connect(options, fn)
     try:
         task = ray.remote(num_cpus=options.num_cpus, max_retries=options.max_retries, retry_exceptions=True)(
             _call
@@ -362,11 +376,3 @@ def worker_state(key: Any, factory: Callable[[], T]) -> T:
 def _close_quietly(obj: Any) -> None:
     with contextlib.suppress(Exception):
         obj.close()
-
-
-def ordered(
-    outcomes: Iterable[Outcome[T, R]], items: Sequence[T], key: Callable[[T], str]
-) -> list[Outcome[T, R]]:
-    """``outcomes`` in the order of ``items`` (Ray returns them as they finish)."""
-    by_key = {key(o.item): o for o in outcomes}
-    return [by_key[key(it)] for it in items if key(it) in by_key]

@@ -77,40 +77,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             os.environ["RAY_AUTH_MODE"] = old
 
 
-def where_am_i(delay: float) -> tuple[str, int]:
-    """A task that holds its node's only CPU for a while, so the next task must go to the other node."""
-    time.sleep(delay)
-    return os.uname().nodename, os.getpid()
-
-
-def test_tasks_run_on_both_nodes_and_results_arrive_as_they_finish(cluster: str) -> None:
-    opts = raymap.RayOptions(address=cluster, num_cpus=1, max_retries=1)
-    outs = list(raymap.run_map(where_am_i, [1.0] * 4, ray=opts, progress=False))
-    assert all(o.ok for o in outs), [o.error for o in outs]
-    assert len({o.node_id for o in outs}) == 2, "every task ran on one node"
-    assert len({o.value[1] for o in outs if o.value}) >= 2  # distinct worker processes
-
-
-def flaky(marker: str) -> str:
-    """Fails on its first run (leaving a marker file), succeeds on the retry."""
-    path = Path(marker)
-    if not path.exists():
-        path.write_text("tried")
-        raise RuntimeError("first try fails")
-    return "second try"
-
-
-def test_a_failed_task_is_retried_and_a_task_that_keeps_failing_is_reported(
-    cluster: str, tmp_path: Path
-) -> None:
-    opts = raymap.RayOptions(address=cluster, max_retries=1)
-    (ok,) = raymap.run_map(flaky, [str(tmp_path / "marker")], ray=opts, progress=False)
-    assert ok.value == "second try"
-    no_retry = raymap.RayOptions(address=cluster, max_retries=0)
-    (bad,) = raymap.run_map(flaky, [str(tmp_path / "other")], ray=no_retry, progress=False)
-    assert not bad.ok and bad.error is not None and "first try fails" in bad.error
-
-
 def _raw(qid: str, qtype: str, topic: str) -> dict[str, Any]:
     """A LongMemEval-shaped question over a three-session haystack, its evidence in the middle session."""
     return {
@@ -166,3 +132,94 @@ def test_the_retrieval_harness_gives_the_same_rows_with_ray_as_without(cluster: 
     # Resumable as a local run: a rerun with --resume finds every row and runs nothing.
     assert main([*base, "--out", str(tmp_path / "ray"), "--ray", cluster, "--resume"]) == 0
     assert _rows(tmp_path / "ray") == local
+
+
+def test_extract_runs_many_scopes_as_tasks_on_the_cluster(cluster: str, tmp_path: Path, capsys: Any) -> None:
+    """``graphrecall extract --all-scopes --ray ADDRESS``: each scope a task; workers open the same root (one
+    machine here) and reach the LLM server the driver checked."""
+    from tests.integration.test_extract_cli import handler
+
+    from graphrecall.cli import main
+    from graphrecall.llm.fakeserver import FakeHTTPServer
+
+    session = [{"session_id": "s1", "date": "2024-01-10T10:00:00",
+                "messages": [{"role": "user", "content": "I live in Munich"}]}]  # fmt: skip
+    (tmp_path / "a.json").write_text(json.dumps(session))
+    base = ["--root", str(tmp_path / "store"), "--embedder", "hashing"]
+    users = ["u1", "u2", "u3"]
+    for user in users:
+        assert main(["ingest", str(tmp_path / "a.json"), *base, "--org", "o", "--user", user]) == 0
+    capsys.readouterr()
+    with FakeHTTPServer(handler) as srv:
+        llm = ["--llm", "openai:fake", "--llm-base-url", srv.url + "/v1"]
+        assert main(["extract", *base, *llm, "--all-scopes", "--json", "--ray", cluster]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert sorted(r["scope"] for r in rows) == [f"o/{u}" for u in users]
+    assert all(r["result"]["sessions_done"] == 1 and r["result"]["facts_added"] == 1 for r in rows)
+    for user in users:
+        assert main(["facts", *base, "--org", "o", "--user", user]) == 0
+        assert "The user lives in Munich" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def driver(cluster: str) -> Iterator[str]:
+    """This process connected to the cluster once for the tests below (the tests above connect through the
+    harnesses' own ``main``, each run for itself): every ``run_map`` then reuses the connection and its workers."""
+    raymap.connect(raymap.RayOptions(address=cluster), where_am_i)
+    yield cluster
+    ray.shutdown()
+
+
+def where_am_i(delay: float) -> tuple[str, int]:
+    """A task that holds its node's only CPU for a while, so the next task must go to the other node."""
+    time.sleep(delay)
+    return os.uname().nodename, os.getpid()
+
+
+def test_tasks_run_on_both_nodes_and_results_arrive_as_they_finish(driver: str) -> None:
+    opts = raymap.RayOptions(address=driver, num_cpus=1, max_retries=1)
+    outs = list(raymap.run_map(where_am_i, [1.0] * 4, ray=opts, progress=False))
+    assert all(o.ok for o in outs), [o.error for o in outs]
+    assert len({o.node_id for o in outs}) == 2, "every task ran on one node"
+    assert len({o.value[1] for o in outs if o.value}) >= 2  # distinct worker processes
+
+
+def flaky(marker: str) -> str:
+    """Fails on its first run (leaving a marker file), succeeds on the retry."""
+    path = Path(marker)
+    if not path.exists():
+        path.write_text("tried")
+        raise RuntimeError("first try fails")
+    return "second try"
+
+
+def test_a_failed_task_is_retried_and_a_task_that_keeps_failing_is_reported(
+    cluster: str, tmp_path: Path
+) -> None:
+    opts = raymap.RayOptions(address=driver, max_retries=1)
+    (ok,) = raymap.run_map(flaky, [str(tmp_path / "marker")], ray=opts, progress=False)
+    assert ok.value == "second try"
+    no_retry = raymap.RayOptions(address=driver, max_retries=0)
+    (bad,) = raymap.run_map(flaky, [str(tmp_path / "other")], ray=no_retry, progress=False)
+    assert not bad.ok and bad.error is not None and "first try fails" in bad.error
+
+
+def echo_row(item: str) -> dict[str, Any]:
+    if item == "bad":
+        raise ValueError("bad item")
+    return {"id": item, "answer": item.upper()}
+
+
+def test_qa_rows_are_written_as_they_arrive_and_failures_run_again_on_resume(
+    cluster: str, tmp_path: Path
+) -> None:
+    from benchmarks.longmemeval.qa import run_all
+
+    jsonl = tmp_path / "qa.jsonl"
+    opts = raymap.RayOptions(address=driver, max_retries=0)
+    rows = run_all(["a", "bad", "c"], str, echo_row, jsonl, progress=False, ray=opts)
+    assert [r["id"] for r in rows] == ["a", "bad", "c"] and rows[1]["error"] == "ValueError: bad item"
+    assert len(jsonl.read_text().splitlines()) == 3
+    # The rerun skips the finished rows and runs only the failed one again (locally here: same file format).
+    again = run_all(["a", "bad", "c"], str, lambda it: {"id": it, "answer": "fixed"}, jsonl, progress=False)
+    assert [r.get("answer") for r in again] == ["A", "fixed", "C"]

@@ -8,6 +8,7 @@ import builtins
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -60,14 +61,19 @@ def test_without_tqdm_progress_is_a_plain_line_on_stderr(
 
 
 def test_a_local_run_never_imports_ray() -> None:
+    """Not by raymap, nor by the commands and harnesses that take --ray (imported and parsed without it)."""
     code = (
-        "import sys; from graphrecall import raymap\n"
+        "import sys; sys.path.insert(0, sys.argv[1]); from graphrecall import raymap\n"
         "list(raymap.run_map(abs, [-1, 2], progress=True))\n"
         "p = raymap.argparse.ArgumentParser(); raymap.add_ray_arguments(p)\n"
         "assert raymap.options_from_args(p.parse_args([])) is None\n"
+        "import graphrecall.cli_extract, benchmarks.longmemeval.qa, benchmarks.locomo.qa\n"
+        "import benchmarks.longmemeval.retrieval as r, benchmarks.locomo.retrieval\n"
+        "assert raymap.options_from_args(r._parser().parse_args(['--data', 'x'])) is None\n"
         "assert 'ray' not in sys.modules, 'ray was imported'\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-c", code, str(root)], check=True, timeout=120)
 
 
 def _parse(*argv: str) -> argparse.Namespace:
@@ -106,7 +112,7 @@ def test_workers_get_the_offline_settings_and_the_drivers_code_path(monkeypatch:
     assert env["HF_HUB_OFFLINE"] == "1"
     assert env["GRAPHRECALL_EMBED_CACHE"] == "/data/cache.sqlite"
     assert "UNRELATED_SECRET" not in env
-    src = str(__import__("pathlib").Path(raymap.__file__).resolve().parents[1])
+    src = str(Path(raymap.__file__).resolve().parents[1])
     assert src in env["PYTHONPATH"].split(":")
 
 

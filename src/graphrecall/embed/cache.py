@@ -18,7 +18,6 @@ import numpy as np
 
 from graphrecall.embed.base import Embedder, TextKind, Vectors
 
-
 BUSY_TIMEOUT_S = 60.0  # how long a write waits for another process's write to the same cache file
 
 
