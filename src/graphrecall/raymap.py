@@ -323,8 +323,8 @@ class _Progress:
         if not self.enabled:
             return
         if self._bar is not None:
+            self._postfix(running=self.total - self.finished)  # before update(), which redraws the bar
             self._bar.update(1)
-            self._postfix(running=self.total - self.finished)
             if not out.ok:
                 self._bar.write(f"  failed: {out.error}", file=sys.stderr)
         else:
