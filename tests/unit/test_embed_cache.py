@@ -149,7 +149,9 @@ def test_processes_writing_one_cache_file_at_once_lose_nothing(tmp_path: Path) -
     assert all(m >= batches * 5 for m in misses)
     reader = Counting(HashingEmbedder(16))
     cache = CachedEmbedder(reader, path=path)
-    texts = [f"worker {w} batch {b} text {i}" for w in range(workers) for b in range(batches) for i in range(5)]
+    texts = [
+        f"worker {w} batch {b} text {i}" for w in range(workers) for b in range(batches) for i in range(5)
+    ]
     cache.embed([*texts, "shared text"])
     assert reader.calls == []  # every text was found in the file
     cache.close()
