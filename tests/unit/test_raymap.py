@@ -126,3 +126,43 @@ def test_worker_state_is_built_once_per_key() -> None:
     key = ("test", object())
     assert raymap.worker_state(key, make) is raymap.worker_state(key, make)
     assert built == [1]
+
+
+def test_every_ray_task_travels_as_plain_values() -> None:
+    """What each --ray caller sends its workers pickles, with absolute paths (a worker's directory is its own)."""
+    import pickle
+    import sys as _sys
+    from functools import partial
+
+    _sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks.locomo import qa as locomo_qa
+    from benchmarks.locomo import retrieval as locomo_retrieval
+    from benchmarks.longmemeval import qa as lme_qa
+    from benchmarks.longmemeval import retrieval as lme_retrieval
+
+    from graphrecall import cli_extract
+
+    args = lme_qa._parser().parse_args(
+        ["--data", "d.json", "--llm", "openai:m", "--judge", "openai:j", "--ray"]
+    )
+    spec = lme_qa.QASpec.from_args(args)
+    assert spec.embed_cache is not None and Path(spec.embed_cache).is_absolute()
+    largs = locomo_qa._parser().parse_args(["--data", "d.json", "--llm", "openai:m", "--judge", "openai:j"])
+    rargs = lme_retrieval._parser().parse_args(["--data", "d.json", "--ray", "auto"])
+    assert raymap.options_from_args(rargs) == raymap.RayOptions(address="auto")
+    tasks = [
+        partial(lme_qa.question_task, spec),
+        partial(locomo_qa.conversation_task, locomo_qa.QASpec.from_args(largs), 2),
+        partial(
+            lme_retrieval.question_task, lme_retrieval.RunSpec("hashing", "/c", None, {}, {}, [5], [], {})
+        ),
+        partial(
+            locomo_retrieval.conversation_task, locomo_retrieval.ConvSpec("hashing", "/c", None, {}, [], "x")
+        ),
+        partial(
+            cli_extract.extract_scope_task, cli_extract.ExtractSpec("/root", "hashing", "openai:m", None)
+        ),
+    ]
+    for task in tasks:
+        back = pickle.loads(pickle.dumps(task))
+        assert back.func is task.func and back.args == task.args
