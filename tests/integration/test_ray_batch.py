@@ -1,7 +1,9 @@
 """Batch work on a real two-node Ray cluster on loopback (``ray start --head`` plus ``ray start --address``).
 
-Shows that tasks run on both nodes through ``graphrecall.raymap`` and that the LongMemEval retrieval harness
-writes the same per-question rows with ``--ray ADDRESS`` as without it. Skipped, saying why, where Ray is not
+Shows that tasks run on both nodes through ``graphrecall.raymap``, that failed tasks are retried, that the
+LongMemEval and LoCoMo retrieval harnesses write the same per-question rows with ``--ray ADDRESS`` as without it
+(timings aside), that QA rows are written and resumed as locally, and that ``graphrecall extract --all-scopes``
+runs each scope as a task. About 45 s, most of it starting and stopping the two nodes. Skipped, saying why, where Ray is not
 installed (``pip install 'graphrecall[ray]'``; ``scripts/setup.sh`` installs it).
 """
 
@@ -110,30 +112,6 @@ def _rows(out: Path) -> dict[str, dict[str, Any]]:
     return {r["question_id"]: {k: v for k, v in r.items() if k not in TIMING} for r in rows}
 
 
-def test_the_retrieval_harness_gives_the_same_rows_with_ray_as_without(cluster: str, tmp_path: Path) -> None:
-    from benchmarks.longmemeval.retrieval import main
-
-    raws = [
-        _raw("q1", "single-session-user", "the violin teacher"),
-        _raw("q2", "multi-session", "the trip to Porto"),
-        _raw("q3", "single-session-user", "the new espresso machine"),
-    ]
-    data = tmp_path / "lme.json.gz"
-    with gzip.open(data, "wt") as f:
-        json.dump(raws, f)
-    base = ["--data", str(data), "--embedder", "hashing", "--folds", "0", "--context-budgets", "2000"]
-    assert main([*base, "--out", str(tmp_path / "local")]) == 0
-    assert main([*base, "--out", str(tmp_path / "ray"), "--ray", cluster, "--ray-cpus", "1"]) == 0
-    local, on_ray = _rows(tmp_path / "local"), _rows(tmp_path / "ray")
-    assert sorted(local) == ["q1", "q2", "q3"]
-    assert on_ray == local
-    summary = json.loads((tmp_path / "ray" / "retrieval.json").read_text())
-    assert summary["config"]["ray"] == {"address": cluster, "num_cpus": 1.0}
-    # Resumable as a local run: a rerun with --resume finds every row and runs nothing.
-    assert main([*base, "--out", str(tmp_path / "ray"), "--ray", cluster, "--resume"]) == 0
-    assert _rows(tmp_path / "ray") == local
-
-
 def test_extract_runs_many_scopes_as_tasks_on_the_cluster(cluster: str, tmp_path: Path, capsys: Any) -> None:
     """``graphrecall extract --all-scopes --ray ADDRESS``: each scope a task; workers open the same root (one
     machine here) and reach the LLM server the driver checked."""
@@ -163,9 +141,12 @@ def test_extract_runs_many_scopes_as_tasks_on_the_cluster(cluster: str, tmp_path
 
 @pytest.fixture(scope="module")
 def driver(cluster: str) -> Iterator[str]:
-    """This process connected to the cluster once for the tests below (the tests above connect through the
-    harnesses' own ``main``, each run for itself): every ``run_map`` then reuses the connection and its workers."""
-    raymap.connect(raymap.RayOptions(address=cluster), where_am_i)
+    """This process connected to the cluster once for the tests below (the extract test above connects through
+    the command itself, as a run does): every ``run_map`` then reuses the connection and its workers."""
+    from benchmarks.locomo.retrieval import conversation_task
+    from benchmarks.longmemeval.retrieval import question_task
+
+    raymap.connect(raymap.RayOptions(address=cluster), where_am_i, conversation_task, question_task)
     yield cluster
     ray.shutdown()
 
@@ -223,3 +204,51 @@ def test_qa_rows_are_written_as_they_arrive_and_failures_run_again_on_resume(
     # The rerun skips the finished rows and runs only the failed one again (locally here: same file format).
     again = run_all(["a", "bad", "c"], str, lambda it: {"id": it, "answer": "fixed"}, jsonl, progress=False)
     assert [r.get("answer") for r in again] == ["A", "fixed", "C"]
+
+
+def test_locomo_retrieval_gives_the_same_rows_with_ray_as_without(driver: str, tmp_path: Path) -> None:
+    """Two conversations, each a task, against the same run here (the search timing aside)."""
+    from benchmarks.locomo.retrieval import main
+    from tests.integration.test_locomo_retrieval import _raw as locomo_raw
+
+    second = locomo_raw() | {"sample_id": "conv-y"}
+    second["qa"] = [qa | {"question": qa["question"].replace("?", " again?")} for qa in second["qa"]]
+    data = tmp_path / "locomo.json.gz"
+    with gzip.open(data, "wt") as f:
+        json.dump([locomo_raw(), second], f)
+    base = ["--data", str(data), "--embedder", "hashing", "--folds", "0", "--context-budgets", "2000"]
+    assert main([*base, "--out", str(tmp_path / "local")]) == 0
+    assert main([*base, "--out", str(tmp_path / "ray"), "--ray", driver]) == 0
+
+    def rows(out: Path) -> dict[str, dict[str, Any]]:
+        lines = (out / "retrieval.jsonl").read_text().splitlines()
+        return {
+            r["question_id"]: {k: v for k, v in r.items() if k != "search_s"} for r in map(json.loads, lines)
+        }
+
+    local = rows(tmp_path / "local")
+    assert len(local) == 6 and rows(tmp_path / "ray") == local
+
+
+def test_the_retrieval_harness_gives_the_same_rows_with_ray_as_without(driver: str, tmp_path: Path) -> None:
+    from benchmarks.longmemeval.retrieval import main
+
+    raws = [
+        _raw("q1", "single-session-user", "the violin teacher"),
+        _raw("q2", "multi-session", "the trip to Porto"),
+        _raw("q3", "single-session-user", "the new espresso machine"),
+    ]
+    data = tmp_path / "lme.json.gz"
+    with gzip.open(data, "wt") as f:
+        json.dump(raws, f)
+    base = ["--data", str(data), "--embedder", "hashing", "--folds", "0", "--context-budgets", "2000"]
+    assert main([*base, "--out", str(tmp_path / "local")]) == 0
+    assert main([*base, "--out", str(tmp_path / "ray"), "--ray", driver, "--ray-cpus", "1"]) == 0
+    local, on_ray = _rows(tmp_path / "local"), _rows(tmp_path / "ray")
+    assert sorted(local) == ["q1", "q2", "q3"]
+    assert on_ray == local
+    summary = json.loads((tmp_path / "ray" / "retrieval.json").read_text())
+    assert summary["config"]["ray"] == {"address": driver, "num_cpus": 1.0}
+    # Resumable as a local run: a rerun with --resume finds every row and runs nothing.
+    assert main([*base, "--out", str(tmp_path / "ray"), "--ray", driver, "--resume"]) == 0
+    assert _rows(tmp_path / "ray") == local
