@@ -186,3 +186,32 @@ def test_one_longmemeval_question_is_ingested_answered_judged_and_its_scope_eras
     assert (row["id"], row["hypothesis"], row["correct"]) == ("q_demo", "Porto", True)
     assert row["cited_evidence"] == ["answer_1@0"] and row["judge_prompt"] == "judge_default"
     assert row["reader_input_tokens"] > 0 and row["judge_input_tokens"] > 0
+
+
+def test_a_ray_task_rebuilds_reader_judge_and_store_from_its_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a Ray worker runs for one question (here in this process): the spec's plain values become the reader,
+    the judge and a store of the worker's own, kept for its next task and removed when the worker closes."""
+    from benchmarks.longmemeval import qa
+
+    from graphrecall import raymap
+
+    scripts = {
+        "openai:reader": lambda: ScriptedLLM(
+            [
+                Step("Retrieved memory", {"verdict": "YES", "evidence_ids": ["answer_1@0"]}),
+                Step("Memory excerpts", "ANSWER: Porto\nEVIDENCE: [answer_1@0]"),
+            ]
+        ),
+        "openai:judge": lambda: ScriptedLLM([Step("Reference answer: Porto", "yes")]),
+    }
+    monkeypatch.setattr(qa, "build_llm", lambda spec, base_url, timeout: scripts[spec]())
+    spec = qa.QASpec(
+        llm="openai:reader", base_url=None, judge="openai:judge", judge_base_url=None, timeout=5.0,
+        embedder="hashing", embed_cache=None, extract=False, tools="auto", max_tool_steps=2, token_budget=None,
+    )  # fmt: skip
+    row = qa.question_task(spec, _question())
+    assert (row["id"], row["hypothesis"], row["correct"]) == ("q_demo", "Porto", True)
+    worker = raymap.worker_state(("lme-qa", spec.key()), lambda: pytest.fail("built again"))
+    assert worker.mem.scopes() == [] and worker.root.exists()
+    worker.close()
+    assert not worker.root.exists()
