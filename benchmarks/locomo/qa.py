@@ -153,8 +153,9 @@ def run_on_ray(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    ray = raymap.options_from_args(args)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     cats = {int(c) for c in args.categories.split(",") if c.strip()}
     convs = data.load(args.data, cats)
     items = [(c, qa) for c in convs for qa in c.qa]

@@ -413,7 +413,9 @@ def _load_cache(path: Path, wanted: Mapping[str, Any], budgets: Sequence[int]) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     categories = _parse_categories(args.categories)
     layout = "both-user" if args.both_user else "a-user-b-assistant"
     convs = data.load(args.data, categories, both_user=args.both_user)
@@ -437,7 +439,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         budgets=list(budgets),
         layout=layout,
     )
-    ray = raymap.options_from_args(args)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rows: dict[str, QuestionResult] = dict(done)
     failed: dict[str, str] = {}

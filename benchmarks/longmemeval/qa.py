@@ -378,8 +378,9 @@ def question_task(spec: QASpec, q: data.Question) -> Row:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    ray = raymap.options_from_args(args)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     types = [t.strip() for t in args.types.split(",")] if args.types else None
     ids = {i.strip() for i in args.ids.split(",")} if args.ids else None
     questions = data.load(args.data, types=types, include_abstention=True)

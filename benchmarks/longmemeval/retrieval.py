@@ -583,7 +583,9 @@ def rescore(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     types = [t.strip() for t in args.types.split(",")] if args.types else None
     questions = data.load(args.data, limit=args.limit, types=types)
     if not questions:
@@ -630,7 +632,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         budgets=list(budgets),
         wanted=wanted,
     )
-    ray = raymap.options_from_args(args)
     # A SIGTERM (e.g. ``kill`` on a background run) unwinds like Ctrl-C, so the temporary store is removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     fresh: dict[str, QuestionResult] = {}

@@ -202,8 +202,8 @@ def extract_scope_task(spec: ExtractSpec, scope: Scope) -> ExtractionResult:
 def cmd_extract_many(args: argparse.Namespace) -> int:
     """Extract every listed scope; a scope that fails is reported and the others go on. One line per scope as it
     finishes (with ``--json``: one JSON list at the end); exit 1 when any scope failed."""
+    ray = raymap.options_from_args(args)  # --ray without Ray installed: not_available (exit 2), nothing run
     llm = llm_from_args(args, "extraction")  # checked (reachable) before anything runs
-    ray = raymap.options_from_args(args)
     with open_memory(args) as mem:
         if args.scopes:
             scopes = _read_scopes(args.scopes)

@@ -112,10 +112,21 @@ def add_ray_arguments(p: argparse.ArgumentParser, *, what: str = "items") -> Non
     )
 
 
-def options_from_args(args: argparse.Namespace) -> RayOptions | None:
-    """The ``RayOptions`` of parsed ``add_ray_arguments`` options, or ``None`` for a local run (no ``--ray``)."""
+def options_from_args(
+    args: argparse.Namespace, parser: argparse.ArgumentParser | None = None
+) -> RayOptions | None:
+    """The ``RayOptions`` of parsed ``add_ray_arguments`` options, or ``None`` for a local run (no ``--ray``).
+
+    With ``--ray`` and no Ray installed this is where the run stops, before any data is read: a usage error of
+    ``parser`` when given (exit 2, the install command in the message), else ``RayNotInstalled``."""
     if getattr(args, "ray", None) is None:
         return None
+    try:
+        import_ray()
+    except RayNotInstalled as e:
+        if parser is not None:
+            parser.error(str(e))
+        raise
     address = args.ray.strip() or None
     return RayOptions(address=address, num_cpus=args.ray_cpus, max_retries=args.ray_retries)
 

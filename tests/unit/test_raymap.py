@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import json
 import subprocess
 import sys
 import threading
@@ -82,7 +83,8 @@ def _parse(*argv: str) -> argparse.Namespace:
     return p.parse_args(list(argv))
 
 
-def test_ray_options_from_the_command_line() -> None:
+def test_ray_options_from_the_command_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(raymap, "import_ray", lambda: None)  # whether Ray is installed here does not matter
     assert raymap.options_from_args(_parse()) is None
     assert raymap.options_from_args(_parse("--ray")) == raymap.RayOptions(address=None)
     opts = raymap.options_from_args(_parse("--ray", "auto", "--ray-cpus", "2", "--ray-retries", "0"))
@@ -98,10 +100,26 @@ def test_bad_ray_options_are_usage_errors(argv: list[str], capsys: Any) -> None:
     assert argv[0] in capsys.readouterr().err
 
 
-def test_ray_missing_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_missing_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: Any, tmp_path: Path
+) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    hint = "pip install 'graphrecall[ray]'"
     with pytest.raises(raymap.RayNotInstalled, match=r"pip install 'graphrecall\[ray\]'"):
         list(raymap.run_map(abs, [1], ray=raymap.RayOptions(), progress=False))
+    # a harness stops with a usage error before reading its data (which does not exist here)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks.longmemeval.retrieval import main as retrieval_main
+
+    with pytest.raises(SystemExit) as e:
+        retrieval_main(["--data", str(tmp_path / "missing.json"), "--ray"])
+    assert e.value.code == 2 and hint in capsys.readouterr().err
+    # the command line: not_available (exit 2) before it looks for an LLM or a store
+    from graphrecall.cli import main as cli_main
+
+    assert cli_main(["extract", "--root", str(tmp_path), "--all-scopes", "--ray", "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "not_available" and hint in error["message"]
 
 
 def test_workers_get_the_offline_settings_and_the_drivers_code_path(monkeypatch: pytest.MonkeyPatch) -> None:
