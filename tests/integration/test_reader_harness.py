@@ -215,3 +215,42 @@ def test_a_ray_task_rebuilds_reader_judge_and_store_from_its_spec(monkeypatch: p
     assert worker.mem.scopes() == [] and worker.root.exists()
     worker.close()
     assert not worker.root.exists()
+
+
+def test_a_locomo_ray_task_ingests_its_conversation_once_and_answers_the_questions_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a Ray worker runs for one LoCoMo conversation (here in this process, scripted models): only the
+    questions it is handed, two at a time, each row as a local run writes it."""
+    import gzip
+
+    from benchmarks.locomo import qa as locomo_qa
+    from tests.integration.test_locomo_retrieval import _raw as locomo_raw
+
+    from graphrecall import raymap
+
+    reader = [
+        Step("Retrieved memory", {"verdict": "YES", "evidence_ids": []}),
+        Step("Memory excerpts", "ANSWER: Biscuit\nEVIDENCE: []"),
+    ]
+    scripts = {
+        "openai:reader": lambda: ScriptedLLM(reader, ordered=False),
+        "openai:judge": lambda: ScriptedLLM([Step("Reference answer", "yes")], ordered=False),
+    }
+    monkeypatch.setattr(locomo_qa, "build_llm", lambda spec, base_url, timeout: scripts[spec]())
+    monkeypatch.setattr(
+        "benchmarks.longmemeval.qa.build_llm", lambda spec, base_url, timeout: scripts[spec]()
+    )
+    path = tmp_path / "locomo.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump([locomo_raw()], f)
+    (conv,) = locomo.load(path, {1, 2, 4})
+    spec = locomo_qa.QASpec(
+        llm="openai:reader", base_url=None, judge="openai:judge", judge_base_url=None, timeout=5.0,
+        embedder="hashing", embed_cache=None, extract=False, tools="none", max_tool_steps=0, token_budget=None,
+    )  # fmt: skip
+    rows = locomo_qa.conversation_task(spec, 2, locomo_qa.Pending(conv, tuple(conv.qa[:2])))
+    assert [r["id"] for r in rows] == [qa.id for qa in conv.qa[:2]]
+    assert all(not r.get("error") and r["hypothesis"] == "Biscuit" for r in rows), rows
+    assert rows[0]["correct"] is True and rows[0]["f1"] == 1.0
+    raymap.worker_state(("locomo-qa", spec.key()), lambda: pytest.fail("built again")).close()
