@@ -30,7 +30,7 @@ from benchmarks.longmemeval.judge import is_yes
 from benchmarks.longmemeval.qa import (
     QASpec,
     Row,
-    WorkerStore,
+    WorkerModels,
     add_common_arguments,
     build_embedder,
     build_llm,
@@ -90,8 +90,8 @@ class Pending:
     questions: tuple[data.QA, ...]
 
 
-class ConversationWorker(WorkerStore):
-    """A Ray worker's reader, judge and store for LoCoMo conversations."""
+class ConversationWorker(WorkerModels):
+    """A Ray worker's reader, judge and embedder for LoCoMo conversations, each in a temporary store."""
 
     def __init__(self, spec: QASpec) -> None:
         super().__init__(spec, "locomo-qa-")
@@ -99,18 +99,19 @@ class ConversationWorker(WorkerStore):
 
     def run(self, item: Pending, concurrency: int) -> list[Row]:
         scope = Scope(org_id=SCOPE_ORG, user_id=item.conv.sample_id)
-        self.mem.add_sessions(scope, list(item.conv.sessions))
-        if self.spec.extract:
-            self.mem.extract(scope)
+        with self.store() as mem:
+            mem.add_sessions(scope, list(item.conv.sessions))
+            if self.spec.extract:
+                mem.extract(scope)
 
-        def one(qa: data.QA) -> Row:
-            try:
-                return answer_one(self.mem, item.conv, qa, self.reader, self.judge, self.spec)
-            except Exception as e:  # that question's row carries the error and is retried on resume
-                return {"id": qa.id, "error": f"{type(e).__name__}: {e}"}
+            def one(qa: data.QA) -> Row:
+                try:
+                    return answer_one(mem, item.conv, qa, self.reader, self.judge, self.spec)
+                except Exception as e:  # that question's row carries the error and is retried on resume
+                    return {"id": qa.id, "error": f"{type(e).__name__}: {e}"}
 
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            return list(pool.map(one, item.questions))
+            with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+                return list(pool.map(one, item.questions))
 
 
 def conversation_task(spec: QASpec, concurrency: int, item: Pending) -> list[Row]:

@@ -26,10 +26,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -222,7 +220,7 @@ class ConvSpec:
 
 
 class ConvRunner:
-    """A temporary store with the spec's embedder, conversation after conversation; ``close`` removes it."""
+    """The spec's embedder, conversation after conversation, each in a temporary store of its own."""
 
     def __init__(self, spec: ConvSpec) -> None:
         self.spec = spec
@@ -234,21 +232,15 @@ class ConvRunner:
                 model = harness.SeededEmbedder(model, Path(spec.embed_seed))
             self.embedder = CachedEmbedder(model, path=spec.embed_cache)
         self.settings = Settings()
-        self.root = Path(tempfile.mkdtemp(prefix="locomo-retrieval-"))
-        self.settings.root = self.root
-        self.mem = Memory.open(self.root, embedder=self.embedder, settings=self.settings)
-        self.variants = harness.variant_searchers(self.mem, self.settings.retrieval, spec.variants)
 
     def run(self, conv: data.Conversation) -> tuple[list[QuestionResult], float]:
-        return run_conversation(self.mem, conv, conv.qa, self.variants, self.spec.budgets, self.spec.layout)
+        with harness.temporary_store("locomo-retrieval-", self.embedder, self.settings) as mem:
+            variants = harness.variant_searchers(mem, self.settings.retrieval, self.spec.variants)
+            return run_conversation(mem, conv, conv.qa, variants, self.spec.budgets, self.spec.layout)
 
     def close(self) -> None:
-        try:
-            self.mem.close()
-            if isinstance(self.embedder, CachedEmbedder):
-                self.embedder.close()
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+        if isinstance(self.embedder, CachedEmbedder):
+            self.embedder.close()
 
 
 def conversation_task(spec: ConvSpec, conv: data.Conversation) -> tuple[list[QuestionResult], float]:

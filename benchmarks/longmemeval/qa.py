@@ -15,10 +15,9 @@ with ``benchmarks.locomo.qa``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import shutil
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +31,7 @@ from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, Sentenc
 from graphrecall.llm import LLM, llm_from_settings
 
 from . import data
+from .harness import temporary_store
 from .judge import Judge, load_official
 
 T = TypeVar("T")
@@ -267,24 +267,23 @@ class QASpec:
         return json.dumps(asdict(self), sort_keys=True)
 
 
-class WorkerStore:
-    """A Ray worker's own store (a temporary root, removed on close), its embedder and the spec's reader: the
-    worker answers in it task after task, and nothing on the driver's disk is shared between processes."""
+class WorkerModels:
+    """A Ray worker's reader and embedder, built from the spec on its first task and kept for the next; each task
+    answers in a temporary store of its own (``store()``), so nothing on the driver's disk is shared between
+    processes and nothing is left behind when Ray kills the worker at the end of the run."""
 
     def __init__(self, spec: QASpec, prefix: str) -> None:
         self.spec = spec
+        self.prefix = prefix
         self.reader = build_llm(spec.llm, spec.base_url, spec.timeout)
         self.embedder = build_embedder(spec.embedder, Path(spec.embed_cache) if spec.embed_cache else None)
-        self.root = Path(tempfile.mkdtemp(prefix=prefix))
-        self.mem = Memory.open(
-            self.root, embedder=self.embedder, settings=Settings(root=self.root), llm=self.reader
-        )
+
+    def store(self) -> contextlib.AbstractContextManager[Memory]:
+        return temporary_store(self.prefix, self.embedder, Settings(), llm=self.reader)
 
     def close(self) -> None:
-        try:
-            self.mem.close()
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+        if isinstance(self.embedder, CachedEmbedder):
+            self.embedder.close()
 
 
 # == LongMemEval ================================================================================================
@@ -356,8 +355,8 @@ def answer_question(
     return row
 
 
-class QAWorker(WorkerStore):
-    """A Ray worker's reader, judge and store for LongMemEval questions."""
+class QAWorker(WorkerModels):
+    """A Ray worker's reader, judge and embedder for LongMemEval questions."""
 
     def __init__(self, spec: QASpec) -> None:
         super().__init__(spec, "lme-qa-")
@@ -366,10 +365,11 @@ class QAWorker(WorkerStore):
 
     def run(self, q: data.Question) -> Row:
         s = self.spec
-        return answer_question(
-            self.mem, q, self.reader, self.judge, extract=s.extract, tools=s.tools,
-            max_tool_steps=s.max_tool_steps, token_budget=s.token_budget,
-        )  # fmt: skip
+        with self.store() as mem:
+            return answer_question(
+                mem, q, self.reader, self.judge, extract=s.extract, tools=s.tools,
+                max_tool_steps=s.max_tool_steps, token_budget=s.token_budget,
+            )  # fmt: skip
 
 
 def question_task(spec: QASpec, q: data.Question) -> Row:

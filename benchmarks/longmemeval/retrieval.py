@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -294,8 +292,8 @@ class RunSpec:
 
 
 class QuestionRunner:
-    """A temporary store and the spec's embedder, reused question after question (each in a fresh scope, erased
-    afterwards); ``close`` removes the store."""
+    """The spec's embedder and settings, question after question; each question gets a temporary store of its own
+    (``harness.temporary_store``), removed when the question is done."""
 
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
@@ -305,23 +303,17 @@ class QuestionRunner:
             self.settings.retrieval = RetrievalConfig.model_validate(
                 self.settings.retrieval.model_dump() | spec.config
             )
-        self.root = Path(tempfile.mkdtemp(prefix="lme-retrieval-"))
-        self.settings.root = self.root
-        self.mem = Memory.open(self.root, embedder=self.embedder, settings=self.settings)
-        self.variants = harness.variant_searchers(self.mem, self.settings.retrieval, spec.variants)
 
     def run(self, q: data.Question) -> QuestionResult:
-        r = run_question(self.mem, q, self.spec.ks, self.variants, self.spec.budgets)
+        with harness.temporary_store("lme-retrieval-", self.embedder, self.settings) as mem:
+            variants = harness.variant_searchers(mem, self.settings.retrieval, self.spec.variants)
+            r = run_question(mem, q, self.spec.ks, variants, self.spec.budgets)
         r.extra["systems"] = self.spec.wanted
         return r
 
     def close(self) -> None:
-        try:
-            self.mem.close()
-            if isinstance(self.embedder, CachedEmbedder):
-                self.embedder.close()
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+        if isinstance(self.embedder, CachedEmbedder):
+            self.embedder.close()
 
 
 def build_embedder(spec: RunSpec) -> Embedder:

@@ -115,7 +115,13 @@ def test_yes_verdict_answers_with_notes_and_citations_anchored_on_question_date(
     assert "beagle" in cite.snippet
     read = llm.calls[1]
     assert "2024-04-20" in read.prompt and "[s1@0]" in read.prompt
-    assert {t.name for t in read.tools} == {"search_memory", "timeline", "date_math", "current_facts", "read_round"}
+    assert {t.name for t in read.tools} == {
+        "search_memory",
+        "timeline",
+        "date_math",
+        "current_facts",
+        "read_round",
+    }
     assert ans.stages["verify"].usage.calls == 1 and ans.stages["read"].usage.calls == 1
     assert ans.usage.calls == 2
 
