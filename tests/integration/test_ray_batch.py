@@ -146,15 +146,23 @@ def driver(cluster: str) -> Iterator[str]:
     from benchmarks.locomo.retrieval import conversation_task
     from benchmarks.longmemeval.retrieval import question_task
 
-    raymap.connect(raymap.RayOptions(address=cluster), where_am_i, conversation_task, question_task)
+    saved = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"  # workers must see it (forwarded through the job's runtime_env)
+    try:
+        raymap.connect(raymap.RayOptions(address=cluster), where_am_i, conversation_task, question_task)
+    finally:
+        if saved is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = saved
     yield cluster
     ray.shutdown()
 
 
-def where_am_i(delay: float) -> tuple[str, int]:
+def where_am_i(delay: float) -> tuple[str, int, str | None]:
     """A task that holds its node's only CPU for a while, so the next task must go to the other node."""
     time.sleep(delay)
-    return os.uname().nodename, os.getpid()
+    return os.uname().nodename, os.getpid(), os.environ.get("HF_HUB_OFFLINE")
 
 
 def test_tasks_run_on_both_nodes_and_results_arrive_as_they_finish(driver: str) -> None:
@@ -163,6 +171,7 @@ def test_tasks_run_on_both_nodes_and_results_arrive_as_they_finish(driver: str) 
     assert all(o.ok for o in outs), [o.error for o in outs]
     assert len({o.node_id for o in outs}) == 2, "every task ran on one node"
     assert len({o.value[1] for o in outs if o.value}) >= 2  # distinct worker processes
+    assert {o.value[2] for o in outs if o.value} == {"1"}  # HF_HUB_OFFLINE reached every worker
 
 
 def flaky(marker: str) -> str:
