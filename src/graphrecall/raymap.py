@@ -57,9 +57,9 @@ class RayNotInstalled(NotAvailable):
 class RayOptions:
     """Where and how to run tasks on Ray.
 
-    ``address`` is what ``ray.init`` gets: ``None`` starts a Ray instance on this machine for the run (or joins
-    the one ``RAY_ADDRESS`` names), ``"auto"`` joins the cluster this machine is a node of, ``host:port`` a
-    cluster's head node. ``num_cpus`` is each task's CPU budget (Ray runs as many tasks per node as fit), and
+    ``address`` is what ``ray.init`` gets: ``None`` joins the Ray that ``RAY_ADDRESS`` names or that ``ray start``
+    last started on this machine, else starts one for the run; ``"auto"`` joins the cluster this machine is a
+    node of (an error if none); ``host:port`` a cluster's head node. ``num_cpus`` is each task's CPU budget (Ray runs as many tasks per node as fit), and
     ``max_retries`` how often a task is run again after its worker died or it raised."""
 
     address: str | None = None
@@ -93,8 +93,8 @@ def add_ray_arguments(p: argparse.ArgumentParser, *, what: str = "items") -> Non
         const="",
         default=None,
         metavar="ADDRESS",
-        help=f"run the {what} as Ray tasks (pip install 'graphrecall[ray]'): no ADDRESS starts Ray on this "
-        "machine, 'auto' joins the cluster this machine belongs to, HOST:PORT a cluster's head node",
+        help=f"run the {what} as Ray tasks (pip install 'graphrecall[ray]'): no ADDRESS joins the Ray running on "
+        "this machine or starts one, 'auto' joins the cluster this machine belongs to, HOST:PORT a cluster's head",
     )
     p.add_argument(
         "--ray-cpus",
@@ -263,7 +263,9 @@ def connect(options: RayOptions, *fns: Callable[..., Any]) -> bool:
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
     kwargs: dict[str, Any] = {"runtime_env": {"env_vars": env}, "logging_level": "WARNING"}
     if options.address is None and not os.environ.get("RAY_ADDRESS"):
-        kwargs["include_dashboard"] = False  # a Ray for this run only: no dashboard to start
+        kwargs["include_dashboard"] = (
+            False  # if Ray starts one for the run: no dashboard (ignored when joining)
+        )
     ray.init(address=options.address, **kwargs)
     return True
 
