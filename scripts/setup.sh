@@ -11,6 +11,9 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -m pip install -q -e ".[all,dev]" 2>&1 | grep -v "^WARNING: Location" || true
+# Ray (the `ray` extra, kept out of `all` for its size; ~20 s here) so tests/integration/test_ray_batch.py runs the
+# two-node loopback cluster instead of skipping.
+.venv/bin/python -m pip install -q -e ".[ray]" 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -c "import graphrecall, kuzu, torch; print(f'graphrecall {graphrecall.__version__}, kuzu {kuzu.__version__}, torch {torch.__version__}')"
 
 # nginx, for tests/integration/test_shard_proxy.py (docs/scaling.md): best effort and idempotent. Only when nginx is

@@ -6,29 +6,41 @@ the Reader, and score token F1 and LLM-judge accuracy per category.
 
 Same harness as ``benchmarks.longmemeval.qa`` (resumable ``qa.jsonl``, ``summary.json``, ``report.md``,
 ``accuracy.png``). The question date is the day after the conversation's last session.
+
+With ``--ray [ADDRESS]`` each conversation is a Ray task (docs/scaling.md): a worker ingests it (and extracts, with
+``--extract``) into a store of its own once, answers its questions not yet in ``qa.jsonl`` (``--concurrency``
+threads) and returns their rows, which are written as each conversation finishes.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from benchmarks.longmemeval.judge import is_yes
 from benchmarks.longmemeval.qa import (
+    QASpec,
     Row,
+    WorkerModels,
     add_common_arguments,
     build_embedder,
     build_llm,
+    load_done,
     run_all,
     summarize,
     usage_fields,
     write_outputs,
 )
-from graphrecall import Memory, Scope, Settings
+from graphrecall import Memory, Scope, Settings, raymap
 from graphrecall.llm import LLM
 from graphrecall.prompts import load_prompt
 
@@ -52,9 +64,7 @@ def judge_answer(judge: LLM, qa: data.QA, response: str) -> tuple[bool, str, Row
     return is_yes(resp.text), resp.text.strip(), usage_fields("judge", resp.usage)
 
 
-def answer_one(
-    mem: Memory, conv: data.Conversation, qa: data.QA, reader: LLM, judge: LLM, args: argparse.Namespace
-) -> Row:
+def answer_one(mem: Memory, conv: data.Conversation, qa: data.QA, reader: LLM, judge: LLM, args: Any) -> Row:
     scope = Scope(org_id=SCOPE_ORG, user_id=conv.sample_id)
     t0 = time.perf_counter()
     ans = mem.answer(
@@ -72,8 +82,81 @@ def answer_one(
     }  # fmt: skip
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A Ray task's item: one conversation and those of its questions that are not yet answered."""
+
+    conv: data.Conversation
+    questions: tuple[data.QA, ...]
+
+
+class ConversationWorker(WorkerModels):
+    """A Ray worker's reader, judge and embedder for LoCoMo conversations, each in a temporary store."""
+
+    def __init__(self, spec: QASpec) -> None:
+        super().__init__(spec, "locomo-qa-")
+        self.judge = build_llm(spec.judge, spec.judge_base_url, spec.timeout)
+
+    def run(self, item: Pending, concurrency: int) -> list[Row]:
+        scope = Scope(org_id=SCOPE_ORG, user_id=item.conv.sample_id)
+        with self.store() as mem:
+            mem.add_sessions(scope, list(item.conv.sessions))
+            if self.spec.extract:
+                mem.extract(scope)
+
+            def one(qa: data.QA) -> Row:
+                try:
+                    return answer_one(mem, item.conv, qa, self.reader, self.judge, self.spec)
+                except Exception as e:  # that question's row carries the error and is retried on resume
+                    return {"id": qa.id, "error": f"{type(e).__name__}: {e}"}
+
+            with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+                return list(pool.map(one, item.questions))
+
+
+def conversation_task(spec: QASpec, concurrency: int, item: Pending) -> list[Row]:
+    """One conversation on a Ray worker, with the worker's ``ConversationWorker`` (built on its first task)."""
+    return raymap.worker_state(("locomo-qa", spec.key()), lambda: ConversationWorker(spec)).run(
+        item, concurrency
+    )
+
+
+def run_on_ray(
+    items: Sequence[tuple[data.Conversation, data.QA]], args: argparse.Namespace, ray: raymap.RayOptions
+) -> list[Row]:
+    """The questions not yet in ``qa.jsonl``, a Ray task per conversation; rows are appended as each conversation
+    comes back, so the file resumes exactly as a local run's."""
+    jsonl = args.out / "qa.jsonl"
+    done = load_done(jsonl)
+    by_conv: dict[str, Pending] = {}
+    for conv, qa in items:
+        if qa.id not in done:
+            held = by_conv.get(conv.sample_id, Pending(conv, ()))
+            by_conv[conv.sample_id] = Pending(conv, (*held.questions, qa))
+    work = partial(conversation_task, QASpec.from_args(args), args.concurrency)
+    new: dict[str, Row] = {}
+    outcomes = raymap.run_map(
+        work, list(by_conv.values()), ray=ray, desc="conversations", progress=not args.no_progress
+    )
+    with jsonl.open("a", encoding="utf-8") as out:
+        for o in outcomes:
+            rows = (
+                o.value
+                if o.value is not None
+                else [{"id": qa.id, "error": o.error} for qa in o.item.questions]
+            )
+            for row in rows:
+                out.write(json.dumps(row, default=str) + "\n")
+                new[str(row["id"])] = row
+            out.flush()
+    found = {**done, **new}
+    return [found[qa.id] for _, qa in items if qa.id in found]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     cats = {int(c) for c in args.categories.split(",") if c.strip()}
     convs = data.load(args.data, cats)
     items = [(c, qa) for c in convs for qa in c.qa]
@@ -87,22 +170,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = args.out / "store"
     embedder = build_embedder(args.embedder, args.embed_cache)
     started = time.perf_counter()
-    with Memory.open(root, embedder=embedder, settings=Settings(root=root), llm=reader) as mem:
-        for conv in {c.sample_id: c for c, _ in items}.values():  # ingest is idempotent: a rerun adds nothing
-            scope = Scope(org_id=SCOPE_ORG, user_id=conv.sample_id)
-            mem.add_sessions(scope, list(conv.sessions))
-            if args.extract:
-                mem.extract(scope)
-        rows = run_all(
-            items, lambda it: it[1].id, lambda it: answer_one(mem, it[0], it[1], reader, judge, args),
-            args.out / "qa.jsonl", concurrency=args.concurrency, progress=not args.no_progress,
-        )  # fmt: skip
+    if ray is not None:
+        rows = run_on_ray(items, args, ray)
+    else:
+        with Memory.open(root, embedder=embedder, settings=Settings(root=root), llm=reader) as mem:
+            for conv in {
+                c.sample_id: c for c, _ in items
+            }.values():  # ingest is idempotent: a rerun adds nothing
+                scope = Scope(org_id=SCOPE_ORG, user_id=conv.sample_id)
+                mem.add_sessions(scope, list(conv.sessions))
+                if args.extract:
+                    mem.extract(scope)
+            rows = run_all(
+                items, lambda it: it[1].id, lambda it: answer_one(mem, it[0], it[1], reader, judge, args),
+                args.out / "qa.jsonl", concurrency=args.concurrency, progress=not args.no_progress,
+            )  # fmt: skip
     summary = summarize(rows, lambda r: [str(r["category"])])
     config = {
         "command": "python -m benchmarks.locomo.qa " + " ".join(sys.argv[1:] if argv is None else argv),
         "data": str(args.data), "reader": args.llm, "judge": args.judge, "categories": sorted(cats),
         "extraction": args.extract, "tools": f"{args.tools}, max {args.max_tool_steps} steps",
         "embedder": embedder.id, "questions selected": len(items), "errors": len(items) - summary["n"],
+        "ray": None if ray is None else f"{ray.address or 'local'}, {ray.num_cpus} CPU per conversation",
         "wall_s (this run)": round(time.perf_counter() - started, 1),
     }  # fmt: skip
     report = write_outputs(args.out, "LoCoMo QA", summary, config)

@@ -16,6 +16,9 @@ Metrics per question, per system (ours, each ``--variant``, BM25 over the same r
 ``turn.evidence_recall@10`` (ties: ``session.recall_any@5``) with folds stratified by category.
 
     python -m benchmarks.locomo.retrieval --data ../shared/data/locomo/locomo_dev.json.gz [--both-user] --out DIR
+
+With ``--ray [ADDRESS]`` each conversation is a Ray task (docs/scaling.md): a worker rebuilds its store and
+embedder from ``ConvSpec`` and returns the conversation's rows, written as they arrive, as here.
 """
 
 from __future__ import annotations
@@ -23,14 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +40,9 @@ from benchmarks.locomo import data
 from benchmarks.longmemeval import cv, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
 from benchmarks.longmemeval.retrieval import _parse_budgets, _parse_variant
-from graphrecall import Memory, ingest
+from graphrecall import Memory, ingest, raymap
 from graphrecall.config import Settings
-from graphrecall.embed import CachedEmbedder, Embedder, SentenceTransformerEmbedder
+from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from graphrecall.models import Scope
 
 SEARCH_K = 50
@@ -201,6 +203,51 @@ def run_conversation(
     return out, ingest_s
 
 
+@dataclass(frozen=True)
+class ConvSpec:
+    """What a conversation's run depends on, as plain values, so that a Ray worker rebuilds the same store and
+    embedder (paths absolute)."""
+
+    embedder: str
+    embed_cache: str
+    embed_seed: str | None
+    variants: dict[str, dict[str, Any]]
+    budgets: list[int]
+    layout: str
+
+    def key(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+class ConvRunner:
+    """The spec's embedder, conversation after conversation, each in a temporary store of its own."""
+
+    def __init__(self, spec: ConvSpec) -> None:
+        self.spec = spec
+        if spec.embedder == "hashing":
+            self.embedder: Embedder = HashingEmbedder(64)
+        else:
+            model: Embedder = SentenceTransformerEmbedder()
+            if spec.embed_seed:
+                model = harness.SeededEmbedder(model, Path(spec.embed_seed))
+            self.embedder = CachedEmbedder(model, path=spec.embed_cache)
+        self.settings = Settings()
+
+    def run(self, conv: data.Conversation) -> tuple[list[QuestionResult], float]:
+        with harness.temporary_store("locomo-retrieval-", self.embedder, self.settings) as mem:
+            variants = harness.variant_searchers(mem, self.settings.retrieval, self.spec.variants)
+            return run_conversation(mem, conv, conv.qa, variants, self.spec.budgets, self.spec.layout)
+
+    def close(self) -> None:
+        if isinstance(self.embedder, CachedEmbedder):
+            self.embedder.close()
+
+
+def conversation_task(spec: ConvSpec, conv: data.Conversation) -> tuple[list[QuestionResult], float]:
+    """One conversation on a Ray worker, with the worker's ``ConvRunner`` for this spec (built on its first task)."""
+    return raymap.worker_state(("locomo-retrieval", spec.key()), lambda: ConvRunner(spec)).run(conv)
+
+
 def summarize(rows: Sequence[QuestionResult], systems: Sequence[str]) -> dict[str, Any]:
     """Means overall and per category for each system, over the questions with at least one evidence turn."""
     scored = [r for r in rows if r.scores]
@@ -305,6 +352,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/locomo_retrieval"))
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
     p.add_argument("--embed-seed", type=Path, default=None, help="another run's embedding cache, read-only")
+    p.add_argument(
+        "--embedder",
+        choices=("default", "hashing"),
+        default="default",
+        help="hashing: the model-free feature-hashing embedder (tests, plumbing checks), uncached",
+    )
     p.add_argument("--categories", default="1,2,3,4", help="comma-separated QA categories (5 = adversarial)")
     p.add_argument(
         "--both-user", action="store_true", help="store both speakers as user turns (default: B as assistant)"
@@ -323,6 +376,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME=JSON",
         help="an extra system: RetrievalConfig overrides, searched over the same stored conversation (repeatable)",
     )
+    raymap.add_ray_arguments(p, what="conversations")
     return p
 
 
@@ -351,7 +405,9 @@ def _load_cache(path: Path, wanted: Mapping[str, Any], budgets: Sequence[int]) -
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     categories = _parse_categories(args.categories)
     layout = "both-user" if args.both_user else "a-user-b-assistant"
     convs = data.load(args.data, categories, both_user=args.both_user)
@@ -367,22 +423,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     done = _load_cache(jsonl, wanted, budgets) if args.resume else {}
     settings = Settings()
     todo = [c for c in convs if any(qa.id not in done for qa in c.qa)]
-    model: Embedder = SentenceTransformerEmbedder()
-    if args.embed_seed:
-        model = harness.SeededEmbedder(model, args.embed_seed)
+    spec = ConvSpec(
+        embedder=args.embedder,
+        embed_cache=str(args.embed_cache.resolve()),
+        embed_seed=str(args.embed_seed.resolve()) if args.embed_seed else None,
+        variants=dict(args.variant),
+        budgets=list(budgets),
+        layout=layout,
+    )
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    root = Path(tempfile.mkdtemp(prefix="locomo-retrieval-"))
     rows: dict[str, QuestionResult] = dict(done)
+    failed: dict[str, str] = {}
     ingest_s = 0.0
+    runner: ConvRunner | None = None
     t_start = time.perf_counter()
     try:
-        settings.root = root
         if todo:
-            embedder = CachedEmbedder(model, path=args.embed_cache)
-            with Memory.open(root, embedder=embedder, settings=settings) as mem, jsonl.open("a") as out:
-                variants = harness.variant_searchers(mem, settings.retrieval, dict(args.variant))
-                for conv in todo:
-                    results, secs = run_conversation(mem, conv, conv.qa, variants, budgets, layout)
+            if ray is None:
+                runner = ConvRunner(spec)
+                work: Any = runner.run
+            else:
+                work = partial(conversation_task, spec)
+            outcomes = raymap.run_map(work, todo, ray=ray, desc="conversations", progress=ray is not None)
+            with jsonl.open("a") as out:
+                for o in outcomes:
+                    conv = o.item
+                    if o.value is None:
+                        failed[conv.sample_id] = o.error or "no result"
+                        print(f"{conv.sample_id}: FAILED: {o.error}", flush=True)
+                        continue
+                    results, secs = o.value
                     ingest_s += secs
                     for r in results:
                         r.extra["systems"] = wanted
@@ -391,7 +461,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     out.flush()
                     print(f"{conv.sample_id}: {len(results)} questions, ingest {secs:.1f} s", flush=True)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if runner is not None:
+            runner.close()
+    if failed:
+        print(f"{len(failed)} conversations failed (rerun with --resume to retry them):", file=sys.stderr)
+        for sid, err in failed.items():
+            print(f"  {sid}: {err}", file=sys.stderr)
+        return 1
     ordered = [rows[qa.id] for c in convs for qa in c.qa]
     systems = ["ours", *(name for name, _ in args.variant), "bm25"]
     summary = summarize(ordered, systems)
@@ -422,6 +498,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "variants": dict(args.variant),
         "context_budgets": budgets,
         "ingest_s": ingest_s,
+        "ray": None if ray is None else {"address": ray.address or "local", "num_cpus": ray.num_cpus},
         "questions_from_cache": len(done),
         "wall_s": time.perf_counter() - t_start,
         "unknown_evidence": sorted({d for r in ordered for d in r.unknown_evidence}),

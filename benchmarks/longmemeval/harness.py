@@ -12,9 +12,12 @@ Two probes, shared so both benchmarks measure the same thing:
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import sqlite3
+import tempfile
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from graphrecall import Memory, testing
-from graphrecall.config import RetrievalConfig
+from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import Embedder, TextKind, Vectors
 from graphrecall.embed.cache import cache_key
+from graphrecall.llm import LLM
 from graphrecall.models import Context, Scope
 from graphrecall.retrieve.context import build_context
 from graphrecall.retrieve.retriever import HybridRetriever
@@ -146,3 +150,20 @@ class SeededEmbedder:
             if k in found:
                 out[i] = found[k]
         return out
+
+
+@contextlib.contextmanager
+def temporary_store(
+    prefix: str, embedder: Embedder, settings: Settings, llm: LLM | None = None
+) -> Iterator[Memory]:
+    """A ``Memory`` on a new temporary root, removed on exit: one per task of a batch run, so that nothing is left
+    behind even where the worker process is killed rather than closed (Ray ends a job's workers that way). The
+    embedder (the expensive part) is the caller's and outlives the store."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        with Memory.open(
+            root, embedder=embedder, settings=settings.model_copy(update={"root": root}), llm=llm
+        ) as mem:
+            yield mem
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

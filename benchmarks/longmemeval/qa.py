@@ -6,7 +6,8 @@ grade with an LLM judge per category, and report accuracy, tokens and cost.
         [--extract] [--limit N] [--types multi-session,...] [--ids a,b] [--concurrency 4] [--out DIR]
 
 Resumable: every finished question is one line of ``qa.jsonl`` in ``--out``; a rerun skips those (failed
-questions, recorded with ``error``, are retried). Outputs: ``qa.jsonl``, ``summary.json``, ``report.md`` and
+questions, recorded with ``error``, are retried). With ``--ray [ADDRESS]`` each question is a Ray task (docs/scaling.md):
+a worker rebuilds the reader, judge and embedder from ``QASpec`` and answers in a store of its own. Outputs: ``qa.jsonl``, ``summary.json``, ``report.md`` and
 ``accuracy.png``. The generic pieces (thread pool with a progress bar, resume, summary, report, chart) are shared
 with ``benchmarks.locomo.qa``.
 """
@@ -14,21 +15,23 @@ with ``benchmarks.locomo.qa``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from graphrecall import Memory, Scope, Settings
+from graphrecall import Memory, Scope, Settings, raymap
 from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from graphrecall.llm import LLM, llm_from_settings
 
 from . import data
+from .harness import temporary_store
 from .judge import Judge, load_official
 
 T = TypeVar("T")
@@ -58,46 +61,26 @@ def run_all(
     concurrency: int = 1,
     desc: str = "questions",
     progress: bool = True,
+    ray: raymap.RayOptions | None = None,
 ) -> list[Row]:
-    """Run ``work`` over the items not already in ``jsonl`` (thread pool), appending each row as it finishes;
-    return every finished row (earlier and new) in item order."""
+    """Run ``work`` over the items not already in ``jsonl`` (a thread pool, or Ray tasks with ``ray``: then
+    ``work`` must pickle), appending each row as it finishes; return every finished row (earlier and new) in item
+    order. One failing item must not stop the run: its row carries the error and is retried on resume."""
     done = load_done(jsonl)
     todo = [it for it in items if key(it) not in done]
-    lock = threading.Lock()
-    bar = _progress(len(items), len(items) - len(todo), desc, progress)
+    if len(todo) < len(items):
+        print(f"{len(items) - len(todo)} {desc} already in {jsonl}, {len(todo)} to run", file=sys.stderr)
     new: dict[str, Row] = {}
     jsonl.parent.mkdir(parents=True, exist_ok=True)
-    with (
-        jsonl.open("a", encoding="utf-8") as out,
-        ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool,
-    ):
-        futures = {pool.submit(_safe, work, it, key(it)): key(it) for it in todo}
-        for fut in as_completed(futures):
-            row = fut.result()
-            with lock:
-                out.write(json.dumps(row, default=str) + "\n")
-                out.flush()
-                new[str(row["id"])] = row
-                bar.update(1)
-                if row.get("error"):
-                    bar.write(f"  {row['id']}: error: {row['error']}")
-    bar.close()
+    outcomes = raymap.run_map(work, todo, ray=ray, concurrency=concurrency, desc=desc, progress=progress)
+    with jsonl.open("a", encoding="utf-8") as out:
+        for o in outcomes:
+            row = o.value if o.value is not None else {"id": key(o.item), "error": o.error}
+            out.write(json.dumps(row, default=str) + "\n")
+            out.flush()
+            new[str(row["id"])] = row
     rows = {**done, **new}
     return [rows[key(it)] for it in items if key(it) in rows]
-
-
-def _safe(work: Callable[[T], Row], item: T, ident: str) -> Row:
-    """One failing question must not stop the run: its row carries the error and is retried on resume."""
-    try:
-        return work(item)
-    except Exception as e:
-        return {"id": ident, "error": f"{type(e).__name__}: {e}"}
-
-
-def _progress(total: int, initial: int, desc: str, enabled: bool) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=initial, desc=desc, unit="q", disable=not enabled, file=sys.stderr)
 
 
 def summarize(rows: Iterable[Row], categories: Callable[[Row], Sequence[str]]) -> dict[str, Any]:
@@ -248,6 +231,59 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--embedder", choices=("default", "hashing"), default="default")
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
     p.add_argument("--no-progress", action="store_true")
+    raymap.add_ray_arguments(p, what="questions")
+
+
+@dataclass(frozen=True)
+class QASpec:
+    """What a question's run needs, as plain values, so that a Ray worker rebuilds the reader, the judge and the
+    embedder itself (LLM clients and stores do not travel; paths are absolute)."""
+
+    llm: str
+    base_url: str | None
+    judge: str
+    judge_base_url: str | None
+    timeout: float
+    embedder: str
+    embed_cache: str | None
+    extract: bool
+    tools: str
+    max_tool_steps: int
+    token_budget: int | None
+    official_judge: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> QASpec:
+        cache = getattr(args, "embed_cache", None)
+        official = getattr(args, "official_judge", None)
+        return cls(
+            llm=args.llm, base_url=args.base_url, judge=args.judge, judge_base_url=args.judge_base_url,
+            timeout=args.timeout, embedder=args.embedder, embed_cache=str(cache.resolve()) if cache else None,
+            extract=args.extract, tools=args.tools, max_tool_steps=args.max_tool_steps,
+            token_budget=args.token_budget, official_judge=str(Path(official).resolve()) if official else None,
+        )  # fmt: skip
+
+    def key(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+class WorkerModels:
+    """A Ray worker's reader and embedder, built from the spec on its first task and kept for the next; each task
+    answers in a temporary store of its own (``store()``), so nothing on the driver's disk is shared between
+    processes and nothing is left behind when Ray kills the worker at the end of the run."""
+
+    def __init__(self, spec: QASpec, prefix: str) -> None:
+        self.spec = spec
+        self.prefix = prefix
+        self.reader = build_llm(spec.llm, spec.base_url, spec.timeout)
+        self.embedder = build_embedder(spec.embedder, Path(spec.embed_cache) if spec.embed_cache else None)
+
+    def store(self) -> contextlib.AbstractContextManager[Memory]:
+        return temporary_store(self.prefix, self.embedder, Settings(), llm=self.reader)
+
+    def close(self) -> None:
+        if isinstance(self.embedder, CachedEmbedder):
+            self.embedder.close()
 
 
 # == LongMemEval ================================================================================================
@@ -319,8 +355,32 @@ def answer_question(
     return row
 
 
+class QAWorker(WorkerModels):
+    """A Ray worker's reader, judge and embedder for LongMemEval questions."""
+
+    def __init__(self, spec: QASpec) -> None:
+        super().__init__(spec, "lme-qa-")
+        official = load_official(spec.official_judge) if spec.official_judge else None
+        self.judge = Judge(build_llm(spec.judge, spec.judge_base_url, spec.timeout), official)
+
+    def run(self, q: data.Question) -> Row:
+        s = self.spec
+        with self.store() as mem:
+            return answer_question(
+                mem, q, self.reader, self.judge, extract=s.extract, tools=s.tools,
+                max_tool_steps=s.max_tool_steps, token_budget=s.token_budget,
+            )  # fmt: skip
+
+
+def question_task(spec: QASpec, q: data.Question) -> Row:
+    """One question on a Ray worker, with the worker's ``QAWorker`` for this spec (built on its first task)."""
+    return raymap.worker_state(("lme-qa", spec.key()), lambda: QAWorker(spec)).run(q)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     types = [t.strip() for t in args.types.split(",")] if args.types else None
     ids = {i.strip() for i in args.ids.split(",")} if args.ids else None
     questions = data.load(args.data, types=types, include_abstention=True)
@@ -337,24 +397,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = args.out / "store"
     embedder = build_embedder(args.embedder, args.embed_cache)
     started = time.perf_counter()
-    with Memory.open(root, embedder=embedder, settings=Settings(root=root), llm=reader) as mem:
+    jsonl = args.out / "qa.jsonl"
+    if ray is not None:
         rows = run_all(
-            questions,
-            lambda q: q.question_id,
-            lambda q: answer_question(
-                mem,
-                q,
-                reader,
-                judge,
-                extract=args.extract,
-                tools=args.tools,
-                max_tool_steps=args.max_tool_steps,
-                token_budget=args.token_budget,
-            ),
-            args.out / "qa.jsonl",
-            concurrency=args.concurrency,
-            progress=not args.no_progress,
-        )
+            questions, lambda q: q.question_id, partial(question_task, QASpec.from_args(args)), jsonl,
+            progress=not args.no_progress, ray=ray,
+        )  # fmt: skip
+    else:
+        with Memory.open(root, embedder=embedder, settings=Settings(root=root), llm=reader) as mem:
+            rows = run_all(
+                questions,
+                lambda q: q.question_id,
+                lambda q: answer_question(
+                    mem,
+                    q,
+                    reader,
+                    judge,
+                    extract=args.extract,
+                    tools=args.tools,
+                    max_tool_steps=args.max_tool_steps,
+                    token_budget=args.token_budget,
+                ),
+                jsonl,
+                concurrency=args.concurrency,
+                progress=not args.no_progress,
+            )
     summary = summarize(rows, categories)
     config = {
         "command": "python -m benchmarks.longmemeval.qa " + " ".join(sys.argv[1:] if argv is None else argv),
@@ -366,6 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "tools": f"{args.tools}, max {args.max_tool_steps} steps",
         "embedder": embedder.id,
         "questions selected": len(questions),
+        "ray": None if ray is None else f"{ray.address or 'local'}, {ray.num_cpus} CPU per task",
         "errors": len(questions) - summary["n"],
         "wall_s (this run)": round(time.perf_counter() - started, 1),
     }

@@ -8,28 +8,30 @@ Turn level deviates from the official code on purpose: the official corpus holds
 single-session-assistant questions (evidence only in assistant turns) without any relevant document. Our unit is a
 round (a user turn and the reply that followed), and a round is relevant when it holds an evidence message.
 
-    python -m benchmarks.longmemeval.retrieval --data /path/longmemeval_s_dev.json.gz
+    python -m benchmarks.longmemeval.retrieval --data /path/longmemeval_s_dev.json.gz [--ray [ADDRESS]]
+
+With ``--ray`` each question is a Ray task (docs/scaling.md): a worker builds its own store and embedder from the
+plain settings in ``RunSpec`` and returns the question's row, which is written as it arrives, as here.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from benchmarks.longmemeval import cv, data, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
-from graphrecall import Memory
+from graphrecall import Memory, raymap
 from graphrecall.config import RetrievalConfig, Settings
-from graphrecall.embed import CachedEmbedder, Embedder, SentenceTransformerEmbedder
+from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from graphrecall.models import Scope
 
 SEARCH_K = 50
@@ -90,6 +92,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--types", default=None, help="comma-separated question types to keep")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/longmemeval"))
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
+    p.add_argument(
+        "--embedder",
+        choices=("default", "hashing"),
+        default="default",
+        help="hashing: the model-free feature-hashing embedder (tests, plumbing checks), uncached",
+    )
     p.add_argument("--k-eval", type=_parse_ks, default=[5, 10], help="cut-offs, e.g. 5,10")
     p.add_argument(
         "--resume",
@@ -136,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
         help="an extra system: RetrievalConfig overrides on top of ours, searched over the same ingested scope "
         "and scored side by side (repeatable); e.g. --variant 'k30={\"rrf_k\": 30}'",
     )
+    raymap.add_ray_arguments(p, what="questions")
     return p
 
 
@@ -262,6 +271,64 @@ def run_question(
         turn_scoreable=scoreable,
         context=context,
     )
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a question's run depends on, as plain values, so that a Ray worker on another machine rebuilds
+    the same store and embedder from it (paths are absolute: a worker's working directory is its own)."""
+
+    embedder: str  # "default" (the bundled model, cached in embed_cache) or "hashing"
+    embed_cache: str
+    embed_seed: str | None
+    config: dict[str, Any]  # RetrievalConfig overrides for "ours"
+    variants: dict[str, dict[str, Any]]
+    ks: list[int]
+    budgets: list[int]
+    wanted: dict[str, Any]
+
+    def key(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+class QuestionRunner:
+    """The spec's embedder and settings, question after question; each question gets a temporary store of its own
+    (``harness.temporary_store``), removed when the question is done."""
+
+    def __init__(self, spec: RunSpec) -> None:
+        self.spec = spec
+        self.embedder = build_embedder(spec)
+        self.settings = Settings()
+        if spec.config:
+            self.settings.retrieval = RetrievalConfig.model_validate(
+                self.settings.retrieval.model_dump() | spec.config
+            )
+
+    def run(self, q: data.Question) -> QuestionResult:
+        with harness.temporary_store("lme-retrieval-", self.embedder, self.settings) as mem:
+            variants = harness.variant_searchers(mem, self.settings.retrieval, self.spec.variants)
+            r = run_question(mem, q, self.spec.ks, variants, self.spec.budgets)
+        r.extra["systems"] = self.spec.wanted
+        return r
+
+    def close(self) -> None:
+        if isinstance(self.embedder, CachedEmbedder):
+            self.embedder.close()
+
+
+def build_embedder(spec: RunSpec) -> Embedder:
+    if spec.embedder == "hashing":
+        return HashingEmbedder(64)
+    model: Embedder = SentenceTransformerEmbedder()
+    if spec.embed_seed:
+        model = harness.SeededEmbedder(model, Path(spec.embed_seed))
+    return CachedEmbedder(model, path=spec.embed_cache)
+
+
+def question_task(spec: RunSpec, q: data.Question) -> QuestionResult:
+    """One question on a Ray worker: the worker's runner for this spec (built on its first task) runs it."""
+    runner = raymap.worker_state(("lme-retrieval", spec.key()), lambda: QuestionRunner(spec))
+    return runner.run(q)
 
 
 def summarize(rows: Sequence[QuestionResult], ks: Sequence[int]) -> dict[str, Any]:
@@ -508,7 +575,9 @@ def rescore(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     types = [t.strip() for t in args.types.split(",")] if args.types else None
     questions = data.load(args.data, limit=args.limit, types=types)
     if not questions:
@@ -545,38 +614,68 @@ def main(argv: Sequence[str] | None = None) -> int:
         for q in (reversed(questions) if args.reverse else questions)
         if not (q.question_id in done and reusable(done[q.question_id], wanted, budgets))
     ]
-    model: Embedder = SentenceTransformerEmbedder()
-    if args.embed_seed:
-        model = harness.SeededEmbedder(model, args.embed_seed)
-    embedder = CachedEmbedder(model, path=args.embed_cache) if todo else None
+    spec = RunSpec(
+        embedder=args.embedder,
+        embed_cache=str(args.embed_cache.resolve()),
+        embed_seed=str(args.embed_seed.resolve()) if args.embed_seed else None,
+        config=args.config or {},
+        variants=dict(args.variant),
+        ks=list(args.k_eval),
+        budgets=list(budgets),
+        wanted=wanted,
+    )
     # A SIGTERM (e.g. ``kill`` on a background run) unwinds like Ctrl-C, so the temporary store is removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    root = Path(tempfile.mkdtemp(prefix="lme-retrieval-"))
     fresh: dict[str, QuestionResult] = {}
+    failed: dict[str, str] = {}
+    runner: QuestionRunner | None = None
     t_start = time.perf_counter()
     try:
-        settings.root = root
         if todo:
-            print(f"{len(questions) - len(todo)} questions from the cache, {len(todo)} to ingest", flush=True)
-            with Memory.open(root, embedder=embedder, settings=settings) as mem, jsonl.open("a") as out:
-                variants = harness.variant_searchers(mem, settings.retrieval, dict(args.variant))
-                for i, q in enumerate(todo, start=1):
-                    r = run_question(mem, q, args.k_eval, variants, budgets)
-                    r.extra["systems"] = wanted
+            where = "here" if ray is None else f"as Ray tasks ({ray.address or 'local Ray'})"
+            print(
+                f"{len(questions) - len(todo)} questions from the cache, {len(todo)} to ingest {where}",
+                flush=True,
+            )
+            if ray is None:
+                runner = QuestionRunner(spec)
+                work: Any = runner.run
+            else:
+                work = partial(question_task, spec)
+            outcomes = raymap.run_map(work, todo, ray=ray, desc="questions", progress=ray is not None)
+            with jsonl.open("a") as out:
+                for i, o in enumerate(outcomes, start=1):
+                    q = o.item
+                    if o.value is None:
+                        failed[q.question_id] = o.error or "no result"
+                        print(f"[{i}/{len(todo)}] {q.question_id} FAILED: {o.error}", flush=True)
+                        continue
+                    r = o.value
                     fresh[q.question_id] = r
                     out.write(json.dumps(r.__dict__) + "\n")
                     out.flush()
                     k10 = max(args.k_eval)
-                    o, b = r.scores["ours"]["session"], r.scores["bm25"]["session"]
+                    ours, bm = r.scores["ours"]["session"], r.scores["bm25"]["session"]
                     print(
                         f"[{i}/{len(todo)}] {q.question_id} {q.question_type:<26} "
                         f"ingest {r.ingest_s:5.1f}s search {r.search_s * 1000:4.0f}ms  "
-                        f"sess recall_all@{k10} {o[f'recall_all@{k10}']:.0f}/{b[f'recall_all@{k10}']:.0f}  "
+                        f"sess recall_all@{k10} {ours[f'recall_all@{k10}']:.0f}/{bm[f'recall_all@{k10}']:.0f}  "
                         f"first evidence round {r.first_rank['ours'].get('turn')}/{r.first_rank['bm25'].get('turn')}",
                         flush=True,
                     )
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if runner is not None:
+            runner.close()
+    if failed:
+        print(
+            f"{len(failed)} questions failed (the others are in {jsonl}; rerun with --resume to retry them):",
+            file=sys.stderr,
+        )
+        for qid, err in failed.items():
+            print(f"  {qid}: {err}", file=sys.stderr)
+        return 1
+    wall_s = time.perf_counter() - t_start
+    local = runner.embedder if runner is not None and isinstance(runner.embedder, CachedEmbedder) else None
     rows = [
         fresh[q.question_id]
         if q.question_id in fresh
@@ -594,17 +693,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "types": types,
         "k_eval": args.k_eval,
         "search_k": SEARCH_K,
-        "embedder": SentenceTransformerEmbedder.__name__ if embedder is None else embedder.id,
+        "embedder": HashingEmbedder(64).id
+        if args.embedder == "hashing"
+        else SentenceTransformerEmbedder().id,
         "retrieval_config": settings.retrieval.model_dump(),
         "config_overrides": args.config,
         "variants": dict(args.variant),
         "reranker": settings.reranker,
-        "embed_cache_hits": embedder.hits if embedder else 0,
-        "embed_cache_misses": embedder.misses if embedder else 0,
+        "embed_cache_hits": local.hits if local else 0,
+        "embed_cache_misses": local.misses if local else 0,
+        "ray": None if ray is None else {"address": ray.address or "local", "num_cpus": ray.num_cpus},
         "context_budgets": budgets,
         "questions_from_cache": len(questions) - len(todo),
         "cached_only": args.cached_only,
-        "wall_s": time.perf_counter() - t_start,
+        "wall_s": wall_s,
         "bm25": {"k1": 1.5, "b": 0.75, "tokens": "lower-case \\w+"},
         "turn_unit": "round (user turn + following assistant reply); relevant = holds a has_answer message",
     }

@@ -304,13 +304,16 @@ def command_problems(argv: list[str]) -> list[str]:
 
 def _option_sources(source: Path) -> str:
     """Where a module's options may be declared, as text: the module, its package's other modules (a shared
-    ``args.py``) and the modules of this repository it imports (one benchmark reusing another's options)."""
+    ``args.py``) and the modules of this repository it imports (one benchmark reusing another's options, the
+    ``--ray`` options of ``graphrecall.raymap``)."""
     files = {source, *source.parent.glob("*.py")}
     for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            imported = _module_source(node.module)
-            if imported is not None:
-                files.add(imported)
+            # ``from graphrecall import raymap`` imports a module too: shared options (--ray) live there
+            for name in (node.module, *(f"{node.module}.{a.name}" for a in node.names)):
+                imported = _module_source(name)
+                if imported is not None:
+                    files.add(imported)
     return "\n".join(f.read_text(encoding="utf-8") for f in sorted(files))
 
 

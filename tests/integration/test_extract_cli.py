@@ -137,3 +137,64 @@ def test_a_background_extraction_that_failed_three_times_is_retried_by_the_extra
     with Memory.open(root, embedder=HashingEmbedder(64)) as mem:
         (job,) = mem.extraction_jobs(scope)
         assert (job.status, job.reason) == ("done", None)
+
+
+def _three_scopes(tmp_path: Path, files: tuple[Path, Path]) -> list[str]:
+    base = ["--root", str(tmp_path / "store"), "--embedder", "hashing"]
+    for org, user in (("o", "u1"), ("o", "u2"), ("p", "u3")):
+        assert main(["ingest", str(files[0]), *base, "--org", org, "--user", user]) == 0
+    return base
+
+
+def test_extract_many_scopes_reports_each_and_a_rerun_has_nothing_left(
+    tmp_path: Path, files: tuple[Path, Path], capsys: Any, monkeypatch: Any
+) -> None:
+    monkeypatch.delenv("GRAPHRECALL_LLM", raising=False)
+    base = _three_scopes(tmp_path, files)
+    capsys.readouterr()
+    with FakeHTTPServer(handler) as srv:
+        llm = ["--llm", "openai:fake", "--llm-base-url", srv.url + "/v1"]
+        assert main(["extract", *base, *llm, "--all-scopes", "--org", "o"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert sorted(line.split(":")[0] for line in lines) == ["o/u1", "o/u2"]
+        assert all("1/1 sessions done" in line for line in lines)
+        listed = tmp_path / "scopes.txt"
+        listed.write_text("# the rest\np/u3\n\no/u1\n")
+        assert main(["extract", *base, *llm, "--scopes", str(listed), "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert [r["scope"] for r in rows] == ["p/u3", "o/u1"]
+        assert rows[0]["result"]["sessions_done"] == 1 and rows[1]["result"]["sessions"] == 0  # u1 was done
+    assert main(["facts", *base, "--org", "p", "--user", "u3"]) == 0
+    assert "The user lives in Munich" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--all-scopes", "--scopes", "x.txt"], "not both"),
+        (["--all-scopes", "--org", "o", "--user", "u1"], "--user names one scope"),
+        (["--all-scopes", "--session", "s1"], "--session needs one scope"),
+        ([], "needs --org and --user"),
+        (["--org", "o", "--user", "u1", "--ray"], "--ray runs many scopes"),
+    ],
+)
+def test_extract_refuses_scope_options_that_mean_nothing(
+    tmp_path: Path, extra: list[str], message: str, capsys: Any
+) -> None:
+    assert main(["extract", "--root", str(tmp_path), *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_extract_names_listed_scopes_that_hold_nothing(
+    tmp_path: Path, files: tuple[Path, Path], capsys: Any, monkeypatch: Any
+) -> None:
+    base = _three_scopes(tmp_path, files)
+    listed = tmp_path / "scopes.txt"
+    listed.write_text("o/u1\no/nobody\n")
+    with FakeHTTPServer(handler) as srv:
+        llm = ["--llm", "openai:fake", "--llm-base-url", srv.url + "/v1"]
+        assert main(["extract", *base, *llm, "--scopes", str(listed)]) == 1
+        assert "o/nobody" in capsys.readouterr().err
+        listed.write_text("not-a-scope\n")
+        assert main(["extract", *base, *llm, "--scopes", str(listed)]) == 2
+        assert "line 1" in capsys.readouterr().err

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -186,3 +187,74 @@ def test_one_longmemeval_question_is_ingested_answered_judged_and_its_scope_eras
     assert (row["id"], row["hypothesis"], row["correct"]) == ("q_demo", "Porto", True)
     assert row["cited_evidence"] == ["answer_1@0"] and row["judge_prompt"] == "judge_default"
     assert row["reader_input_tokens"] > 0 and row["judge_input_tokens"] > 0
+
+
+def test_a_ray_task_rebuilds_reader_judge_and_store_from_its_spec(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What a Ray worker runs for one question (here in this process): the spec's plain values become the reader
+    and the judge, kept for the worker's next task, and a store of the task's own, removed when it ends."""
+    from benchmarks.longmemeval import qa
+
+    from graphrecall import raymap
+
+    scripts = {
+        "openai:reader": lambda: ScriptedLLM(
+            [
+                Step("Retrieved memory", {"verdict": "YES", "evidence_ids": ["answer_1@0"]}),
+                Step("Memory excerpts", "ANSWER: Porto\nEVIDENCE: [answer_1@0]"),
+            ]
+        ),
+        "openai:judge": lambda: ScriptedLLM([Step("Reference answer: Porto", "yes")]),
+    }
+    monkeypatch.setattr(qa, "build_llm", lambda spec, base_url, timeout: scripts[spec]())
+    spec = qa.QASpec(
+        llm="openai:reader", base_url=None, judge="openai:judge", judge_base_url=None, timeout=5.0,
+        embedder="hashing", embed_cache=None, extract=False, tools="auto", max_tool_steps=2, token_budget=None,
+    )  # fmt: skip
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the task's temporary store goes
+    row = qa.question_task(spec, _question())
+    assert (row["id"], row["hypothesis"], row["correct"]) == ("q_demo", "Porto", True)
+    assert list(tmp_path.iterdir()) == []  # the store is gone with the task; the worker keeps its models
+    worker = raymap.worker_state(("lme-qa", spec.key()), lambda: pytest.fail("built again"))
+    assert worker.reader.calls
+    worker.close()
+
+
+def test_a_locomo_ray_task_ingests_its_conversation_once_and_answers_the_questions_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a Ray worker runs for one LoCoMo conversation (here in this process, scripted models): only the
+    questions it is handed, two at a time, each row as a local run writes it."""
+    import gzip
+
+    from benchmarks.locomo import qa as locomo_qa
+    from tests.integration.test_locomo_retrieval import _raw as locomo_raw
+
+    from graphrecall import raymap
+
+    reader = [
+        Step("Retrieved memory", {"verdict": "YES", "evidence_ids": []}),
+        Step("Memory excerpts", "ANSWER: Biscuit\nEVIDENCE: []"),
+    ]
+    scripts = {
+        "openai:reader": lambda: ScriptedLLM(reader, ordered=False),
+        "openai:judge": lambda: ScriptedLLM([Step("Reference answer", "yes")], ordered=False),
+    }
+    monkeypatch.setattr(locomo_qa, "build_llm", lambda spec, base_url, timeout: scripts[spec]())
+    monkeypatch.setattr(
+        "benchmarks.longmemeval.qa.build_llm", lambda spec, base_url, timeout: scripts[spec]()
+    )
+    path = tmp_path / "locomo.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump([locomo_raw()], f)
+    (conv,) = locomo.load(path, {1, 2, 4})
+    spec = locomo_qa.QASpec(
+        llm="openai:reader", base_url=None, judge="openai:judge", judge_base_url=None, timeout=5.0,
+        embedder="hashing", embed_cache=None, extract=False, tools="none", max_tool_steps=0, token_budget=None,
+    )  # fmt: skip
+    rows = locomo_qa.conversation_task(spec, 2, locomo_qa.Pending(conv, tuple(conv.qa[:2])))
+    assert [r["id"] for r in rows] == [qa.id for qa in conv.qa[:2]]
+    assert all(not r.get("error") and r["hypothesis"] == "Biscuit" for r in rows), rows
+    assert rows[0]["correct"] is True and rows[0]["f1"] == 1.0
+    raymap.worker_state(("locomo-qa", spec.key()), lambda: pytest.fail("built again")).close()

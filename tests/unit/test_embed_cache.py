@@ -126,3 +126,32 @@ def test_cached_results_equal_direct_results(texts: list[str], warm: int) -> Non
     cache = CachedEmbedder(HashingEmbedder(32), capacity=3)
     cache.embed(texts[:warm])
     np.testing.assert_array_equal(cache.embed(texts), direct.embed(texts))
+
+
+def _fill(path: str, worker: int, batches: int) -> int:
+    """One writer process: many small batches of new texts, each its own commit, into the shared file."""
+    cache = CachedEmbedder(HashingEmbedder(16), path=path)
+    for b in range(batches):
+        cache.embed([f"worker {worker} batch {b} text {i}" for i in range(5)] + ["shared text"])
+    cache.close()
+    return cache.misses
+
+
+def test_processes_writing_one_cache_file_at_once_lose_nothing(tmp_path: Path) -> None:
+    """Ray tasks on one machine share the cache file: concurrent writers wait their turn (WAL, busy timeout)
+    and every vector each of them computed is in the file afterwards."""
+    import multiprocessing
+
+    path = str(tmp_path / "shared.sqlite")
+    workers, batches = 4, 30
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        misses = pool.starmap(_fill, [(path, w, batches) for w in range(workers)])
+    assert all(m >= batches * 5 for m in misses)
+    reader = Counting(HashingEmbedder(16))
+    cache = CachedEmbedder(reader, path=path)
+    texts = [
+        f"worker {w} batch {b} text {i}" for w in range(workers) for b in range(batches) for i in range(5)
+    ]
+    cache.embed([*texts, "shared text"])
+    assert reader.calls == []  # every text was found in the file
+    cache.close()

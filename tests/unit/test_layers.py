@@ -33,7 +33,7 @@ FLOORS: dict[str, int] = {
     # 7 the facade
     "memory": 7, "aio": 7, "testing": 7,
     # 8 surfaces
-    "formats": 8, "cli": 8, "cli_common": 8, "cli_extract": 8, "server": 8, "__main__": 8,
+    "formats": 8, "cli": 8, "cli_common": 8, "cli_extract": 8, "server": 8, "__main__": 8, "raymap": 8,
 }  # fmt: skip
 # Floors whose modules may import each other (the ground floor's helpers, the facade and its async twin, the
 # surfaces). Elsewhere siblings stay apart.

@@ -18,6 +18,8 @@ import numpy as np
 
 from graphrecall.embed.base import Embedder, TextKind, Vectors
 
+BUSY_TIMEOUT_S = 60.0  # how long a write waits for another process's write to the same cache file
+
 
 def cache_key(embedder_id: str, kind: TextKind, text: str) -> bytes:
     """The key of one vector in a cache file: model id, text kind and text, hashed (20 bytes). A file written by
@@ -36,7 +38,11 @@ class CachedEmbedder:
         self.misses = 0
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(path), check_same_thread=False)
+            # Several processes may share one file (benchmark workers on one machine, Ray tasks): WAL lets readers
+            # run beside the one writer, and the busy timeout makes a writer wait its turn instead of failing.
+            # Local disks only: SQLite's locking is unreliable on network file systems.
+            self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=BUSY_TIMEOUT_S)
+            self._db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS vec (k BLOB PRIMARY KEY, v BLOB NOT NULL)")
             self._db.commit()
