@@ -61,8 +61,6 @@ from graphrecall.cli_common import (
     positive_int as _positive,
 )
 from graphrecall.dates import parse_date
-from graphrecall.embed.passages import CHARS_PER_TOKEN as PASSAGE_CHARS_PER_TOKEN
-from graphrecall.embed.passages import MAX_PASSAGES
 from graphrecall.errors import (
     ConfigurationError,
     EmbedderMismatch,
@@ -446,6 +444,8 @@ def _ingest_notices(
             f"the file), dated {minute(when)} ({source})"
         )
     if overlong and window is not None:
+        from graphrecall.embed.passages import MAX_PASSAGES  # numpy: not for commands that never embed
+
         notice(
             f"{overlong} message(s) are longer than {MAX_PASSAGES} passages of the embedding model's window "
             f"(~{window.max_chars:,} characters): their vector pools {MAX_PASSAGES} passages spread over the text "
@@ -458,6 +458,9 @@ class _Window:
     to be embedded in full (``embed.passages``: longer than ``MAX_PASSAGES`` passages)."""
 
     def __init__(self, tokens: int) -> None:
+        from graphrecall.embed.passages import CHARS_PER_TOKEN as PASSAGE_CHARS_PER_TOKEN
+        from graphrecall.embed.passages import MAX_PASSAGES
+
         self.tokens = tokens
         self.max_chars = (tokens - 2) * PASSAGE_CHARS_PER_TOKEN * MAX_PASSAGES
 
