@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graphrecall.models import Hit
-from graphrecall.retrieve.context import Packing, build_context, estimate_tokens
+from graphrecall.retrieve.context import FIRST_SESSIONS, Packing, build_context, estimate_tokens
 
 
 def hit(rid: str, session: str, day: int, text: str = "", score: float = 1.0) -> Hit:
@@ -166,3 +166,13 @@ def test_budget_left_over_shows_the_best_hits_whole() -> None:
 def test_when_everything_fits_both_packings_show_the_same() -> None:
     hits = [hit(f"s{i}@0", f"s{i}", i + 1, text=f"user: short {i}\nassistant: ok") for i in range(5)]
     assert build_context("q", hits, 2000).text == build_context("q", hits, 2000, packing="whole").text
+
+
+def test_a_gold_sessions_second_round_is_not_pushed_out_by_weak_sessions() -> None:
+    ranked = [long_round(f"s{i}@0", f"s{i}", i + 1, f"Trip {i} to the coast.") for i in range(FIRST_SESSIONS)]
+    second = long_round("s0@1", "s0", 1, "The second part of trip 0.")
+    weak = [long_round(f"w{i}@0", f"w{i}", 20, f"Unrelated chat {i}.") for i in range(24)]
+    ctx = build_context("coast trips", [*ranked, second, *weak], 2000)
+    shown = [h.id for h in ctx.hits]
+    assert "s0@1" in shown and {h.id for h in ranked} <= set(shown)
+    assert len(shown) < len(ranked) + 1 + len(weak)  # the budget is spent before the weakest sessions

@@ -20,6 +20,12 @@ CORE_SHARE = 16
 """First pass of evidence packing: each hit's short form gets about 1/16 of the budget (125 tokens of 2,000): room
 for the user's turn and the reply's best sentences, and for the best hit of ten sessions with the rest spare."""
 MIN_CORE_TOKENS = 48
+FIRST_SESSIONS = 6
+"""First pass: the best hit of each of the best 6 sessions goes first, then every other hit in rank order. Why a
+limit: with one hit from *every* session first, the 20-30 sessions of a long history filled a 4,000-token budget with
+weak sessions' best hits and pushed out the second and third evidence rounds of the gold sessions. Chosen by
+5-fold cross-validation over the LongMemEval dev questions (limits 4-12 and none), maximizing evidence rounds inside
+and evidence shown whole at 2,000 and 4,000 tokens (docs/benchmarks.md, context packing)."""
 USER_SHARE = 0.7
 """Of a round cut to fit, the user's messages may take up to 70% of the room, whole when they fit."""
 MIN_TURN_CHARS = 40  # no message is cut below this, whatever its share
@@ -103,8 +109,8 @@ def build_context(
 
     ``packing="evidence"`` (the default) packs in two passes. First every hit gets a short form (its messages cut
     to the sentences that share the query's content words, about ``token_budget / CORE_SHARE`` tokens), best
-    first but one hit per session before any session's second, until the budget is spent: the evidence of a
-    question spread over sessions gets in. Then the budget left over grows the chosen hits back towards their full
+    first but the best hit of each of the best ``FIRST_SESSIONS`` sessions before any session's second, until the
+    budget is spent: the evidence of a question spread over sessions gets in. Then the budget left over grows the chosen hits back towards their full
     text, best first. A hit shown in part says so (``excerpt`` beside its date) and is listed in ``excerpted``: its
     id reads the whole round (the Reader's ``read_round`` tool). ``packing="whole"`` is the earlier rule, kept for
     comparison: whole hits best-first, each cut at ``max_item_tokens``.
@@ -129,10 +135,12 @@ def build_context(
     else:
         terms = question_terms(query)
         core = max(MIN_CORE_TOKENS, token_budget // CORE_SHARE)
-        firsts: dict[str, Hit] = {}
+        firsts: dict[str, Hit] = {}  # the best hit of each of the best FIRST_SESSIONS sessions
         for h in hits:
-            firsts.setdefault(h.session_id, h)
-        order = [*firsts.values(), *(h for h in hits if firsts[h.session_id] is not h)]
+            if len(firsts) < FIRST_SESSIONS or h.session_id in firsts:
+                firsts.setdefault(h.session_id, h)
+        first_ids = {h.id for h in firsts.values()}
+        order = [*firsts.values(), *(h for h in hits if h.id not in first_ids)]
         for h in order:
             body, part = _shown(h, terms, min(core, per_item))
             truncated |= not packer.add(_Piece(h, body, part))  # an excerpt grown whole later is not cut
