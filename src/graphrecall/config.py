@@ -48,6 +48,14 @@ class RetrievalConfig(BaseModel):
         description="how many of the best vector+BM25 candidates the user-side BM25 list re-scores (each costs "
         "a row lookup)",
     )
+    user_side: Literal["always", "first_person"] = Field(
+        default="first_person",
+        description="when the user-side BM25 list (`bm25_user`) counts: only for questions in the first person (I, "
+        "my, we: retrieve.intent.asks_about_user), so that a question about someone else ('when did Melanie run a "
+        "race?') weighs both halves of a round alike; or always. Measured (docs/benchmarks.md): LongMemEval dev "
+        "unchanged (5 of 124 questions are not in the first person), LoCoMo dev evidence-turn recall@10 0.632 -> "
+        "0.692 with speaker B as the assistant, 0.594 -> 0.577 with both speakers as users",
+    )
     parallel: bool = Field(
         default=True, description="run independent store queries of a search on worker threads"
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphrecall.retrieve.intent import asks_about_assistant, asks_about_now
+from graphrecall.retrieve.intent import asks_about_assistant, asks_about_now, asks_about_user
 
 
 @pytest.mark.parametrize(
@@ -50,3 +50,30 @@ def test_questions_about_the_present_state_are_recognized(question: str) -> None
 )  # fmt: skip
 def test_other_questions_are_not(question: str) -> None:
     assert not asks_about_now(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Where do I live now?",
+        "What's my dog called again?",
+        "How many days passed between our trip and the wedding?",
+        "I’m trying to remember the name of the restaurant",  # a typographic apostrophe
+        "Did we ever book the flights?",
+    ],
+)
+def test_questions_in_the_first_person_are_about_the_user(question: str) -> None:
+    assert asks_about_user(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "When did Melanie run a charity race?",
+        "What did Caroline say about adoption?",
+        "How long did Alex marinate the BBQ ribs?",
+        "Ideas for a birthday gift?",  # "I" inside a word is not the pronoun
+    ],
+)
+def test_questions_about_someone_else_are_not(question: str) -> None:
+    assert not asks_about_user(question)

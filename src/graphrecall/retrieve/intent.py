@@ -3,6 +3,8 @@
 A question addressed to the assistant about what *it* said ("what did you recommend", "remind me of the list you
 gave me") is answered by a reply, not by the user's turn: user-side signals then point at the wrong half of the
 round. The Reader's classifier (``read.classify``) uses the same cue for its single-session-assistant category.
+A question about someone else ("when did Melanie run a charity race?") has no reason to prefer the user's half
+either: who said it is not known, so both halves weigh alike.
 """
 
 from __future__ import annotations
@@ -35,3 +37,14 @@ def asks_about_now(question: str) -> bool:
 def asks_about_assistant(question: str) -> bool:
     """True when the question asks what the assistant said, so its evidence is in a reply."""
     return ASSISTANT_CUE.search(" ".join(question.split())) is not None
+
+
+FIRST_PERSON = re.compile(
+    r"\b(i|me|my|mine|myself|i'm|i've|i'd|i'll|we|us|our|ours|ourselves|we're|we've)\b", re.IGNORECASE
+)
+
+
+def asks_about_user(question: str) -> bool:
+    """True when the question speaks in the first person (I, my, we, our...), so that what the user said about
+    themselves is the likely evidence."""
+    return FIRST_PERSON.search(question.replace("\u2019", "'")) is not None
