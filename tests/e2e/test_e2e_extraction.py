@@ -66,6 +66,8 @@ def test_a_moved_user_ends_with_the_old_city_superseded_and_the_new_one_current(
         elapsed = time.monotonic() - started
         every = m.facts(SCOPE, include_superseded=True)
         current = m.facts(SCOPE)
+        profile = m.profile(SCOPE)  # issue 13: the profile of what a real model extracted
+        before_move = m.profile(SCOPE, as_of="2024-03-02")
         report = "\n".join(
             f"  {'current   ' if f.current else 'superseded'} {f.text!r} (by {f.superseded_by})"
             for f in every
@@ -73,6 +75,7 @@ def test_a_moved_user_ends_with_the_old_city_superseded_and_the_new_one_current(
         print(f"\nextraction took {elapsed:.0f} s\n{first.extraction}\n{second.extraction}")
         print("raw answers:\n" + "\n".join(f"  {a}" for a in answers))
         print(f"facts after s1: {after_first}\nfacts:\n{report}")
+        print(f"profile:\n{profile.text}\nprofile on 2024-03-02:\n{before_move.text}")
     assert first.extraction is not None and first.extraction.sessions_done == 1, first.extraction
     assert second.extraction is not None and second.extraction.sessions_done == 1, second.extraction
     assert any("berlin" in f.text.lower() for f in current), report
@@ -81,3 +84,9 @@ def test_a_moved_user_ends_with_the_old_city_superseded_and_the_new_one_current(
     superseded = [f for f in every if not f.current]
     assert any("munich" in f.text.lower() for f in superseded), report
     assert all(f.superseded_by for f in superseded)
+    shown = {i.id for i in profile.items if i.source == "fact"}
+    assert shown == {f.id for f in current}, profile.text  # every current fact, nothing superseded
+    assert "berlin" in profile.text.lower(), profile.text
+    assert {i.id for i in before_move.items if i.source == "fact"} == {
+        f.id for f in every if f.session_id == "s1"
+    }, before_move.text  # as of March 2nd: only what the first session said

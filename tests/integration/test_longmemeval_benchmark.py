@@ -289,3 +289,35 @@ def test_cached_only_scores_the_cached_questions_and_ingests_nothing(tmp_path: P
     assert "Cross-validated (2 folds" in (out / "retrieval.md").read_text()
     # A budget the cache was not probed at makes every row unusable: nothing to score.
     assert main(["--data", str(path), "--out", str(out), "--cached-only", "--context-budgets", "4000"]) == 2
+
+
+def test_the_packing_benchmark_scores_every_candidate_and_reuses_its_hits(tmp_path: Path) -> None:
+    from benchmarks.longmemeval import packing
+
+    items = [
+        _raw_question(f"q{i}", qtype) for i, qtype in enumerate(["single-session-assistant"] * 3 + ["x"] * 3)
+    ]
+    path, out = _write(tmp_path, items), tmp_path / "out"
+    argv = [
+        "--data",
+        str(path),
+        "--out",
+        str(out),
+        "--embedder",
+        "hashing",
+        "--folds",
+        "2",
+        "--budgets",
+        "300",
+    ]
+    assert packing.main([*argv, "--first-sessions", "1,0"]) == 0
+    report = json.loads((out / "packing.json").read_text())
+    assert set(report["systems"]) == {"evidence_first6", "evidence_first1", "evidence_first_all", "whole"}
+    for figures in report["systems"].values():
+        assert figures["sessions_all@300"] == 1.0  # two short sessions fit any packing
+        assert 0.0 <= figures["evidence_shown@300"] <= 1.0
+    assert len(report["cv"]["folds"]) == 2 and "whole" not in report["cv"]["candidates"]
+    lines = (out / "hits.jsonl").read_text()
+    assert packing.main(argv) == 0  # packs the cached hits again: nothing ingested, nothing appended
+    assert (out / "hits.jsonl").read_text() == lines
+    assert packing.main([*argv, "--budgets", "0"]) == 2

@@ -104,13 +104,14 @@ def build_context(
     question_date: datetime | None = None,
     max_item_tokens: int | None = None,
     packing: Packing = "evidence",
+    first_sessions: int = FIRST_SESSIONS,
 ) -> Context:
     """Pick hits best-first while their rendered cost fits ``token_budget``; ``token_count`` never exceeds it.
 
     ``packing="evidence"`` (the default) packs in two passes. First every hit gets a short form (its messages cut
     to the sentences that share the query's content words, about ``token_budget / CORE_SHARE`` tokens), best
-    first but the best hit of each of the best ``FIRST_SESSIONS`` sessions before any session's second, until the
-    budget is spent: the evidence of a question spread over sessions gets in. Then the budget left over grows the chosen hits back towards their full
+    first but the best hit of each of the best ``first_sessions`` sessions before any other hit, until the budget
+    is spent: the evidence of a question spread over sessions gets in. Then the budget left over grows the chosen hits back towards their full
     text, best first. A hit shown in part says so (``excerpt`` beside its date) and is listed in ``excerpted``: its
     id reads the whole round (the Reader's ``read_round`` tool). ``packing="whole"`` is the earlier rule, kept for
     comparison: whole hits best-first, each cut at ``max_item_tokens``.
@@ -137,7 +138,7 @@ def build_context(
         core = max(MIN_CORE_TOKENS, token_budget // CORE_SHARE)
         firsts: dict[str, Hit] = {}  # the best hit of each of the best FIRST_SESSIONS sessions
         for h in hits:
-            if len(firsts) < FIRST_SESSIONS or h.session_id in firsts:
+            if len(firsts) < first_sessions or h.session_id in firsts:
                 firsts.setdefault(h.session_id, h)
         first_ids = {h.id for h in firsts.values()}
         order = [*firsts.values(), *(h for h in hits if h.id not in first_ids)]
