@@ -7,11 +7,11 @@ shares a word with the question can still outrank it by meaning alone (docs/arch
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.dialogues import dialogue_sessions
 
 from graphrecall import Memory, Scope, Settings, testing
 from graphrecall.embed.passages import embed_in_full, passage_chars
@@ -41,20 +41,7 @@ SESSIONS = {
 def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     root: Path = tmp_path_factory.mktemp("long")
     with Memory.open(root, settings=Settings(root=root)) as m:  # the default, real embedder
-        m.add_sessions(
-            SCOPE,
-            [
-                {
-                    "session_id": sid,
-                    "date": datetime(2024, 4, 1, 10) + timedelta(days=i),
-                    "messages": [
-                        {"role": "user" if j % 2 == 0 else "assistant", "content": text}
-                        for j, text in enumerate(turns)
-                    ],
-                }
-                for i, (sid, turns) in enumerate(SESSIONS.items())
-            ],
-        )
+        m.add_sessions(SCOPE, dialogue_sessions(SESSIONS))
         m.flush()  # into Kuzu: the retriever below reads the store, not the write-ahead tail
         yield m
 

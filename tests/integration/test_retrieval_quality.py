@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from tests.dialogues import dialogue_sessions
 
 from graphrecall import Memory, RetrievalConfig, Scope, Settings, testing
 from graphrecall.retrieve.retriever import HybridRetriever
@@ -98,20 +98,7 @@ LABELLED = PARAPHRASES + KEYWORDS + REPLIES
 def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     root: Path = tmp_path_factory.mktemp("quality")
     with Memory.open(root, settings=Settings(root=root)) as m:  # the default, real embedder
-        m.add_sessions(
-            SCOPE,
-            [
-                {
-                    "session_id": sid,
-                    "date": datetime(2024, 4, 1, 10) + timedelta(days=i),
-                    "messages": [
-                        {"role": "user" if j % 2 == 0 else "assistant", "content": text}
-                        for j, text in enumerate(turns)
-                    ],
-                }
-                for i, (sid, turns) in enumerate(SESSIONS.items())
-            ],
-        )
+        m.add_sessions(SCOPE, dialogue_sessions(SESSIONS))
         m.flush()  # into Kuzu: tests below search the store directly, past the write-ahead tail
         yield m
 
