@@ -48,13 +48,13 @@ class RetrievalConfig(BaseModel):
         description="how many of the best vector+BM25 candidates the user-side BM25 list re-scores (each costs "
         "a row lookup)",
     )
-    user_side: Literal["always", "first_person"] = Field(
-        default="first_person",
-        description="when the user-side BM25 list (`bm25_user`) counts: only for questions in the first person (I, "
-        "my, we: retrieve.intent.asks_about_user), so that a question about someone else ('when did Melanie run a "
-        "race?') weighs both halves of a round alike; or always. Measured (docs/benchmarks.md): LongMemEval dev "
-        "unchanged (5 of 124 questions are not in the first person), LoCoMo dev evidence-turn recall@10 0.632 -> "
-        "0.692 with speaker B as the assistant, 0.594 -> 0.577 with both speakers as users",
+    user_side: Literal["always", "unless_about_others"] = Field(
+        default="unless_about_others",
+        description="when the user-side BM25 list (`bm25_user`) counts: always, or not for a question about someone "
+        "else (no first person, and a name or a third-person pronoun: retrieve.intent.asks_about_someone_else, "
+        "'when did Melanie run a race?'), whose evidence may be in either half of a round. Measured "
+        "(docs/benchmarks.md): LongMemEval dev unchanged, LoCoMo dev evidence-turn recall@10 0.632 -> 0.692 with "
+        "speaker B as the assistant, 0.594 -> 0.577 with both speakers as users",
     )
     parallel: bool = Field(
         default=True, description="run independent store queries of a search on worker threads"

@@ -233,13 +233,14 @@ def test_a_failed_search_returns_only_after_its_running_stages_have_finished(
     assert finished == ["fts"]
 
 
-def test_first_person_user_side_skips_the_user_list_for_questions_about_someone_else(mem: Memory) -> None:
+def test_the_user_list_is_skipped_for_questions_about_someone_else(mem: Memory) -> None:
     def user_list_used(question: str, user_side: str) -> bool:
         with testing.database(mem, SCOPE, create=False) as db:
             config = RetrievalConfig.model_validate({"user_side": user_side})
             hits = HybridRetriever(mem.embedder, config).search(db, question, 10)
         return any("bm25_user" in h.signals for h in hits)
 
-    assert user_list_used("Where did my sister move to?", "first_person")
-    assert not user_list_used("Where did Maria move to?", "first_person")
+    assert user_list_used("Where did my sister move to?", "unless_about_others")
+    assert user_list_used("Lisbon", "unless_about_others")  # a keyword query is about no one
+    assert not user_list_used("Where did Maria move to?", "unless_about_others")
     assert user_list_used("Where did Maria move to?", "always")

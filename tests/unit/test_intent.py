@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from graphrecall.retrieve.intent import asks_about_assistant, asks_about_now, asks_about_user
+from graphrecall.retrieve.intent import (
+    asks_about_assistant,
+    asks_about_now,
+    asks_about_someone_else,
+    asks_about_user,
+)
 
 
 @pytest.mark.parametrize(
@@ -72,8 +77,23 @@ def test_questions_in_the_first_person_are_about_the_user(question: str) -> None
         "When did Melanie run a charity race?",
         "What did Caroline say about adoption?",
         "How long did Alex marinate the BBQ ribs?",
-        "Ideas for a birthday gift?",  # "I" inside a word is not the pronoun
+        "What did they bring to the party?",
+        "Is she still at the bakery? When did he start there?",
     ],
 )
-def test_questions_about_someone_else_are_not(question: str) -> None:
-    assert not asks_about_user(question)
+def test_questions_about_someone_else(question: str) -> None:
+    assert not asks_about_user(question) and asks_about_someone_else(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "frisbee",  # a keyword query is about no one
+        "INV-88213",
+        "Ideas for a birthday gift?",  # "I" inside a word is not the pronoun
+        "How long did it take to move to the new apartment?",
+        "What did Melanie tell me about her race?",  # the first person wins: the user was told
+    ],
+)
+def test_keyword_queries_and_questions_about_the_user_are_not_about_someone_else(question: str) -> None:
+    assert not asks_about_someone_else(question)

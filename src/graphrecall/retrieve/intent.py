@@ -42,9 +42,29 @@ def asks_about_assistant(question: str) -> bool:
 FIRST_PERSON = re.compile(
     r"\b(i|me|my|mine|myself|i'm|i've|i'd|i'll|we|us|our|ours|ourselves|we're|we've)\b", re.IGNORECASE
 )
+THIRD_PERSON = re.compile(
+    r"\b(he|she|they|him|her|them|his|hers|their|theirs|he's|she's|they're)\b", re.IGNORECASE
+)
+_SENTENCE = re.compile(r"(?<=[.?!])\s+")
 
 
 def asks_about_user(question: str) -> bool:
     """True when the question speaks in the first person (I, my, we, our...), so that what the user said about
     themselves is the likely evidence."""
     return FIRST_PERSON.search(question.replace("\u2019", "'")) is not None
+
+
+def asks_about_someone_else(question: str) -> bool:
+    """True when the question is about another person and not the user: no first person, and a third-person
+    pronoun or a name (a capitalized word that does not start a sentence: "when did Melanie run a race?"). A bare
+    keyword query ("frisbee", "INV-88213") is about no one, so it is not."""
+    text = question.replace("\u2019", "'")
+    if asks_about_user(text):
+        return False
+    if THIRD_PERSON.search(text):
+        return True
+    for sentence in _SENTENCE.split(text.strip()):
+        words = sentence.split()[1:]
+        if any(w[:1].isupper() and w[1:2].islower() for w in words):
+            return True
+    return False

@@ -27,7 +27,7 @@ from graphrecall.models import Hit, Round, TimeRange
 from graphrecall.retrieve import fusion
 from graphrecall.retrieve.fusion import Ranked
 from graphrecall.retrieve.graph import GraphCandidates
-from graphrecall.retrieve.intent import asks_about_assistant, asks_about_now, asks_about_user
+from graphrecall.retrieve.intent import asks_about_assistant, asks_about_now, asks_about_someone_else
 from graphrecall.retrieve.lexical import pool_bm25
 from graphrecall.retrieve.rerank import Reranker
 from graphrecall.retrieve.stages import StageRunner, on_search_worker, stage
@@ -124,7 +124,7 @@ class HybridRetriever:
             query
         ):  # the evidence is in a reply: user-side signals point at the wrong half
             weights, reply_penalty = {**weights, "bm25_user": 0.0}, 0.0
-        elif cfg.user_side == "first_person" and not asks_about_user(query):
+        elif cfg.user_side == "unless_about_others" and asks_about_someone_else(query):
             weights = {**weights, "bm25_user": 0.0}  # about someone else: no reason to prefer the user's half
         # A muted list is not computed (fusion would ignore it). BM25 needs no embedding: it runs while the query
         # is embedded (Kuzu releases the GIL, torch too).
