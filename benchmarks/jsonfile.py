@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 from pathlib import Path
 from typing import Any
+
+
+def data_file(text: str) -> Path:
+    """An argparse ``type`` for ``--data``: an existing file, else a usage error (exit 2) rather than a traceback."""
+    p = Path(text)
+    if not p.is_file():
+        raise argparse.ArgumentTypeError(f"no data file at {p}")
+    return p
 
 
 def load_list(path: str | Path, dataset: str, items: str) -> list[Any]:

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.jsonfile import data_file
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -50,7 +52,7 @@ def _run(data: Path, limit: int, address: str, cpus: float, work: Path, name: st
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.ray_nodes", description=__doc__.split("\n")[0])
-    p.add_argument("--data", required=True, type=Path)
+    p.add_argument("--data", required=True, type=data_file)
     p.add_argument("--limit", type=int, default=16)
     p.add_argument("--cpus", type=float, default=1.0, help="CPUs of each node, and of each task")
     args = p.parse_args(argv)

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonfile import data_file
 from graphrecall import Memory
 from graphrecall.embed import Embedder, HashingEmbedder
 from graphrecall.extract import ExtractionConfig
@@ -70,7 +71,7 @@ def load_sessions(path: Path, limit: int) -> list[tuple[str, str, list[dict[str,
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--data", type=Path, required=True)
+    p.add_argument("--data", type=data_file, required=True)
     p.add_argument("--limit-sessions", type=int, default=50)
     p.add_argument("--llm", default="scripted", help="scripted, or provider:model (e.g. openai:local)")
     p.add_argument("--base-url", default=None)

@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonfile import data_file
 from benchmarks.longmemeval.judge import is_yes
 from benchmarks.longmemeval.qa import (
     QASpec,
@@ -51,7 +52,7 @@ SCOPE_ORG = "qa-locomo"
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.locomo.qa", description=__doc__.split("\n")[0])
-    p.add_argument("--data", required=True, type=Path, help="locomo*.json[.gz]")
+    p.add_argument("--data", required=True, type=data_file, help="locomo*.json[.gz]")
     add_common_arguments(p)
     p.add_argument("--categories", default="1,2,3,4", help="comma-separated QA categories (5 = adversarial)")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/locomo_qa"))

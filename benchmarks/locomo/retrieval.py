@@ -36,6 +36,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonfile import data_file
 from benchmarks.locomo import data
 from benchmarks.longmemeval import cv, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
@@ -348,7 +349,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.locomo.retrieval", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--data", required=True, type=Path, help="locomo*.json[.gz]")
+    p.add_argument("--data", required=True, type=data_file, help="locomo*.json[.gz]")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/locomo_retrieval"))
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
     p.add_argument("--embed-seed", type=Path, default=None, help="another run's embedding cache, read-only")

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonfile import data_file
 from benchmarks.longmemeval import cv, data
 from graphrecall import Memory
 from graphrecall.config import Settings
@@ -41,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.longmemeval.packing", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--data", type=Path, required=True, help="LongMemEval JSON (.json or .json.gz)")
+    p.add_argument("--data", type=data_file, required=True, help="LongMemEval JSON (.json or .json.gz)")
     p.add_argument(
         "--out", type=Path, required=True, help="directory for hits.jsonl, packing.json and packing.md"
     )

@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from benchmarks.jsonfile import data_file
 from graphrecall import Memory, Scope, Settings, raymap
 from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from graphrecall.llm import LLM, llm_from_settings
@@ -291,7 +292,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.longmemeval.qa", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--data", required=True, type=Path, help="longmemeval_*.json[.gz]")
+    p.add_argument("--data", required=True, type=data_file, help="longmemeval_*.json[.gz]")
     add_common_arguments(p)
     p.add_argument(
         "--official-judge", type=Path, default=None, help="local LongMemEval checkout: use its judge prompts"

@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonfile import data_file
 from benchmarks.longmemeval import cv, data, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
 from graphrecall import Memory, raymap
@@ -87,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.longmemeval.retrieval", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--data", required=True, type=Path, help="longmemeval_s*.json[.gz]")
+    p.add_argument("--data", required=True, type=data_file, help="longmemeval_s*.json[.gz]")
     p.add_argument("--limit", type=int, default=None, help="first N scoreable questions only")
     p.add_argument("--types", default=None, help="comma-separated question types to keep")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/longmemeval"))

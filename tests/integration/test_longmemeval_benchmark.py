@@ -194,9 +194,21 @@ def test_variants_are_searched_over_the_same_scope_and_scored_beside_ours(tmp_pa
     "arg",
     ['ours={"rrf_k": 30}', "noname", 'x={"rrf_k": "many"}', 'x={"no_such_field": 1}', "x=[1]"],
 )
-def test_a_bad_variant_is_refused_with_the_offending_text(arg: str) -> None:
+def test_a_bad_variant_is_refused_with_the_offending_text(
+    arg: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data_path = _write(tmp_path, [])
     with pytest.raises(SystemExit):
-        _parser().parse_args(["--data", "x.json", "--variant", arg])
+        _parser().parse_args(["--data", str(data_path), "--variant", arg])
+    assert "--variant" in capsys.readouterr().err
+
+
+def test_a_missing_data_file_is_a_usage_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        _parser().parse_args(["--data", str(tmp_path / "nope.json")])
+    assert e.value.code == 2 and f"no data file at {tmp_path / 'nope.json'}" in capsys.readouterr().err
 
 
 # -- context coverage, cache reuse, cross-validation -------------------------------------------------------------

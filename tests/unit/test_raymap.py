@@ -70,11 +70,11 @@ def test_a_local_run_never_imports_ray() -> None:
         "assert raymap.options_from_args(p.parse_args([])) is None\n"
         "import graphrecall.cli_extract, benchmarks.longmemeval.qa, benchmarks.locomo.qa\n"
         "import benchmarks.longmemeval.retrieval as r, benchmarks.locomo.retrieval\n"
-        "assert raymap.options_from_args(r._parser().parse_args(['--data', 'x'])) is None\n"
+        "assert raymap.options_from_args(r._parser().parse_args(['--data', sys.argv[1] + '/pyproject.toml'])) is None\n"
         "assert 'ray' not in sys.modules, 'ray was imported'\n"
     )
     root = Path(__file__).resolve().parents[2]
-    subprocess.run([sys.executable, "-c", code, str(root)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", code, str(root)], check=True, timeout=120, cwd=root)
 
 
 def _parse(*argv: str) -> argparse.Namespace:
@@ -107,12 +107,13 @@ def test_ray_missing_says_how_to_install_it(
     hint = "pip install 'graphrecall[ray]'"
     with pytest.raises(raymap.RayNotInstalled, match=r"pip install 'graphrecall\[ray\]'"):
         list(raymap.run_map(abs, [1], ray=raymap.RayOptions(), progress=False))
-    # a harness stops with a usage error before reading its data (which does not exist here)
+    # a harness stops with a usage error before reading its data (here not even a JSON list)
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from benchmarks.longmemeval.retrieval import main as retrieval_main
 
     with pytest.raises(SystemExit) as e:
-        retrieval_main(["--data", str(tmp_path / "missing.json"), "--ray"])
+        (tmp_path / "unread.json").write_text("not json")
+        retrieval_main(["--data", str(tmp_path / "unread.json"), "--ray"])
     assert e.value.code == 2 and hint in capsys.readouterr().err
     # the command line: not_available (exit 2) before it looks for an LLM or a store
     from graphrecall.cli import main as cli_main
@@ -146,8 +147,10 @@ def test_worker_state_is_built_once_per_key() -> None:
     assert built == [1]
 
 
-def test_every_ray_task_travels_as_plain_values() -> None:
+def test_every_ray_task_travels_as_plain_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What each --ray caller sends its workers pickles, with absolute paths (a worker's directory is its own)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.json").write_text("[]")  # --data must name a file; a relative one travels absolute
     import pickle
     import sys as _sys
     from functools import partial
