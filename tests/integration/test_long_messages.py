@@ -2,7 +2,7 @@
 vector; with the real bundled model (all-MiniLM-L6-v2, 256-token window).
 
 A known limit, measured here: one pooled vector carries a detail at a quarter of its weight, so a short round that
-shares a word with the question can still outrank it by meaning alone (docs/architecture.md, "Long messages")."""
+shares a word with the question can still outrank it by meaning alone (docs/architecture.md, the ingest paragraph on long user turns)."""
 
 from __future__ import annotations
 
