@@ -50,11 +50,12 @@ class RetrievalConfig(BaseModel):
     )
     user_side: Literal["always", "unless_about_others"] = Field(
         default="unless_about_others",
-        description="when the user-side BM25 list (`bm25_user`) counts: always, or not for a question about someone "
-        "else (no first person, and a name or a third-person pronoun: retrieve.intent.asks_about_someone_else, "
-        "'when did Melanie run a race?'), whose evidence may be in either half of a round. Measured "
-        "(docs/benchmarks.md): LongMemEval dev unchanged, LoCoMo dev evidence-turn recall@10 0.632 -> 0.692 with "
-        "speaker B as the assistant, 0.594 -> 0.577 with both speakers as users",
+        description="when the user's half of a round is preferred (the user-side BM25 list `bm25_user`, and "
+        "`reply_penalty` on reply similarity): always, or not for a question about someone else (no first person, "
+        "and a name or a third-person pronoun: retrieve.intent.asks_about_someone_else, 'when did Melanie run a "
+        "race?'), whose evidence may be in either half. Measured (docs/benchmarks.md): LongMemEval dev unchanged, "
+        "LoCoMo dev evidence-turn recall@10 0.632 -> 0.704 with speaker B as the assistant, 0.594 -> 0.577 with "
+        "both speakers as users",
     )
     parallel: bool = Field(
         default=True, description="run independent store queries of a search on worker threads"

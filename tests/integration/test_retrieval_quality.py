@@ -244,3 +244,17 @@ def test_the_user_list_is_skipped_for_questions_about_someone_else(mem: Memory) 
     assert user_list_used("Lisbon", "unless_about_others")  # a keyword query is about no one
     assert not user_list_used("Where did Maria move to?", "unless_about_others")
     assert user_list_used("Where did Maria move to?", "always")
+
+
+def test_a_question_about_someone_else_does_not_penalize_replies(mem: Memory) -> None:
+    """Its evidence may be in either half of a round: the reply's similarity counts in full."""
+
+    def vector_signal(user_side: str) -> float:
+        config = RetrievalConfig.model_validate({"user_side": user_side, "reply_penalty": 0.5})
+        with testing.database(mem, SCOPE, create=False) as db:
+            hits = HybridRetriever(mem.embedder, config).search(
+                db, "Which extension exercises did Tom do?", 10
+            )
+        return next(h.signals["vector"] for h in hits if h.session_id == "back")
+
+    assert vector_signal("unless_about_others") > vector_signal("always") + 0.1

@@ -125,7 +125,9 @@ class HybridRetriever:
         ):  # the evidence is in a reply: user-side signals point at the wrong half
             weights, reply_penalty = {**weights, "bm25_user": 0.0}, 0.0
         elif cfg.user_side == "unless_about_others" and asks_about_someone_else(query):
-            weights = {**weights, "bm25_user": 0.0}  # about someone else: no reason to prefer the user's half
+            # About someone else: nothing says which half of a round holds the evidence, so neither half is
+            # preferred (no user-side list, no penalty on the reply's similarity).
+            weights, reply_penalty = {**weights, "bm25_user": 0.0}, 0.0
         # A muted list is not computed (fusion would ignore it). BM25 needs no embedding: it runs while the query
         # is embedded (Kuzu releases the GIL, torch too).
         terms = query_terms(query, drop_query_stopwords=cfg.query_stopwords)
