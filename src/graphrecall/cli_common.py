@@ -47,15 +47,25 @@ class CliError(Exception):
         self.where = where
 
 
-def positive_int(text: str) -> int:
-    """argparse type for counts and limits: a whole number of at least 1, else a usage error naming the value."""
+def whole_number(text: str, minimum: int) -> int:
+    """``text`` as a whole number of at least ``minimum``, else argparse's usage error naming the value."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts and limits: a whole number of at least 1, else a usage error naming the value."""
+    return whole_number(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type for retry counts and offsets: a whole number of at least 0."""
+    return whole_number(text, 0)
 
 
 # -- store and scope -------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from graphrecall.cli_common import non_negative_int
 from graphrecall.errors import NotAvailable
 
 T = TypeVar("T")
@@ -105,7 +106,7 @@ def add_ray_arguments(p: argparse.ArgumentParser, *, what: str = "items") -> Non
     )
     p.add_argument(
         "--ray-retries",
-        type=_non_negative_int,
+        type=non_negative_int,
         default=2,
         metavar="N",
         help="times a failed Ray task is run again (default 2)",
@@ -138,16 +139,6 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
 
 
