@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,17 +21,7 @@ import time
 from pathlib import Path
 
 from benchmarks.jsonfile import data_file
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ray_cli() -> str:
-    found = Path(sys.executable).with_name("ray")
-    return str(found) if found.exists() else (shutil.which("ray") or "ray")
+from benchmarks.ray_loopback import LoopbackCluster
 
 
 def _run(data: Path, limit: int, address: str, cpus: float, work: Path, name: str) -> dict[str, float]:
@@ -56,26 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=16)
     p.add_argument("--cpus", type=float, default=1.0, help="CPUs of each node, and of each task")
     args = p.parse_args(argv)
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
-    env = os.environ | {"RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"}
-    os.environ.update({"RAY_AUTH_MODE": "disabled", "HF_HUB_OFFLINE": "1"})
-    node = [f"--num-cpus={args.cpus:g}", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
-    cli = _ray_cli()
+    os.environ["HF_HUB_OFFLINE"] = "1"  # for the harness runs and, through them, every worker
     work = Path(tempfile.mkdtemp(prefix="ray-nodes-"))
     results: dict[str, dict[str, float]] = {}
     try:
-        subprocess.run(
-            [cli, "start", "--head", f"--port={port}", "--include-dashboard=false", *node],
-            check=True, env=env, capture_output=True,
-        )  # fmt: skip
-        results["one node"] = _run(args.data, args.limit, address, args.cpus, work, "one")
-        subprocess.run(
-            [cli, "start", f"--address={address}", *node], check=True, env=env, capture_output=True
-        )
-        results["two nodes"] = _run(args.data, args.limit, address, args.cpus, work, "two")
+        with LoopbackCluster(cpus=args.cpus) as cluster:
+            results["one node"] = _run(args.data, args.limit, cluster.address, args.cpus, work, "one")
+            cluster.add_node()
+            results["two nodes"] = _run(args.data, args.limit, cluster.address, args.cpus, work, "two")
     finally:
-        subprocess.run([cli, "stop", "--force"], env=env, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     for name, r in results.items():
         print(f"{name}: {r['batch_s']:.1f} s batch ({r['wall_s']:.1f} s with start-up), "

@@ -12,9 +12,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -25,6 +22,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from benchmarks.ray_loopback import LoopbackCluster
+
 from graphrecall import raymap
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'graphrecall[ray]'")
@@ -33,50 +32,15 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'grap
 TIMING = ("ingest_s", "search_s", "bm25_s")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _ray_cli() -> str:
-    found = Path(sys.executable).with_name("ray")
-    return str(found) if found.exists() else (shutil.which("ray") or "ray")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A head node and a second node, one CPU each, on 127.0.0.1; ``ray stop --force`` whatever happens.
 
     Token authentication (on by default in recent Ray) is switched off: every node is this machine's loopback.
     A private temp dir keeps this cluster's sockets and logs apart from any other Ray on the machine."""
-    port = _free_port()
-    temp = tmp_path_factory.mktemp("ray")
-    env = os.environ | {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
-    common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
-    address = f"127.0.0.1:{port}"
-    cli = _ray_cli()
-    old = os.environ.get("RAY_AUTH_MODE")
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # the driver (this process) too
-    try:
-        subprocess.run(
-            [cli, "start", "--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}", *common],
-            check=True, env=env, capture_output=True, timeout=60,
-        )  # fmt: skip
-        subprocess.run(
-            [cli, "start", f"--address={address}", *common],
-            check=True,
-            env=env,
-            capture_output=True,
-            timeout=60,
-        )
-        yield address
-    finally:
-        subprocess.run([cli, "stop", "--force"], env=env, capture_output=True, timeout=60)
-        if old is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = old
+    with LoopbackCluster(cpus=1, temp_dir=tmp_path_factory.mktemp("ray"), timeout=60) as c:
+        c.add_node()
+        yield c.address
 
 
 def _raw(qid: str, qtype: str, topic: str) -> dict[str, Any]:
