@@ -30,6 +30,7 @@ from graphrecall.memory import Memory, ScopeLike
 from graphrecall.models import Fact, Scope
 from graphrecall.server.auth import ServerConfigError, hash_key
 from graphrecall.server.mcp import create_mcp_server, run_server
+from graphrecall.server.testing import free_port
 
 ACME_ALICE = {"org_id": "acme", "user_id": "alice"}
 CAT_SESSION = [
@@ -325,13 +326,6 @@ async def test_stdio_transport_serves_a_bound_scope(tmp_path: Path) -> None:
         search = await client.call_tool("memory_search", {"query": "kitten", "k": 1})
     assert search.structured_content is not None
     assert [h["session_id"] for h in search.structured_content["hits"]] == ["cat"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture
