@@ -28,14 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.jsonfile import data_file
-from benchmarks.longmemeval import cv, data
+from benchmarks.longmemeval import cv, data, harness
 from graphrecall import Memory
 from graphrecall.config import Settings
 from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from graphrecall.models import Hit, Scope
 from graphrecall.retrieve.context import FIRST_SESSIONS, build_context
-
-CONTEXT_K = 30  # Memory.context's default number of hits
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -86,7 +84,7 @@ def collect(questions: Sequence[data.Question], path: Path, embedder: Embedder) 
                     scope = Scope(org_id="lme", user_id=q.question_id)
                     mem.add_sessions(scope, data.session_inputs(q))
                     qd = data.parse_date(q.question_date)
-                    hits = mem.search(scope, q.question, k=CONTEXT_K, question_date=qd)
+                    hits = mem.search(scope, q.question, k=harness.CONTEXT_K, question_date=qd)
                     cutoff = mem.recall(scope, qd).cutoff
                     mem.forget(scope)
                     gold = set(q.answer_session_ids)
