@@ -235,3 +235,38 @@ def test_entries_applied_but_not_checkpointed_are_applied_again_after_a_crash(tm
                   batch_entries=10, max_age_s=3600) as sl2:  # fmt: skip
         until(lambda: second.applied == [1, 2, 3])  # idempotent replay of everything the log still held
         until(lambda: checkpoints == [2] and sl2.log.pending_count == 0)  # by age, without a flush() call
+
+
+def test_hold_keeps_entries_in_the_log_past_their_age_and_close_until_it_lets_go(tmp_path: Path) -> None:
+    """A scope that lives in its log (``store.logs``): no batch by age or at close while ``hold`` says so, a
+    batch as soon as it stops holding, and ``flush()`` moves them whatever it says."""
+    path = tmp_path / "u.log.sqlite"
+    store = FakeStore()
+    holding = True
+    with ScopeLog(
+        path,
+        dim=DIM,
+        apply=store,
+        batch_entries=2,
+        max_age_s=0.01,
+        hold=lambda tail: holding and len(tail) < 3,
+    ) as sl:
+        sl.append(turn(0))
+        sl.append(turn(1))  # a full batch by count, and old enough: held all the same
+        time.sleep(0.2)
+        assert store.applied == [] and len(sl.tail) == 2
+    assert store.applied == []  # close did not flush either
+
+    # Like store.logs: held while the store has nothing yet ("no database") and the tail is small.
+    def small(tail: object) -> bool:
+        return not store.batches and len(tail) < 3  # type: ignore[arg-type]
+
+    with ScopeLog(path, dim=DIM, apply=store, batch_entries=2, max_age_s=0.01, hold=small) as sl:
+        time.sleep(0.2)
+        assert store.applied == [] and len(sl.tail) == 2  # nor does a reopen replay them
+        sl.append(turn(2))  # the hold lets go at three rounds
+        until(lambda: store.applied == [1, 2, 3])
+    store2 = FakeStore()
+    with ScopeLog(path, dim=DIM, apply=store2, max_age_s=3600, hold=lambda tail: True) as sl:
+        sl.append(turn(3))
+        assert sl.flush() == 1 and store2.applied == [4]  # an explicit flush is never held

@@ -55,12 +55,16 @@ class Flusher:
         on_flushed: Callable[[int], None] | None = None,
         checkpoint: Callable[[], None] | None = None,
         checkpoint_age_s: float = 2.0,
+        hold: Callable[[], bool] | None = None,
         name: str = "",
         start: bool = True,
     ) -> None:
         """``on_flushed(upto_seq)`` runs after entries up to ``upto_seq`` left the log, durable in Kuzu (e.g. to
         trim the tail). ``checkpoint()`` makes what ``apply`` committed durable; entries are deleted from the log
-        after it ran, at most ``checkpoint_age_s`` after the first of them was applied (and on ``flush``)."""
+        after it ran, at most ``checkpoint_age_s`` after the first of them was applied (and on ``flush``).
+        ``hold()``, asked whenever a batch could be due, keeps the entries in the log while it returns True: no
+        batch by count or age and none at ``close``; only ``flush()`` and ``kick()`` move them (a small scope that
+        lives in its log, ``store.logs``)."""
         if batch_entries < 1 or max_age_s < 0 or backoff_s <= 0 or max_backoff_s < backoff_s:
             raise ValueError(
                 "batch_entries >= 1, max_age_s >= 0 and 0 < backoff_s <= max_backoff_s are required"
@@ -75,6 +79,7 @@ class Flusher:
         self.on_flushed = on_flushed
         self.checkpoint = checkpoint
         self.checkpoint_age_s = checkpoint_age_s
+        self.hold = hold
         self.name = name or str(wlog.path)
         # Applied to Kuzu but not yet checkpointed (so still in the log): the highest seq, how many, since when.
         self._applied_seq = 0
@@ -127,16 +132,26 @@ class Flusher:
                 done += len(batch)
 
     def close(self, *, flush: bool = True) -> None:
-        """Stop the thread (waiting for a batch in progress); then ``flush()`` unless told not to. Entries left
-        in the log are replayed by the next open."""
+        """Stop the thread (waiting for a batch in progress); then ``flush()`` unless told not to or ``hold``
+        keeps the entries. Entries left in the log are replayed by the next open."""
         with self._cond:
             self._stop = True
             self._cond.notify()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        if flush:
+        if flush and (self._applied_count or not self.held()):
             self.flush()
+
+    def held(self) -> bool:
+        """Whether ``hold`` keeps the entries in the log now (a failing ``hold`` holds nothing back)."""
+        if self.hold is None:
+            return False
+        try:
+            return self.hold()
+        except Exception:
+            log.exception("%s: hold() failed; flushing as usual", self.name)
+            return False
 
     # -- the thread ------------------------------------------------------------------------------------------
     def _due_in(self, now: float) -> float | None:
@@ -145,6 +160,8 @@ class Flusher:
             return None
         if now < self._retry_at:
             return self._retry_at - now
+        if not self._kick and self._applied_count == 0 and self.held():
+            return None  # woken again by the next append (notify) or a kick
         waiting = self.log.pending_count - self._applied_count
         durable_in = self._applied_at + self.checkpoint_age_s - now if self._applied_at is not None else None
         if waiting <= 0:

@@ -140,8 +140,24 @@ class WriteLog:
             "CREATE TABLE IF NOT EXISTS entries (seq INTEGER PRIMARY KEY AUTOINCREMENT, payload TEXT NOT NULL,"
             " vectors BLOB NOT NULL, crc INTEGER NOT NULL)"
         )
+        # Facts about the log as a whole (the embedder its vectors came from); older logs get the table on open,
+        # and older code never reads it, so the file format stays.
+        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         if version < FILE_FORMAT:
             db.execute(f"PRAGMA user_version={FILE_FORMAT}")
+
+    def claim(self, key: str, value: str) -> str | None:
+        """Record ``value`` under ``key`` unless the log has one: returns the stored value when it differs, else
+        None. Why: a scope that lives in its log has no Kuzu ``Meta`` node to say which embedder made its vectors."""
+        with self._lock:
+            try:
+                row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    return None if row[0] == value else str(row[0])
+                self._db.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (key, value))
+            except sqlite3.Error as e:
+                raise self._error(e, f"write log {self.path}: ", str(e)) from e
+        return None
 
     # -- writing ---------------------------------------------------------------------------------------------
     def append(self, entry: WriteEntry) -> WriteEntry:

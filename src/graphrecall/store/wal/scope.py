@@ -5,11 +5,13 @@ The order of the wiring is the correctness argument, so it lives in one place:
   then the flusher is told (it may start a batch);
 - flush: ``apply`` commits to Kuzu, then the log deletes the entries, then the tail forgets them. At every moment a
   round is in the tail or in Kuzu or both, never in neither (searches take the tail snapshot before Kuzu);
-- open: the tail is rebuilt from the log and the flusher finds the entries due at once (crash replay).
+- open: the tail is rebuilt from the log and the flusher finds the entries due at once (crash replay), unless
+  ``hold`` keeps them: a small scope that lives in its log until it grows (``store.logs``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -29,14 +31,23 @@ class ScopeLog:
         apply: Apply,
         max_bytes: int | None = None,
         start: bool = True,
+        hold: Callable[[TailIndex], bool] | None = None,
+        check: Callable[[WriteLog], None] | None = None,
         **flusher_options: Any,
     ) -> None:
-        """``flusher_options`` go to ``Flusher`` (batch_entries, max_age_s, backoff_s, ...)."""
+        """``flusher_options`` go to ``Flusher`` (batch_entries, max_age_s, backoff_s, ...); ``hold(tail)`` is
+        the flusher's ``hold``, asked with this log's tail; ``check(log)`` runs before anything is read from the
+        log and may refuse it by raising (a log written with another embedder)."""
         self.log = WriteLog(path, max_bytes=max_bytes)
         try:
+            if check is not None:
+                check(self.log)
             self.tail = TailIndex(dim, self.log.pending())
-            self.flusher = Flusher(self.log, apply, on_flushed=self.tail.trim, start=start, **flusher_options)
-        except Exception:  # a damaged entry (WriteLogCorrupt), bad options: nothing stays open
+            held = None if hold is None else (lambda: hold(self.tail))
+            self.flusher = Flusher(
+                self.log, apply, on_flushed=self.tail.trim, hold=held, start=start, **flusher_options
+            )
+        except BaseException:  # refused, a damaged entry (WriteLogCorrupt), bad options: nothing stays open
             self.log.close()
             raise
 
