@@ -49,6 +49,7 @@ def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "GRAPHRECALL_EMBED_CACHE",
         "GRAPHRECALL_EMBED_BACKEND",
         "GRAPHRECALL_POOL_SIZE",
+        "GRAPHRECALL_RESIDENT_ROUNDS",
         "GRAPHRECALL_LLM_TIMEOUT_S",
         "GRAPHRECALL_LLM_MAX_RETRIES",
         "GRAPHRECALL_LLM_CONCURRENCY",

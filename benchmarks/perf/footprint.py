@@ -2,8 +2,10 @@
 single-turn writes against the same data written in one batch.
 
 Everything a scope leaves on disk counts: the Kuzu file and its ``.wal``, the derived indexes (``<user>.kuzu.idx/``)
-and the write log (``<user>.log.sqlite*``). Each store is closed before it is measured (the log flushed into Kuzu,
-Kuzu checkpointed), which is what a scope at rest costs. Vectors come from a 384-dimensional hashing embedder:
+and the write log (``<user>.log.sqlite*``). Each store is closed before it is measured (Kuzu checkpointed, the log
+flushed into Kuzu except for a scope small enough to live in its log: ``Settings.resident_rounds``), which is what a
+scope at rest costs. The one-message user is also measured with ``resident_rounds=0`` (every scope in Kuzu, as
+before small scopes stayed in their log), in the same run. Vectors come from a 384-dimensional hashing embedder:
 what is stored per round does not depend on which model made the vectors, only on their dimension (MiniLM's).
 
     python -m benchmarks.perf.footprint --sizes 1,100,10000 --turns 1000 --out benchmarks/results/footprint
@@ -38,8 +40,13 @@ def scope_files(root: Path, scope: Scope) -> dict[str, int]:
     return out
 
 
-def _open(root: Path) -> Memory:
-    return Memory.open(root, embedder=HashingEmbedder(384), settings=Settings(root=root))
+def _open(root: Path, resident_rounds: int | None = None) -> Memory:
+    settings = (
+        Settings(root=root)
+        if resident_rounds is None
+        else Settings(root=root, resident_rounds=resident_rounds)
+    )
+    return Memory.open(root, embedder=HashingEmbedder(384), settings=settings)
 
 
 def _turn(i: int) -> list[dict[str, str]]:
@@ -64,23 +71,23 @@ def _sessions(n: int, rounds_per_session: int = 1) -> list[dict[str, Any]]:
     ]
 
 
-def measure(root: Path, write: Any) -> dict[str, Any]:
+def measure(root: Path, write: Any, resident_rounds: int | None = None) -> dict[str, Any]:
     shutil.rmtree(root, ignore_errors=True)
     t0 = time.perf_counter()
-    with _open(root) as mem:
+    with _open(root, resident_rounds) as mem:
         write(mem)
     files = scope_files(root, SCOPE)
     return {"bytes": sum(files.values()), "files": files, "seconds": time.perf_counter() - t0}
 
 
 def run(work: Path, sizes: list[int], turns: int) -> dict[str, Any]:
-    res: dict[str, Any] = {}
-    res["one_message_user"] = measure(
-        work / "one",
-        lambda m: m.add_session(
-            SCOPE, [{"role": "user", "content": "hello"}], session_id="s0", date="2024-01-01"
-        ),
-    )
+    res: dict[str, Any] = {"resident_rounds": Settings().resident_rounds}
+
+    def hello(m: Memory) -> None:
+        m.add_session(SCOPE, [{"role": "user", "content": "hello"}], session_id="s0", date="2024-01-01")
+
+    res["one_message_user"] = measure(work / "one", hello)
+    res["one_message_user_in_kuzu"] = measure(work / "one_kuzu", hello, resident_rounds=0)
     res["sizes"] = {}
     for n in sizes:
         per = 10 if n >= 100 else 1
@@ -109,6 +116,11 @@ def report(res: dict[str, Any]) -> str:
         "|---|---|---|---|",
         f"| one-message user | {one['bytes'] / KB:.0f} KB | | {_parts(one['files'])} |",
     ]
+    kuzu = res.get("one_message_user_in_kuzu")
+    if kuzu is not None:
+        lines.append(
+            f"| one-message user, resident_rounds=0 | {kuzu['bytes'] / KB:,.0f} KB | | {_parts(kuzu['files'])} |"
+        )
     for n, r in res["sizes"].items():
         lines.append(
             f"| {int(n):,} rounds | {r['bytes'] / KB:,.0f} KB | {r['bytes_per_round']:,.0f} B | {_parts(r['files'])} |"

@@ -178,6 +178,13 @@ class Settings(BaseModel):
         "Kuzu (it is durable and searchable meanwhile); longer batches more turns per Kuzu commit. 5 s rather "
         "than 0.5 s: 33 -> 44 requests/s under the HTTP load benchmark (docs/benchmarks.md)",
     )
+    resident_rounds: int = Field(
+        default=64,
+        ge=0,
+        description="a scope stays in its write log, with no Kuzu database, until it has this many rounds (or "
+        "is extracted, erased from, or bulk-written): Kuzu spends ~1 MB on the first row of each node table, so "
+        "a one-message user took 4.3 MB in Kuzu and ~20 KB in its log (docs/benchmarks.md); 0 turns it off",
+    )
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     consolidation: ConsolidationConfig = Field(default_factory=ConsolidationConfig)
 
@@ -193,5 +200,7 @@ class Settings(BaseModel):
             values["pool_size"] = int(env["GRAPHRECALL_POOL_SIZE"])
         if env.get("GRAPHRECALL_FLUSH_MAX_AGE_S"):
             values["flush_max_age_s"] = float(env["GRAPHRECALL_FLUSH_MAX_AGE_S"])
+        if env.get("GRAPHRECALL_RESIDENT_ROUNDS"):
+            values["resident_rounds"] = int(env["GRAPHRECALL_RESIDENT_ROUNDS"])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)

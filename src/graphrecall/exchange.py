@@ -13,7 +13,7 @@ derived, and the importing store recomputes them with its embedder.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from graphrecall.models import (
     RelatedEdge,
     Scope,
     ScopeExport,
+    Session,
     SupersedesEdge,
     utcnow,
 )
@@ -36,6 +37,19 @@ from graphrecall.store.rows import EntityRecord
 from graphrecall.text import index_terms
 
 ALL = 10**9
+
+
+def raw_scope(scope: Scope, sessions: Sequence[Session], *, embedder_id: str) -> ScopeExport:
+    """The export of a scope that holds raw history only (one that still lives in its write log)."""
+    return ScopeExport(
+        org_id=scope.org_id,
+        user_id=scope.user_id,
+        embedder_id=embedder_id,
+        exported_at=utcnow(),
+        sessions=[
+            ExportedSession(id=x.id, started_at=x.started_at, messages=list(x.messages)) for x in sessions
+        ],
+    )
 
 
 def read_scope(db: ScopeDatabase, scope: Scope, *, embedder_id: str) -> ScopeExport:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -66,7 +67,7 @@ from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.pool import DatabasePool
 from graphrecall.text import query_terms
-from graphrecall.writer import Writer
+from graphrecall.writer import Graduated, Writer
 
 ScopeLike = Scope | tuple[str, str]
 Progress = Callable[[int, int], None]
@@ -157,6 +158,7 @@ class Memory:
             embedder.dim,
             capacity=4 * self.settings.pool_size,
             max_age_s=self.settings.flush_max_age_s,
+            resident_rounds=self.settings.resident_rounds,
         )
         self._recall = Recall(
             self._pool, self._logs, embedder, retrieval or self.settings.retrieval, reranker
@@ -193,7 +195,7 @@ class Memory:
                 try:
                     if self._queue is not None:
                         self._queue.close()  # waits for running jobs; pending ones resume at the next open
-                    self._logs.close()  # pending writes reach Kuzu
+                    self._logs.close()  # pending writes reach Kuzu (a scope that lives in its log stays there)
                 finally:
                     self._pool.close()
                 self._closed = True
@@ -242,10 +244,24 @@ class Memory:
         s = as_scope(scope)
         _check_id(session_id, "session_id")
         msgs = ing.validate_messages(_message_list(messages, "messages"))
-        with self._logs.scope_lock(s), self._pool.acquire(s) as db:
+
+        def append(db: ScopeDatabase) -> IngestResult:
             start = self._writer.next_index(db, s, session_id)
             numbered = [m if m.id else m.model_copy(update={"idx": start + i}) for i, m in enumerate(msgs)]
             return self._writer.write(db, s, [(session_id, numbered, date)], start_idx={session_id: start})
+
+        return self._write(s, append)
+
+    def _write(self, s: Scope, run: Callable[[ScopeDatabase], IngestResult]) -> IngestResult:
+        """``run`` one write under the scope's write lock, against its database or, while the scope lives in its
+        write log, the empty one; planned again if the scope moved into Kuzu meanwhile (``writer.Graduated``:
+        that happens once in a scope's life)."""
+        while True:
+            with self._logs.scope_lock(s), self._logs.writing(s) as db:
+                try:
+                    return run(db)
+                except Graduated:
+                    continue
 
     def add_sessions(
         self,
@@ -293,16 +309,14 @@ class Memory:
             raise InvalidInput(f"session id {dup!r} appears twice in one call", where="sessions")
         total = IngestResult()
         done = 0
-        with self._pool.acquire(s) as db:
-            for start in range(0, len(items), batch_sessions):
-                batch = items[start : start + batch_sessions]
-                with self._logs.scope_lock(s):
-                    r = self._writer.write(db, s, batch)
-                for field in ("sessions_added", "messages_added", "messages_skipped", "rounds_written"):
-                    setattr(total, field, getattr(total, field) + getattr(r, field))
-                done += len(batch)
-                if progress is not None:
-                    progress(done, len(items))
+        for start in range(0, len(items), batch_sessions):
+            batch = items[start : start + batch_sessions]
+            r = self._write(s, functools.partial(self._writer.write, scope=s, batch=batch))
+            for field in ("sessions_added", "messages_added", "messages_skipped", "rounds_written"):
+                setattr(total, field, getattr(total, field) + getattr(r, field))
+            done += len(batch)
+            if progress is not None:
+                progress(done, len(items))
         return total
 
     # -- recall ------------------------------------------------------------------------------------------------
@@ -379,6 +393,8 @@ class Memory:
     def _flushed(self, s: Scope) -> Iterator[ScopeDatabase]:
         """The scope's database with its write log flushed into it: for reads that only Kuzu answers. The
         database is taken first, so a store held by another process is reported busy before its log is touched."""
+        if self._logs.resident(s):  # it lives in its log: flushing it creates its database
+            self._logs.flush(s)
         with self._pool.acquire(s, create=False) as db:
             self._logs.flush(s)
             yield db
@@ -386,12 +402,16 @@ class Memory:
     # -- administration ----------------------------------------------------------------------------------------
     def stats(self, scope: ScopeLike) -> ScopeStats:
         s = as_scope(scope)
-        if not self._pool.exists(s):
+        if not self._logs.stored(s):
             return ScopeStats(
                 scope=s, sessions=0, messages=0, rounds=0, embedder_id=self.embedder.id, dim=self.embedder.dim
             )
-        with self._flushed(s) as db:
-            c = q.counts(db)
+        resident = self._logs.resident_counts(s)
+        if resident is not None:
+            c = {"Fact": 0, "Event": 0, "Entity": 0, **resident}
+        else:
+            with self._flushed(s) as db:
+                c = q.counts(db)
         size = sum(
             _bytes(p) for p in (self._pool.path_for(s), self._logs.path(s)) for p in _with_companions(p)
         )
@@ -411,10 +431,14 @@ class Memory:
     def sessions(self, scope: ScopeLike, *, limit: int = 1000, offset: int = 0) -> list[Session]:
         """The scope's sessions, oldest first; ``extract_status`` includes the background queue's state."""
         s = as_scope(scope)
-        if not self._pool.exists(s):
+        if not self._logs.stored(s):
             return []
-        with self._flushed(s) as db:
-            found = q.list_sessions(db, limit=limit, offset=offset)
+        resident = self._logs.resident_sessions(s)
+        if resident is not None:
+            found = [x.model_copy(update={"messages": []}) for x in resident[offset : offset + limit]]
+        else:
+            with self._flushed(s) as db:
+                found = q.list_sessions(db, limit=limit, offset=offset)
         queued = {j.session_id: j for j in self.extraction_jobs(s) if j.status != "done"}
         return [
             x.model_copy(update={"extract_status": queued[x.id].status}) if x.id in queued else x
@@ -423,11 +447,15 @@ class Memory:
 
     def get_session(self, scope: ScopeLike, session_id: str) -> Session:
         s = as_scope(scope)
-        try:
-            with self._flushed(s) as db:
-                found = q.get_session(db, session_id)
-        except NotFound:
-            found = None
+        resident = self._logs.resident_sessions(s)
+        if resident is not None:
+            found = next((x for x in resident if x.id == session_id), None)
+        else:
+            try:
+                with self._flushed(s) as db:
+                    found = q.get_session(db, session_id)
+            except NotFound:
+                found = None
         if found is None:
             raise NotFound(f"no session {session_id!r} in scope {s}")
         return found
@@ -442,6 +470,9 @@ class Memory:
         fact (superseded ones included) with the SUPERSEDES edges, events, entities and relations. What
         ``import_scope`` restores; ``graphrecall export --format json`` writes it, ``--format graphml`` draws it."""
         s = as_scope(scope)
+        resident = self._logs.resident_sessions(s)
+        if resident is not None:  # raw history only: nothing was extracted from a scope that lives in its log
+            return exchange.raw_scope(s, resident, embedder_id=self.embedder.id)
         with self._flushed(s) as db:
             return exchange.read_scope(db, s, embedder_id=self.embedder.id)
 
@@ -521,10 +552,11 @@ class Memory:
     def forget(self, scope: ScopeLike) -> bool:
         """Erase a scope entirely (its database and write-log files). Returns whether anything was stored."""
         s = as_scope(scope)
+        resident = self._logs.resident(s)  # all it holds is in its log
         self._logs.drop(s)
         if self._queue is not None or self._queue_file().exists():
             self._extraction_queue(start=False).forget(s)
-        return self._pool.drop(s)
+        return self._pool.drop(s) or resident
 
     def erase(
         self,
@@ -553,7 +585,7 @@ class Memory:
         cutoff = parse_date(before, where="before") if isinstance(before, str) else before
         if matching is not None and not query_terms(matching):
             raise InvalidInput(f"matching {matching!r} has no words to match", where="matching")
-        if not self._pool.exists(s):
+        if not self._logs.stored(s):
             raise NotFound(f"scope {s} has no memory")
         with self._logs.scope_lock(s), self._flushed(s) as db:
             for table, ids in (("Session", session_ids), ("Fact", fact_ids)):
@@ -579,7 +611,8 @@ class Memory:
         return Erasure(scope=s, dry_run=dry_run, **dataclasses.asdict(plan))
 
     def scopes(self) -> list[Scope]:
-        return self._pool.scopes()
+        """Every scope under the root (those still held in their write log too), by org and user."""
+        return self._logs.scopes()
 
     # == extraction: facts, events, entities, fact versioning =========================================================
     # Everything below needs ``llm`` only for ``extract``; reading extracted memory works without one.
@@ -730,8 +763,8 @@ class Memory:
                 "summaries need an LLM: pass llm=..., Memory(llm=...), or set GRAPHRECALL_LLM (graphrecall "
                 "consolidate --llm)"
             )
-        if not self._pool.exists(s):
-            return Consolidation(scope=s, dry_run=dry_run)
+        if not self._pool.exists(s) and not (summaries and self._logs.resident(s)):
+            return Consolidation(scope=s, dry_run=dry_run)  # nothing extracted yet: no facts to merge
         since = len(model.usage.records) if model is not None else 0
         consolidator = Consolidator(
             self.embedder, self.consolidation, model, max_tokens=self.extraction.max_tokens
@@ -796,8 +829,9 @@ class Memory:
         return self._queue.wait(timeout)
 
     def flush(self) -> None:
-        """Move every acknowledged write still in a write log into Kuzu now (the flusher does this on its own
-        within ``max_age``; for tests, backups and benchmarks that read the files)."""
+        """Move every acknowledged write still in an open write log into Kuzu now (the flusher does this on its
+        own within ``max_age``; for tests and benchmarks that read the files). Open scopes that live in their log
+        (``Settings.resident_rounds``) move into Kuzu too: they get their database."""
         self._logs.flush_all()
 
     def facts(

@@ -77,7 +77,7 @@ class ScopeRecall:
         if self._extracted is None:
             self._extracted = False
             try:
-                with self._recall.pool.acquire(self.scope, create=False) as db:
+                with self._recall.logs.reading(self.scope) as db:
                     self._extracted = fq.has_extracted(db)
             except NotFound:
                 pass
@@ -99,7 +99,7 @@ class ScopeRecall:
         retriever = self._recall.retriever
         tail = self._recall.logs.snapshot(self.scope)  # before Kuzu: a flush commits there first, then trims
         try:
-            with self._recall.pool.acquire(self.scope, create=False) as db:
+            with self._recall.logs.reading(self.scope) as db:
                 if tuple(kinds) == ("round",):
                     return retriever.search(
                         db, query, k, cutoff=self.cutoff, time_range=time_range, as_of=as_of, tail=tail
@@ -153,7 +153,7 @@ class ScopeRecall:
         events: list[tuple[Event, datetime]] = []
         mentions: dict[str, tuple[int, datetime | None]] = {}
         if self.has_extracted:
-            with self._recall.pool.acquire(self.scope, create=False) as db:
+            with self._recall.logs.reading(self.scope) as db:
                 facts = fq.list_facts(
                     db, as_of=None, include_superseded=False, limit=PROFILE_MAX_ITEMS, offset=0,
                     until=self.cutoff.until,
@@ -167,7 +167,7 @@ class ScopeRecall:
         """Visible rounds dated between ``start`` and ``end``, oldest first (unflushed ones included)."""
         tail = self._recall.logs.snapshot(self.scope)
         try:
-            with self._recall.pool.acquire(self.scope, create=False) as db:
+            with self._recall.logs.reading(self.scope) as db:
                 ids = q.rounds_between(db, start, end, limit=limit, until=self.cutoff.until)
                 found = q.fetch_rounds(db, ids)
         except NotFound:
@@ -187,7 +187,7 @@ class ScopeRecall:
         tail = self._recall.logs.snapshot(self.scope)
         found: dict[str, Round] = {}
         try:
-            with self._recall.pool.acquire(self.scope, create=False) as db:
+            with self._recall.logs.reading(self.scope) as db:
                 found = q.fetch_rounds(db, wanted)
         except NotFound:
             pass
@@ -199,7 +199,7 @@ class ScopeRecall:
     def events_between(self, start: datetime, end: datetime, limit: int) -> list[Event]:
         if not self.has_extracted:
             return []
-        with self._recall.pool.acquire(self.scope, create=False) as db:
+        with self._recall.logs.reading(self.scope) as db:
             return fq.events_between(db, start, end, until=self.cutoff.until, limit=limit)
 
     def facts(self, as_of: datetime | None, limit: int) -> list[Fact]:
@@ -207,7 +207,7 @@ class ScopeRecall:
         by then."""
         if not self.has_extracted:
             return []
-        with self._recall.pool.acquire(self.scope, create=False) as db:
+        with self._recall.logs.reading(self.scope) as db:
             return fq.list_facts(
                 db,
                 as_of=as_of or self.cutoff.question_date,

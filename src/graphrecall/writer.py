@@ -42,6 +42,11 @@ SessionBatch = Sequence[tuple[str, list[Message], datetime | str | None]]
 LOG_MAX_ROUNDS = 64
 
 
+class Graduated(Exception):
+    """A write planned against a scope's log alone found the scope moved into Kuzu meanwhile (its flusher ran):
+    the tail it read may have been trimmed, so the caller plans it again against the database."""
+
+
 @dataclass
 class Known:
     """Every session and message id a scope's Kuzu database holds, kept in memory while the database is open.
@@ -107,6 +112,8 @@ class Writer:
             self._known.pop(db, None)
 
     def _remember(self, db: ScopeDatabase, plan: Plan) -> None:
+        if db.placeholder:  # a scope that lives in its log: its tail knows these ids
+            return
         k = self.known(db)
         k.sessions.update(sid for sid, _ in plan.new_sessions)
         k.messages.update(m.id for m in plan.messages)
@@ -190,8 +197,11 @@ class Writer:
         start_idx: Mapping[str, int] | None = None,
     ) -> IngestResult:
         """Plan, embed and write one batch: through the log when it is small, else straight into Kuzu in one
-        transaction (after the log's pending writes, so that order is kept)."""
+        transaction (after the log's pending writes, so that order is kept). ``db`` may be the pool's empty
+        database for a scope that lives in its log (``ScopeLogs.writing``); raises ``Graduated`` when that scope
+        moved into Kuzu while this was planned."""
         plan = self.plan(db, scope, batch, start_idx)
+        self.check_planned(db, scope)
         if not plan.messages:
             return plan.result()
         if len(plan.rounds) <= LOG_MAX_ROUNDS:
@@ -209,10 +219,23 @@ class Writer:
             self._remember(db, plan)
             return plan.result()
         self.logs.flush(scope)
+        if db.placeholder:  # a bulk write: the scope moves into Kuzu with it
+            with self.logs.database(scope) as own:
+                with own.write_lock:
+                    self._write_direct(own, plan)
+                self._remember(own, plan)
+            return plan.result()
         with db.write_lock:
             self._write_direct(db, plan)
         self._remember(db, plan)
         return plan.result()
+
+    def check_planned(self, db: ScopeDatabase, scope: Scope) -> None:
+        """After planning against the empty database: raise ``Graduated`` if the scope got its own meanwhile. Its
+        flusher creates the database before it trims anything from the tail, so a scope still without one was read
+        whole."""
+        if db.placeholder and self.logs.has_database(scope):
+            raise Graduated(f"scope {scope} moved into its database while a write was planned")
 
     def _write_direct(self, db: ScopeDatabase, plan: Plan) -> None:
         # Chunks of rounds of similar length: each embed call then pads its batches as little as one call over

@@ -31,6 +31,14 @@ from graphrecall.server.errors import STORAGE_FULL_MESSAGE
 from graphrecall.server.testing import ServerProcess
 from graphrecall.store.wal import WriteLog, log_path
 
+
+@pytest.fixture(autouse=True)
+def _scopes_in_kuzu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every scope gets its Kuzu database at its first write, in this process and the ones it starts: these
+    tests are about what a full disk does to Kuzu (a small scope would otherwise live in its write log, store/logs.py)."""
+    monkeypatch.setenv("GRAPHRECALL_RESIDENT_ROUNDS", "0")
+
+
 SCOPE = Scope(org_id="acme", user_id="ana")
 ROOM = 256 * 1024  # what the write log may still grow by before the "disk" is full
 

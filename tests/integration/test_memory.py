@@ -276,11 +276,22 @@ def test_stats_sessions_and_export_describe_what_is_stored(mem: Memory, scope: S
         "hashing-64",
         64,
     )
-    # Everything the scope holds on disk: the Kuzu file, the derived indexes (a directory) and the write log.
+    # Everything the scope holds on disk. A scope this small lives in its write log alone (Settings.resident_rounds)
     root = testing.pool(mem).root / "acme"
-    files = [p for p in root.rglob("*") if p.is_file() and p.relative_to(root).parts[0].startswith("alice.")]
-    assert any(".kuzu.idx" in str(p) for p in files) and any(".log.sqlite" in str(p) for p in files)
-    assert stats.disk_bytes == sum(p.stat().st_size for p in files)
+
+    def files() -> list[Path]:
+        return [
+            p for p in root.rglob("*") if p.is_file() and p.relative_to(root).parts[0].startswith("alice.")
+        ]
+
+    assert files() and all(".log.sqlite" in str(p) for p in files())
+    assert stats.disk_bytes == sum(p.stat().st_size for p in files())
+    # ...until it moves into Kuzu: then the Kuzu file, the derived indexes (a directory) and the write log.
+    mem.flush()
+    stats = mem.stats(scope)
+    assert (stats.sessions, stats.messages, stats.rounds) == (2, 3, 2)
+    assert any(".kuzu.idx" in str(p) for p in files()) and any(".log.sqlite" in str(p) for p in files())
+    assert stats.disk_bytes == sum(p.stat().st_size for p in files())
     assert [s.id for s in mem.sessions(scope)] == ["a", "b"]
     assert [s.id for s in mem.sessions(scope, limit=1, offset=1)] == ["b"]
     exported = mem.export_sessions(scope)

@@ -17,6 +17,14 @@ from graphrecall.embed import HashingEmbedder
 from graphrecall.store import recovery
 from graphrecall.store.database import ScopeDatabase
 
+
+@pytest.fixture(autouse=True)
+def _scopes_in_kuzu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every scope gets its Kuzu database at its first write, in this process and the ones it starts: these
+    tests are about Kuzu's recovery (a small scope would otherwise live in its write log, store/logs.py)."""
+    monkeypatch.setenv("GRAPHRECALL_RESIDENT_ROUNDS", "0")
+
+
 SCOPE = Scope(org_id="acme", user_id="ana")
 
 WRITE_THEN_DIE = """

@@ -23,8 +23,9 @@ def chat(*turns: str) -> list[dict[str, str]]:
     return [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(turns)]
 
 
-def open_memory(root: Path, dim: int = 64, pool_size: int = 16) -> Memory:
-    return Memory.open(root, embedder=HashingEmbedder(dim), settings=Settings(root=root, pool_size=pool_size))
+def open_memory(root: Path, dim: int = 64, pool_size: int = 16, resident_rounds: int = 64) -> Memory:
+    settings = Settings(root=root, pool_size=pool_size, resident_rounds=resident_rounds)
+    return Memory.open(root, embedder=HashingEmbedder(dim), settings=settings)
 
 
 def run_threads(targets: list[Callable[[], None]]) -> list[BaseException]:
@@ -97,7 +98,7 @@ def test_reopening_with_another_embedder_is_refused_and_loses_nothing(store_root
 
 def test_the_pool_serves_more_scopes_than_it_keeps_open(store_root: Path) -> None:
     scopes = [Scope(org_id=f"org{i % 3}", user_id=f"user{i}") for i in range(9)]
-    with open_memory(store_root, pool_size=3) as mem:
+    with open_memory(store_root, pool_size=3, resident_rounds=0) as mem:  # every scope has a database
         for i, s in enumerate(scopes):
             mem.add_session(s, chat(f"my favourite number is {i}"), session_id=f"s{i}")
             assert testing.pool(mem).open_count() <= 3
@@ -112,7 +113,9 @@ def test_the_pool_serves_more_scopes_than_it_keeps_open(store_root: Path) -> Non
 
 def test_forget_deletes_the_files_and_only_that_scope(store_root: Path, scope: Scope) -> None:
     other = Scope(org_id="acme", user_id="bob")
-    with open_memory(store_root) as mem:
+    with open_memory(
+        store_root, resident_rounds=0
+    ) as mem:  # resident scopes: tests/integration/test_resident_scopes.py
         mem.add_session(scope, chat("secret plans"), session_id="s1")
         mem.add_session(other, chat("bob's notes"), session_id="s1")
         path = testing.pool(mem).path_for(scope)

@@ -67,6 +67,7 @@ class ScopeDatabase:
         self._conns_lock = threading.Lock()
         self.in_use = 0
         self.closed = False
+        self.placeholder = False  # ``DatabasePool.empty``: stands for a scope with no database; never written
         self._marks: dict[str, int] = {}
         self._embedder_id, self._dim = embedder_id, dim
         t0 = time.perf_counter()
@@ -134,6 +135,10 @@ class ScopeDatabase:
         (store/recovery.py). The write log's flusher passes ``False``: its entries stay in the log until it
         checkpoints (``checkpoint``), a few seconds later, for many batches at once. ``bulk``: every insert is a
         ``COPY`` (bulk ingest: ~20x cheaper per row, and one checkpoint per call is nothing at that size)."""
+        if self.placeholder:
+            raise RuntimeError(
+                f"{self.path} stands for a scope that has no database yet; it is never written"
+            )
         with self.write_lock:
             if self._txn is not None:  # a nested write() on the same thread joins the open transaction
                 yield self._txn

@@ -8,21 +8,37 @@ is first written or read (opening replays what a crash left), flush before reads
 
 Open logs are bounded (each has a flusher thread): past ``capacity`` the least recently used one is flushed and
 closed; its file stays, and the next access opens it again.
+
+Small scopes live in their log. Kuzu 0.11.3 spends ~1 MB on the first row of every node table (its primary-key
+index), so a user who said one word cost 4.3 MB in Kuzu against ~20 KB in the log (docs/benchmarks.md,
+"Footprint"). A scope without a Kuzu database whose log holds fewer than ``resident_rounds`` rounds is *resident*:
+its flusher holds the entries (no batch by age, none at close or eviction), reads go through ``reading`` (an empty
+database from ``DatabasePool.empty`` plus the tail, which holds everything) and the raw-history reads through
+``resident_sessions``. It moves into Kuzu, for good, when its log reaches ``resident_rounds`` rounds, when a bulk
+write arrives, or when anything that writes the graph (extraction, facts, import, erase) flushes it. The log holds
+nothing but acknowledged writes that have not reached Kuzu yet, as before; they only wait longer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from graphrecall.errors import StorageFull
-from graphrecall.models import Scope
+from graphrecall.errors import EmbedderMismatch, StorageFull
+from graphrecall.models import Message, Role, Scope, Session
+from graphrecall.store import proclock
+from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.pool import DatabasePool
-from graphrecall.store.wal import ScopeLog, TailSnapshot, WriteEntry, log_path
+from graphrecall.store.wal import ScopeLog, TailIndex, TailSnapshot, WriteEntry, WriteLog, log_path
 from graphrecall.store.wal.apply import apply_entries
+from graphrecall.store.wal.log import LOG_SUFFIX
+
+# A scope stays in its write log (no Kuzu database) while it has fewer rounds than this: the module docstring.
+RESIDENT_ROUNDS = 64
 
 
 class ScopeLogs:
@@ -34,8 +50,12 @@ class ScopeLogs:
         capacity: int = 64,
         batch_entries: int = 64,
         max_age_s: float = 5.0,
+        resident_rounds: int = RESIDENT_ROUNDS,
     ) -> None:
+        """``resident_rounds``: a scope with no Kuzu database stays in its log below this many rounds (0: every
+        scope is flushed into Kuzu as its writes come)."""
         self._pool = pool
+        self.resident_rounds = max(0, resident_rounds)
         self._dim = dim
         self._capacity = max(1, capacity)
         self._batch_entries = batch_entries
@@ -77,22 +97,145 @@ class ScopeLogs:
                 if found is not None:
                     return found
             to_scope = ApplyToScope(self._pool, scope)
-            opened = ScopeLog(
-                self.path(scope),
-                dim=self._dim,
-                apply=to_scope,
-                checkpoint=to_scope.checkpoint,
-                checkpoint_age_s=max(1.0, 2 * self._max_age_s),  # about one checkpoint per two batches
-                name=str(scope),
-                batch_entries=self._batch_entries,
-                max_age_s=self._max_age_s,
-            )
+            path = self.path(scope)
+            proclock.acquire(proclock.lock_path(path), f"scope {scope}'s write log {path}")
+            try:
+                opened = ScopeLog(
+                    path,
+                    dim=self._dim,
+                    apply=to_scope,
+                    checkpoint=to_scope.checkpoint,
+                    checkpoint_age_s=max(1.0, 2 * self._max_age_s),  # about one checkpoint per two batches
+                    name=str(scope),
+                    hold=lambda tail: self._holds(scope, tail),
+                    check=self._check_embedder,
+                    batch_entries=self._batch_entries,
+                    max_age_s=self._max_age_s,
+                )
+            except BaseException:
+                proclock.release(proclock.lock_path(path))
+                raise
             with self._lock:
                 self._open[scope] = opened
                 evicted = self._evict()
         for old in evicted:
-            old.close()
+            _close(old)
         return opened
+
+    def _check_embedder(self, wlog: WriteLog) -> None:
+        """Refuse a log whose vectors another embedder made (``EmbedderMismatch``, as Kuzu's ``Meta`` check does
+        for a database); a log that names none is claimed for this one."""
+        mine = json.dumps({"embedder_id": self._pool.embedder_id, "dim": self._dim}, sort_keys=True)
+        stored = wlog.claim("embedder", mine)
+        if stored is None:
+            return
+        theirs = json.loads(stored)
+        raise EmbedderMismatch(
+            f"write log {wlog.path} was written with embedder {theirs.get('embedder_id')!r} (dim "
+            f"{theirs.get('dim')}); this Memory uses {self._pool.embedder_id!r} (dim {self._dim}). Open it with the "
+            "same embedder, or export and re-import into a new store."
+        )
+
+    def _holds(self, scope: Scope, tail: TailIndex) -> bool:
+        """The flusher's ``hold``: the scope has no Kuzu database and its log is still small."""
+        return len(tail) < self.resident_rounds and not self._pool.exists(scope)
+
+    # -- scopes that live in their log -------------------------------------------------------------------------
+    def has_database(self, scope: Scope) -> bool:
+        return self._pool.exists(scope)
+
+    @contextlib.contextmanager
+    def database(self, scope: Scope) -> Iterator[ScopeDatabase]:
+        """The scope's own database, created if need be (a bulk write into a scope that lived in its log)."""
+        with self._pool.acquire(scope) as db:
+            yield db
+
+    def stored(self, scope: Scope) -> bool:
+        """Whether the scope has anything: a Kuzu database or a write log."""
+        return self._pool.exists(scope) or self.path(scope).exists()
+
+    def resident(self, scope: Scope) -> bool:
+        """Whether the scope lives in its write log alone (no Kuzu database yet)."""
+        return not self._pool.exists(scope) and self.path(scope).exists()
+
+    def scopes(self) -> list[Scope]:
+        """Every scope under the root: those with a Kuzu database and those that live in their log."""
+        found = set(self._pool.scopes())
+        root = self._pool.root
+        if root.exists():
+            for org in (p for p in root.iterdir() if p.is_dir()):
+                for f in org.glob(f"*{LOG_SUFFIX}"):
+                    with contextlib.suppress(ValueError):
+                        found.add(Scope(org_id=org.name, user_id=f.name[: -len(LOG_SUFFIX)]))
+        return sorted(found, key=lambda x: (x.org_id, x.user_id))
+
+    @contextlib.contextmanager
+    def reading(self, scope: Scope) -> Iterator[ScopeDatabase]:
+        """The database a read of ``scope`` goes through: its own, or for a scope that lives in its log the
+        pool's empty one (the caller merges the log's tail, taken *before* this, as for any scope); ``NotFound``
+        for a scope with neither. A scope that moves into Kuzu meanwhile is still read whole: its rows leave the
+        tail only after its database exists."""
+        if self._pool.exists(scope) or not self.path(scope).exists():
+            with self._pool.acquire(scope, create=False) as db:
+                yield db
+            return
+        with self._pool.empty() as db:
+            yield db
+
+    @contextlib.contextmanager
+    def writing(self, scope: Scope) -> Iterator[ScopeDatabase]:
+        """The database a write of ``scope`` is planned against (the caller holds ``scope_lock``): its own, created
+        if need be, or the pool's empty one for a scope that lives or may start in its log. A write planned
+        against the empty one must check ``resident`` again after reading the tail (``Writer``)."""
+        if self.resident_rounds and not self._pool.exists(scope):
+            with self._pool.empty() as db:
+                yield db
+            return
+        with self._pool.acquire(scope) as db:
+            yield db
+
+    def resident_sessions(self, scope: Scope) -> list[Session] | None:
+        """Every session of a scope that lives in its log, with its messages, oldest first (from the tail);
+        ``None`` when the scope has a Kuzu database (read it there, after a flush)."""
+        if not self.resident(scope):
+            return None
+        tail = self._tail(scope)
+        if tail is None:
+            return None
+        sessions = tail.sessions()
+        out = [
+            Session(
+                id=sid,
+                started_at=started,
+                messages=[
+                    Message(
+                        id=m.id,
+                        role=Role(m.role),
+                        content=m.text,
+                        at=m.at,
+                        session_id=m.session_id,
+                        idx=m.idx,
+                    )
+                    for m in tail.messages(sid)
+                ],
+            )
+            for sid, started in sessions.items()
+        ]
+        if not self.resident(scope):  # moved into Kuzu while the tail was read: it may have been trimmed
+            return None
+        return sorted(out, key=lambda x: (x.started_at, x.id))
+
+    def resident_counts(self, scope: Scope) -> dict[str, int] | None:
+        """Sessions, messages and rounds of a scope that lives in its log; ``None`` when it has a database."""
+        sessions = self.resident_sessions(scope)
+        tail = self._tail(scope)
+        if sessions is None or tail is None:
+            return None
+        return {
+            "Session": len(sessions),
+            "Message": sum(len(x.messages) for x in sessions),
+            "Round": len(tail),
+        }
 
     def _evict(self) -> list[ScopeLog]:
         """Least recently used logs beyond capacity (caller holds ``_lock``; the caller closes them)."""
@@ -109,8 +252,25 @@ class ScopeLogs:
 
     def snapshot(self, scope: Scope) -> TailSnapshot | None:
         """The scope's unflushed rounds, or ``None`` when it has no log."""
-        log = self.get(scope, create=False)
-        return log.tail.snapshot() if log is not None else None
+        tail = self._tail(scope)
+        return tail.snapshot() if tail is not None else None
+
+    def _tail(self, scope: Scope) -> TailIndex | None:
+        """The scope's tail: its open log's, or after ``close`` (which leaves a resident scope in its log) one
+        read from the log file for this call; ``None`` when it has no log."""
+        found = self.get(scope, create=False)
+        if found is not None:
+            return found.tail
+        path = self.path(scope)
+        if not self._closed or not path.exists():
+            return None
+        proclock.acquire(proclock.lock_path(path), f"scope {scope}'s write log {path}")
+        try:
+            with WriteLog(path) as wlog:
+                self._check_embedder(wlog)
+                return TailIndex(self._dim, wlog.pending())
+        finally:
+            proclock.release(proclock.lock_path(path))
 
     def flush(self, scope: Scope) -> None:
         """Move the scope's pending writes into Kuzu now (the caller must not hold the database's write lock)."""
@@ -126,19 +286,22 @@ class ScopeLogs:
         for log in logs:
             log.flush()
 
-    def drop(self, scope: Scope) -> None:
-        """Close the scope's log without flushing and delete its files (the scope is being erased)."""
+    def drop(self, scope: Scope) -> bool:
+        """Close the scope's log without flushing and delete its files (the scope is being erased). Returns
+        whether it existed."""
         with self.scope_lock(scope), self._lock:
             log = self._open.pop(scope, None)
         if log is not None:
-            log.close(flush=False)
+            _close(log, flush=False)
         path = self.path(scope)
-        for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        held = path.exists()
+        for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), proclock.lock_path(path)):
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
+        return held
 
     def close(self) -> None:
-        """Flush and close every open log (pending writes reach Kuzu)."""
+        """Flush and close every open log (pending writes reach Kuzu, but for scopes that live in their log)."""
         with self._lock:
             logs = list(self._open.values())
             self._open.clear()
@@ -146,11 +309,19 @@ class ScopeLogs:
         errors: list[BaseException] = []
         for log in logs:
             try:
-                log.close()
+                _close(log)
             except Exception as e:  # close the others; the log keeps what did not flush, for the next open
                 errors.append(e)
         if errors:
             raise errors[0]
+
+
+def _close(log: ScopeLog, *, flush: bool = True) -> None:
+    """Close a scope's log, then let go of its process lock (``store.proclock``)."""
+    try:
+        log.close(flush=flush)
+    finally:
+        proclock.release(proclock.lock_path(log.log.path))
 
 
 class ApplyToScope:

@@ -26,6 +26,7 @@ import contextlib
 import ctypes
 import logging
 import shutil
+import tempfile
 import threading
 import weakref
 from collections import OrderedDict
@@ -76,6 +77,7 @@ class DatabasePool:
         self._scope_locks: dict[Scope, threading.Lock] = {}
         self._broken: weakref.WeakSet[ScopeDatabase] = weakref.WeakSet()  # to abandon once idle
         self._out_of_room: set[Scope] = set()  # scopes whose store failed to write for lack of room
+        self._empty: ScopeDatabase | None = None
         self.opens = 0
 
     def path_for(self, scope: Scope) -> Path:
@@ -93,6 +95,31 @@ class DatabasePool:
                     with contextlib.suppress(ValueError):
                         out.append(Scope(org_id=org.name, user_id=f.name[: -len(".kuzu")]))
         return out
+
+    @contextlib.contextmanager
+    def empty(self) -> Iterator[ScopeDatabase]:
+        """A database with this pool's schema and embedder and no rows, that refuses writes: what a scope that
+        lives in its write log (``store.logs``) is read through, so that every reader merges the log's tail with
+        "Kuzu's" lists as usual, with nothing on the Kuzu side.
+
+        Why a real database and not ``None``: every read path (the retriever's lists, the graph candidates, the
+        timeline) takes a database; an empty one gives each of them the right answer, nothing, without a second
+        code path. It lives in a temporary directory of this process (Kuzu allows one process per file), is
+        created on first use (~0.1-0.3 s) and removed by ``close``."""
+        with self._lock:
+            if self._empty is None or self._empty.closed:
+                where = Path(tempfile.mkdtemp(prefix="graphrecall-empty-"))
+                self._empty = ScopeDatabase(
+                    where / "empty.kuzu",
+                    embedder_id=self.embedder_id,
+                    dim=self.dim,
+                    buffer_pool_size=16 << 20,
+                    max_db_size=self._max,
+                )
+                self._empty.placeholder = True
+                weakref.finalize(self._empty, shutil.rmtree, where, True)  # also at exit, if never closed
+            db = self._empty
+        yield db
 
     @contextlib.contextmanager
     def acquire(self, scope: Scope, *, create: bool = True) -> Iterator[ScopeDatabase]:
@@ -279,3 +306,7 @@ class DatabasePool:
             for scope, db in self._open.items():
                 self._dispose(scope, db)
             self._open.clear()
+            empty, self._empty = self._empty, None
+        if empty is not None:
+            empty.close()
+            shutil.rmtree(empty.path.parent, ignore_errors=True)

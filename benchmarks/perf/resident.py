@@ -1,0 +1,123 @@
+"""Search latency of a scope that lives in its write log against the same scope in Kuzu, by size.
+
+Why: a scope below ``Settings.resident_rounds`` rounds has no Kuzu database; its rounds are searched exactly from
+the log's in-memory tail (cosine on both sides, BM25 with the tail's own statistics), merged with the lists of an
+empty database. That must not be slower than the indexed path at the sizes where it applies; this measures where
+the two cross, to choose the default.
+
+For each size N: one scope written as N single-turn sessions through ``add_session`` (the way a chat assistant
+writes), once with ``resident_rounds`` above N (it stays in its log) and once with 0 (flushed into Kuzu and its
+derived indexes), alternating, then ``--queries`` searches (k = 10, no reranker, hashing embedder: the store's part
+of a search, without the model's query embedding). Prints p50/p95 per size and path, and their ratio.
+
+    python -m benchmarks.perf.resident --sizes 60,250,1000 --queries 200 --out benchmarks/results/resident
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from graphrecall import Memory, Scope, Settings
+from graphrecall.cli_common import positive_int
+from graphrecall.embed import HashingEmbedder
+
+SCOPE = Scope(org_id="bench", user_id="u")
+
+
+def sizes_arg(text: str) -> list[int]:
+    return [positive_int(x) for x in text.split(",") if x.strip()]
+
+
+def _turn(i: int) -> list[dict[str, str]]:
+    return [
+        {"role": "user", "content": f"turn {i}: I bought rye bread at bakery {i} on the way to work"},
+        {"role": "assistant", "content": f"Was bakery {i} the one with the sourdough?"},
+    ]
+
+
+def measure(root: Path, rounds: int, resident: bool, queries: int) -> dict[str, float]:
+    shutil.rmtree(root, ignore_errors=True)
+    settings = Settings(root=root, resident_rounds=rounds + 1 if resident else 0)
+    with Memory.open(root, embedder=HashingEmbedder(384), settings=settings) as m:
+        for i in range(rounds):
+            m.add_session(SCOPE, _turn(i), session_id=f"s{i}")
+        if not resident:
+            m.flush()
+        assert m._logs.resident(SCOPE) is resident  # the path measured is the one named
+        for i in range(20):  # warm-up: the empty database, reader connections
+            m.search(SCOPE, f"which bakery {i} sold rye", k=10)
+        times = []
+        for i in range(queries):
+            t0 = time.perf_counter()
+            m.search(SCOPE, f"which bakery {i} sold rye bread", k=10)
+            times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"p50_ms": statistics.median(times), "p95_ms": times[int(0.95 * (len(times) - 1))]}
+
+
+def run(work: Path, sizes: list[int], queries: int, pairs: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for n in sizes:
+        runs: dict[str, list[dict[str, float]]] = {"resident": [], "kuzu": []}
+        for _ in range(pairs):
+            for name in ("resident", "kuzu"):
+                runs[name].append(measure(work / f"{name}{n}", n, name == "resident", queries))
+        row: dict[str, Any] = {
+            name: {k: statistics.median(r[k] for r in rs) for k in ("p50_ms", "p95_ms")}
+            for name, rs in runs.items()
+        }
+        row["p50_ratio"] = row["resident"]["p50_ms"] / row["kuzu"]["p50_ms"]
+        out[str(n)] = row
+        print(
+            f"  {n} rounds: in the log p50 {row['resident']['p50_ms']:.2f} ms, in Kuzu "
+            f"{row['kuzu']['p50_ms']:.2f} ms (ratio {row['p50_ratio']:.2f})",
+            flush=True,
+        )
+    return out
+
+
+def report(res: dict[str, Any]) -> str:
+    lines = [
+        "| rounds | in its log p50 / p95 ms | in Kuzu p50 / p95 ms | log / Kuzu (p50) |",
+        "|---:|---|---|---:|",
+    ]
+    for n, r in res.items():
+        a, b = r["resident"], r["kuzu"]
+        lines.append(
+            f"| {int(n):,} | {a['p50_ms']:.2f} / {a['p95_ms']:.2f} | {b['p50_ms']:.2f} / {b['p95_ms']:.2f} | "
+            f"{r['p50_ratio']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--sizes", type=sizes_arg, default=[60, 250, 1000], help="rounds per scope (default: 60,250,1000)"
+    )
+    ap.add_argument(
+        "--queries", type=positive_int, default=200, help="searches per run (default: %(default)s)"
+    )
+    ap.add_argument(
+        "--pairs", type=positive_int, default=2, help="alternating runs of both paths (default: %(default)s)"
+    )
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/resident"), help="report directory")
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        res = run(Path(tmp), a.sizes, a.queries, a.pairs)
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "resident.json").write_text(json.dumps(res, indent=2))
+    md = report(res)
+    (a.out / "resident.md").write_text(md + "\n")
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
