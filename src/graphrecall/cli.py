@@ -549,13 +549,18 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(f"no scopes under {root_of(args)}", file=sys.stderr)
         return EXIT_OK
     width = max(len(str(r.scope)) for r in rows)
-    print(f"{'scope':<{width}}  {'sessions':>8}  {'messages':>8}  {'rounds':>8}  {'facts':>6}  {'MB':>8}")
+    print(f"{'scope':<{width}}  {'sessions':>8}  {'messages':>8}  {'rounds':>8}  {'facts':>6}  {'on disk':>8}")
     for r in rows:
         print(
             f"{r.scope!s:<{width}}  {r.sessions:>8}  {r.messages:>8}  {r.rounds:>8}  {r.facts:>6}  "
-            f"{r.disk_bytes / 1e6:>8.1f}"
+            f"{disk_size(r.disk_bytes):>8}"
         )
     return EXIT_OK
+
+
+def disk_size(n: int) -> str:
+    """Bytes for a person: a small scope (one that lives in its write log) is kilobytes, not "0.0 MB"."""
+    return f"{n / 1e3:.0f} KB" if n < 1e6 else f"{n / 1e6:.1f} MB"
 
 
 def _stats_text(st: Any) -> str:
@@ -567,7 +572,7 @@ def _stats_text(st: Any) -> str:
         ("facts", str(st.facts)),
         ("events", str(st.events)),
         ("entities", str(st.entities)),
-        ("on disk", f"{st.disk_bytes / 1e6:.1f} MB"),
+        ("on disk", disk_size(st.disk_bytes)),
         ("embedder", f"{st.embedder_id} ({st.dim} dimensions)"),
     ]
     return "\n".join(f"{name:<9} {value}" for name, value in rows)

@@ -538,6 +538,8 @@ def test_stats_for_one_scope_reads_as_a_table(run: Run) -> None:
     lines = dict(line.split(None, 1) for line in out.splitlines() if not line.startswith("on disk"))
     assert lines["scope"] == "acme/ann" and int(lines["sessions"]) == len(example_sessions())
     assert lines["embedder"].endswith("(64 dimensions)")
+    assert re.search(r"^on disk\s+\d+ KB$", out, re.M)  # a small scope is kilobytes, not "0.0 MB"
+    assert cli.disk_size(2_500_000) == "2.5 MB"
 
 
 def test_messages_too_long_to_embed_in_full_are_reported(
