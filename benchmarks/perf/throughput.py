@@ -17,6 +17,7 @@ from benchmarks.perf.corpus import ChatSession, embed_texts
 from graphrecall import Memory, testing
 from graphrecall.config import Settings
 from graphrecall.embed import Embedder, TextKind, Vectors
+from graphrecall.embed.passages import passage_texts
 from graphrecall.models import Scope
 
 
@@ -48,7 +49,7 @@ class RecordingEmbedder:
 def measure(root: Path, embedder: Embedder, sessions: list[ChatSession], *, pairs: int = 3) -> dict[str, Any]:
     """Alternate ``pairs`` times: ingest into a fresh (pre-created) scope, then embed the same texts alone."""
     rounds = [r for s in sessions for r in s.rounds]
-    texts = embed_texts(rounds)
+    texts, _ = passage_texts(embedder, embed_texts(rounds))  # long user turns go to the model as passages
     n_messages = sum(len(s.messages) for s in sessions)
     recorder = RecordingEmbedder(embedder)
     embedder.embed(texts[:16])  # load the model and warm up kernels before anything is timed

@@ -104,13 +104,12 @@ def spread(passages: Sequence[str], limit: int) -> list[str]:
     return [passages[round(i * step)] for i in range(limit)]
 
 
-def embed_in_full(embedder: Embedder, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
-    """``embedder.embed(texts)``, except that a text longer than the embedder's window is embedded as the
-    normalized mean of its passages' vectors (``split_passages``, at most ``MAX_PASSAGES``, ``spread``). One
-    ``embed`` call for all texts and passages, so batching (and a cache in front of the model) work as before."""
+def passage_texts(embedder: Embedder, texts: Sequence[str]) -> tuple[list[str], list[tuple[int, int]]]:
+    """What ``embed_in_full`` sends to the model for ``texts`` (each text, or its passages in its place), and the
+    span of each text in that list."""
     limit = passage_chars(embedder)
     if limit is None or all(len(t) <= limit for t in texts):
-        return embedder.embed(texts, kind=kind)
+        return list(texts), [(i, i + 1) for i in range(len(texts))]
     flat: list[str] = []
     spans: list[tuple[int, int]] = []
     for t in texts:
@@ -118,6 +117,14 @@ def embed_in_full(embedder: Embedder, texts: Sequence[str], *, kind: TextKind = 
         parts = parts or [t]  # an all-space text embeds as itself
         spans.append((len(flat), len(flat) + len(parts)))
         flat.extend(parts)
+    return flat, spans
+
+
+def embed_in_full(embedder: Embedder, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
+    """``embedder.embed(texts)``, except that a text longer than the embedder's window is embedded as the
+    normalized mean of its passages' vectors (``split_passages``, at most ``MAX_PASSAGES``, ``spread``). One
+    ``embed`` call for all texts and passages, so batching (and a cache in front of the model) work as before."""
+    flat, spans = passage_texts(embedder, texts)
     vecs = embedder.embed(flat, kind=kind)
     if len(flat) == len(texts):
         return vecs
