@@ -549,7 +549,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(f"no scopes under {root_of(args)}", file=sys.stderr)
         return EXIT_OK
     width = max(len(str(r.scope)) for r in rows)
-    print(f"{'scope':<{width}}  {'sessions':>8}  {'messages':>8}  {'rounds':>8}  {'facts':>6}  {'on disk':>8}")
+    print(
+        f"{'scope':<{width}}  {'sessions':>8}  {'messages':>8}  {'rounds':>8}  {'facts':>6}  {'on disk':>8}"
+    )
     for r in rows:
         print(
             f"{r.scope!s:<{width}}  {r.sessions:>8}  {r.messages:>8}  {r.rounds:>8}  {r.facts:>6}  "
