@@ -22,6 +22,7 @@ import pytest
 
 from graphrecall import Memory, Scope, Settings
 from graphrecall.embed import HashingEmbedder
+from graphrecall.errors import StoreBusy
 from graphrecall.store.wal.log import LOG_SUFFIX
 
 
@@ -215,3 +216,45 @@ def test_kill_9_keeps_every_acknowledged_write_of_a_resident_scope(store_root: P
         ids = {x.id for x in m.sessions(scope)}
         assert {f"s{i}" for i in acked} <= ids
         assert m.search(scope, f"fact number {acked[-1]}", k=1)[0].session_id == f"s{acked[-1]}"
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from graphrecall import Memory, Scope, Settings
+    from graphrecall.embed import HashingEmbedder
+
+    root = Path(sys.argv[1])
+    with Memory.open(root, embedder=HashingEmbedder(64), settings=Settings(root=root)) as m:
+        m.add_session(Scope(org_id="acme", user_id="alice"), [{"role": "user", "content": "hi"}], session_id="s")
+        print("ready", flush=True)
+        sys.stdin.read()
+    """
+)
+
+
+def test_a_second_process_is_refused_a_scope_that_lives_in_its_log(store_root: Path, scope: Scope) -> None:
+    """As Kuzu's file lock does for a database: two processes keeping one tail each would plan clashing ids."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(store_root)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        with open_memory(store_root) as m:
+            with pytest.raises(StoreBusy, match="held by another process"):
+                m.search(scope, "hi")
+            with pytest.raises(StoreBusy):
+                m.add_session(scope, [{"role": "user", "content": "me too"}], session_id="t")
+            other = Scope(org_id="acme", user_id="bob")  # other scopes are not held
+            m.add_session(other, [{"role": "user", "content": "hello"}], session_id="s")
+            assert m.search(other, "hello", k=1)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(30)
+    with open_memory(store_root) as m:  # the holder is gone: the scope is there, its one message only
+        assert [x.id for x in m.sessions(scope)] == ["s"]
