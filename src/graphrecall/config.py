@@ -169,7 +169,14 @@ class Settings(BaseModel):
     root: Path = Field(default_factory=default_root)
     reranker: str | None = None
     embed_cache: Path | None = None
-    pool_size: int = 16
+    pool_size: int = Field(
+        default=64,
+        ge=1,
+        description="scope databases kept open (LRU). A request for a scope that is not open opens it (~25 ms for a "
+        "small scope, idle machine) and closes another: with 20 active users and 16 open, 17% of searches paid that "
+        "(benchmarks/perf/pool.py). Each open scope holds ~2-5 MB for a small one, more for a large one (its vectors "
+        "are in memory: ~3 KB per round)",
+    )
     buffer_pool_bytes: int = 256 << 20  # 64 MiB ran out at ~4k-round ingest batches (benchmarks/perf)
     flush_max_age_s: float = Field(
         default=5.0,

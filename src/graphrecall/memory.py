@@ -156,7 +156,7 @@ class Memory:
         self._logs = ScopeLogs(
             self._pool,
             embedder.dim,
-            capacity=4 * self.settings.pool_size,
+            capacity=2 * self.settings.pool_size,  # a scope that lives in its log has a log and no database
             max_age_s=self.settings.flush_max_age_s,
             resident_rounds=self.settings.resident_rounds,
         )
