@@ -191,3 +191,17 @@ def test_the_model_is_seen_through_the_batcher() -> None:
     assert passage_chars(batcher) == passage_chars(gate)
     with pytest.raises(ValueError):
         BatchingEmbedder(gate, max_texts=0)
+
+
+def test_a_symmetric_model_takes_queries_and_documents_in_one_call() -> None:
+    gate = Gate()
+    batcher, first = busy_batcher(gate, symmetric=True)
+    jobs: list[tuple[list[str], TextKind]] = [(["q1"], "query"), (["d1", "d2"], "document")]
+    threads, results = run_in_threads(batcher, jobs)
+    wait_queued(batcher, "document", 2)  # one queue for both kinds
+    gate.go.set()
+    for t in [first, *threads]:
+        t.join(JOIN_S)
+    assert [sorted(texts) for _, texts in gate.calls[1:]] == [["d1", "d2", "q1"]]
+    for i, (texts, _) in enumerate(jobs):
+        np.testing.assert_array_equal(results[i], gate.inner.embed(texts))  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ measured with ``embed.onnx``: ~6.3-7.3 ms of CPU per text alone, ~2.8-3.1 ms per
 that overlap in time are merged. A library user embedding from one thread gains nothing and does not pay either.
 
 How: calls of at most ``max_texts`` texts queue per ``kind`` (queries and documents never share a call: an
-asymmetric model embeds them differently). The first caller of a batch leads it: it waits until the batch holds
+asymmetric model embeds them differently), or in one queue when ``symmetric`` says the model ignores the kind. The first caller of a batch leads it: it waits until the batch holds
 ``max_texts`` texts, or ``window_s`` has passed, or (with ``window_s`` 0, the default) not at all; then, once fewer
 than ``max_in_flight`` model calls are running, it embeds the whole batch in one call and hands every caller its
 own rows. Callers that arrive while the model is busy wait for it anyway, so they join the next batch instead of
@@ -47,6 +47,9 @@ class BatchingEmbedder:
     docstring). ``inner``, ``id``, ``dim`` and ``max_tokens`` are the inner embedder's, so wrappers above it
     (``CachedEmbedder``) and passage splitting see the model through it.
 
+    ``symmetric``: the model embeds queries and documents alike (``SentenceTransformerEmbedder`` ignores the
+    kind), so both may share a call.
+
     ``calls`` and ``texts`` count the inner calls and texts that went through the queue (not the bypass):
     ``texts / calls`` is the mean batch size."""
 
@@ -57,6 +60,7 @@ class BatchingEmbedder:
         max_texts: int = DEFAULT_MAX_TEXTS,
         window_s: float = 0.0,
         max_in_flight: int = 1,
+        symmetric: bool = False,
     ) -> None:
         if max_texts < 1 or max_in_flight < 1 or window_s < 0:
             raise ValueError("max_texts and max_in_flight must be >= 1 and window_s >= 0")
@@ -64,6 +68,7 @@ class BatchingEmbedder:
         self.max_texts = max_texts
         self.window_s = window_s
         self.max_in_flight = max_in_flight
+        self.symmetric = symmetric
         self._cond = threading.Condition()
         self._queues: dict[TextKind, list[_Call]] = {"document": [], "query": []}
         self._leading: dict[TextKind, bool] = {"document": False, "query": False}
@@ -88,6 +93,8 @@ class BatchingEmbedder:
         if not texts or len(texts) > self.max_texts:
             return self.inner.embed(texts, kind=kind)
         call = _Call(list(texts), kind)
+        if self.symmetric:
+            kind = "document"  # one queue; the model is called with that kind, which it ignores
         with self._cond:
             queue = self._queues[kind]
             queue.append(call)
