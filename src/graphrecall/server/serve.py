@@ -41,9 +41,7 @@ def embedder_from_spec(spec: str | None) -> Embedder | None:
     raise InvalidInput(f"unknown embedder {spec!r}; use 'default' or 'hashing:<dim>'", where="embedder")
 
 
-def server_embedder(
-    spec: str | None, *, batching: bool = True, window_ms: float = 0.0, in_flight: int | None = None
-) -> Embedder:
+def server_embedder(spec: str | None, *, batching: bool = True, in_flight: int | None = None) -> Embedder:
     """The server's embedder: ``embedder_from_spec``'s, with concurrent small calls merged into one model call
     (``embed.batching``: under load every search embeds one query and every turn two texts, each from its own
     worker thread, and one call of several texts costs far less per text).
@@ -57,15 +55,12 @@ def server_embedder(
     from graphrecall.embed import BatchingEmbedder, CachedEmbedder, SentenceTransformerEmbedder
 
     chosen = embedder_from_spec(spec)
-    window_s = max(0.0, window_ms) / 1000
     calls = in_flight or os.cpu_count() or 1
     if chosen is not None:
-        return BatchingEmbedder(chosen, window_s=window_s, max_in_flight=calls) if batching else chosen
+        return BatchingEmbedder(chosen, max_in_flight=calls) if batching else chosen
     if not batching:
         return CachedEmbedder(SentenceTransformerEmbedder(), path=Settings.from_env().embed_cache)
-    model = BatchingEmbedder(
-        SentenceTransformerEmbedder(onnx_threads=1), window_s=window_s, max_in_flight=calls
-    )
+    model = BatchingEmbedder(SentenceTransformerEmbedder(onnx_threads=1), max_in_flight=calls)
     return CachedEmbedder(model, path=Settings.from_env().embed_cache)
 
 
@@ -77,7 +72,7 @@ def load_auth(keys: str | None) -> ApiKeyAuth | None:
 
 def run_server(args: argparse.Namespace) -> None:
     """Serve until interrupted. ``args``: root, host, port, keys, insecure_local; optional embedder (spec string),
-    embed_batching, embed_batch_window_ms, max_body_bytes, log_level. Raises ``ServerConfigError`` (before binding anything) when unsafe or invalid."""
+    embed_batching, embed_batch_in_flight, max_body_bytes, log_level. Raises ``ServerConfigError`` (before binding anything) when unsafe or invalid."""
     import uvicorn
 
     from graphrecall.memory import Memory
@@ -99,7 +94,6 @@ def run_server(args: argparse.Namespace) -> None:
     embedder = server_embedder(
         getattr(args, "embedder", None),
         batching=bool(getattr(args, "embed_batching", True)),
-        window_ms=float(getattr(args, "embed_batch_window_ms", None) or 0.0),
         in_flight=getattr(args, "embed_batch_in_flight", None),
     )
     with Memory.open(getattr(args, "root", None), embedder=embedder) as memory:
@@ -163,13 +157,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="merge concurrent small embedding calls (search queries, turns) into one model call (default: on)",
-    )
-    p.add_argument(
-        "--embed-batch-window-ms",
-        type=float,
-        default=0.0,
-        help="how long the first call of a batch waits for others when the model is idle (default: 0; calls "
-        "arriving while the model is busy are batched anyway)",
     )
     p.add_argument(
         "--embed-batch-in-flight",
