@@ -205,3 +205,21 @@ def test_a_symmetric_model_takes_queries_and_documents_in_one_call() -> None:
     assert [sorted(texts) for _, texts in gate.calls[1:]] == [["d1", "d2", "q1"]]
     for i, (texts, _) in enumerate(jobs):
         np.testing.assert_array_equal(results[i], gate.inner.embed(texts))  # type: ignore[arg-type]
+
+
+def test_the_server_batches_the_default_model_under_its_cache_and_symmetric_and_can_be_told_not_to() -> None:
+    from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder, lazy
+    from graphrecall.server.serve import server_embedder
+
+    loads = lazy.load_count()
+    on = server_embedder(None, in_flight=3)
+    assert isinstance(on, CachedEmbedder) and isinstance(on.inner, BatchingEmbedder)
+    assert on.inner.symmetric and on.inner.max_in_flight == 3
+    assert isinstance(on.inner.inner, SentenceTransformerEmbedder) and on.inner.inner._onnx_threads == 1
+    off = server_embedder(None, batching=False)
+    assert isinstance(off, CachedEmbedder) and isinstance(off.inner, SentenceTransformerEmbedder)
+    hashing = server_embedder("hashing:16")
+    assert (
+        isinstance(hashing, BatchingEmbedder) and not hashing.symmetric
+    )  # the test embedder keeps the kinds
+    assert lazy.load_count() == loads  # building them loads no model

@@ -60,7 +60,8 @@ def server_embedder(spec: str | None, *, batching: bool = True, in_flight: int |
         return BatchingEmbedder(chosen, max_in_flight=calls) if batching else chosen
     if not batching:
         return CachedEmbedder(SentenceTransformerEmbedder(), path=Settings.from_env().embed_cache)
-    model = BatchingEmbedder(SentenceTransformerEmbedder(onnx_threads=1), max_in_flight=calls)
+    # Symmetric: the default model gets no query prompt, so queries and turns may share a call (bigger batches).
+    model = BatchingEmbedder(SentenceTransformerEmbedder(onnx_threads=1), max_in_flight=calls, symmetric=True)
     return CachedEmbedder(model, path=Settings.from_env().embed_cache)
 
 
@@ -72,7 +73,8 @@ def load_auth(keys: str | None) -> ApiKeyAuth | None:
 
 def run_server(args: argparse.Namespace) -> None:
     """Serve until interrupted. ``args``: root, host, port, keys, insecure_local; optional embedder (spec string),
-    embed_batching, embed_batch_in_flight, max_body_bytes, log_level. Raises ``ServerConfigError`` (before binding anything) when unsafe or invalid."""
+    embed_batching, embed_batch_in_flight, max_body_bytes, log_level. Raises ``ServerConfigError`` (before binding
+    anything) when unsafe or invalid."""
     import uvicorn
 
     from graphrecall.memory import Memory
