@@ -275,6 +275,27 @@ def verify(
     }
 
 
+def embed_batching(c: httpx.Client) -> dict[str, Any] | None:
+    """The server's embedding micro-batcher counters from ``/metrics`` (model calls, texts, texts per call), or
+    ``None`` when it has none (``--no-embed-batching``) or does not say."""
+    try:
+        r = c.get("/metrics")
+    except httpx.HTTPError:
+        return None
+    if r.status_code != 200:
+        return None
+    values: dict[str, float] = {}
+    for line in r.text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in ("graphrecall_embed_batches_total", "graphrecall_embed_batched_texts_total"):
+            values[name] = float(value)
+    if len(values) < 2:
+        return None
+    calls = int(values["graphrecall_embed_batches_total"])
+    texts = int(values["graphrecall_embed_batched_texts_total"])
+    return {"calls": calls, "texts": texts, "texts_per_call": round(texts / calls, 2) if calls else 0.0}
+
+
 def operations(samples: list[Sample], elapsed: float, open_loop: bool) -> dict[str, Any]:
     """Per operation: counts, errors and latency percentiles over every request sent (failed ones included)."""
     ops: dict[str, Any] = {}
@@ -345,7 +366,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return ServerProcess(
             workdir / "store",
             embedder=args.embedder,
-            extra_args=["--insecure-local"],
+            extra_args=["--insecure-local", *shlex.split(args.server_args)],
             env={"GRAPHRECALL_POOL_SIZE": str(max(16, args.users + 4))},
         ).start(timeout=180)
 
@@ -396,6 +417,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             base = server.url
             kill = {"after_s": round(killed_at[0], 2), "restart_s": round(time.perf_counter() - t1, 1)}
         with httpx.Client(base_url=base, headers=headers, timeout=args.timeout) as c:
+            batching = None if kill else embed_batching(c)  # a restarted server counts from 0
             verification = verify(
                 c,
                 args.org,
@@ -421,6 +443,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         write_ratio=args.write_ratio,
         context_ratio=args.context_ratio,
         embedder=args.embedder if not args.url else "(external server)",
+        server_args=args.server_args if not args.url else "(external server)",
         url=args.url or "(own)",
         kill_after_s=args.kill_after,
     )
@@ -443,6 +466,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "server_errors": sum(1 for s in shared.samples if s.status >= 500),
         "transport_errors": sum(1 for s in shared.samples if s.status == 0),
         "kill": kill,
+        "embed_batching": batching,
         "operations": ops,
         "verification": verification,
         "workdir": str(workdir),
@@ -520,6 +544,13 @@ def markdown(report: dict[str, Any]) -> str:
                 f"| {op} | {o['count']} | {o['ok']} | {o['errors']} | {o['throughput_per_s']} | {o['p50_ms']} "
                 f"| {o['p95_ms']} | {o['p99_ms']} | {o['max_ms']} | {o['statuses']} |"
             )
+    if report["embed_batching"]:
+        b = report["embed_batching"]
+        lines += [
+            "",
+            f"Server embedding micro-batcher (whole run, seeding and checks included): {b['texts']} texts in "
+            f"{b['calls']} model calls, {b['texts_per_call']} texts per call.",
+        ]
     if report["kill"]:
         k = report["kill"]
         lines += [
@@ -562,6 +593,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--org", default="loadtest")
     p.add_argument(
         "--embedder", default="default", help="for the server this script starts: default | hashing:<dim>"
+    )
+    p.add_argument(
+        "--server-args",
+        default="",
+        help="more options for the server this script starts, one string (e.g. '--no-embed-batching' for an A/B)",
     )
     p.add_argument("--write-ratio", type=float, default=0.3)
     p.add_argument("--context-ratio", type=float, default=0.1)

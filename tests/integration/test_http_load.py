@@ -47,6 +47,8 @@ def test_short_load_run_has_no_server_errors_and_loses_no_write(tmp_path: Path) 
     assert verification["acknowledged_writes"] == ops["write"]["ok"]
     assert verification["stored_sessions"] == ops["write"]["ok"] + 3  # plus one seed session per user
     assert "| write |" in (tmp_path / "http_load.md").read_text()
+    batching = report["embed_batching"]  # the server merges small embed calls by default (embed.batching)
+    assert batching is not None and batching["texts"] >= batching["calls"] > 0
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """Embedders: the protocol, the offline sentence-transformers default, a content-hash cache, a test embedder."""
 
 from graphrecall.embed.base import Embedder, TextKind, Vectors, normalize_rows
+from graphrecall.embed.batching import BatchingEmbedder
 from graphrecall.embed.cache import CachedEmbedder
 from graphrecall.embed.hashing import HashingEmbedder
 from graphrecall.embed.sentence import SentenceTransformerEmbedder, bundled_model_path
@@ -12,6 +13,7 @@ def default_embedder() -> Embedder:
 
 
 __all__ = [
+    "BatchingEmbedder",
     "CachedEmbedder",
     "Embedder",
     "HashingEmbedder",

@@ -98,8 +98,11 @@ def check_pipeline(model: Any) -> None:
         raise OnnxUnavailable(f"only mean pooling is exported, not {mode!r}")
 
 
-def load(model: Any, model_dir: Path, cache_dir: Path | None = None) -> OnnxEncoder:
-    """An encoder for ``model`` (a loaded SentenceTransformer whose files are in ``model_dir``), exported if needed."""
+def load(
+    model: Any, model_dir: Path, cache_dir: Path | None = None, *, threads: int | None = None
+) -> OnnxEncoder:
+    """An encoder for ``model`` (a loaded SentenceTransformer whose files are in ``model_dir``), exported if needed.
+    ``threads``: ONNX Runtime's threads per call (default: its own choice, one per core)."""
     try:
         import onnxruntime as ort
     except ImportError as e:
@@ -112,7 +115,9 @@ def load(model: Any, model_dir: Path, cache_dir: Path | None = None) -> OnnxEnco
         if attempt == "fresh" or not path.exists():
             _export(model, path)
         try:
-            session = ort.InferenceSession(str(path), _options(ort), providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(
+                str(path), _options(ort, threads), providers=["CPUExecutionProvider"]
+            )
         except Exception as e:  # a truncated or foreign file
             problem = f"cannot load {path}: {type(e).__name__}: {e}"
         else:
@@ -185,8 +190,12 @@ def _export(model: Any, path: Path) -> None:
         raise OnnxUnavailable(f"ONNX export failed: {type(e).__name__}: {e}") from e
 
 
-def _options(ort: Any) -> Any:
+def _options(ort: Any, threads: int | None = None) -> Any:
     opts = ort.SessionOptions()
+    if threads:
+        # One thread per call where the caller runs several calls side by side (a server's micro-batcher, one
+        # call per core): a call split over cores that are all busy waits at each operator for its slowest part.
+        opts.intra_op_num_threads = threads
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3
     # No busy-waiting after a run: a search embeds its query while Kuzu answers BM25 on the other core, and

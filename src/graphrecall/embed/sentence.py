@@ -3,7 +3,8 @@
 Loaded fully offline (``HF_HUB_OFFLINE=1``): the default never touches the network. Small calls (search queries)
 run on ONNX Runtime when it is installed (the ``onnx`` extra; same vectors, ~3x faster per query, see
 ``embed.onnx``), large batches on PyTorch; ``backend=`` or ``$GRAPHRECALL_EMBED_BACKEND`` (``auto``, ``onnx``,
-``torch``) chooses whether ONNX is used at all.
+``torch``) chooses whether ONNX is used at all. ``onnx_threads`` sets ONNX Runtime's threads per call (a server
+that runs one call per core side by side wants 1; see ``server.serve.server_embedder``).
 
 ``id`` and ``dim`` come from the model's config files (``embed.modelinfo``), so building the embedder and opening a
 store load nothing; the weights (and PyTorch) load on the first ``embed`` (``embed.lazy``).
@@ -56,6 +57,7 @@ class SentenceTransformerEmbedder:
         max_seq_length: int | None = None,
         backend: Backend | None = None,
         onnx_cache: Path | None = None,
+        onnx_threads: int | None = None,
     ) -> None:
         chosen = backend or os.environ.get("GRAPHRECALL_EMBED_BACKEND") or "auto"
         if chosen not in BACKENDS:
@@ -64,6 +66,7 @@ class SentenceTransformerEmbedder:
             )
         self._backend: Backend = chosen if device == "cpu" else "torch"  # ONNX here means CPU inference
         self._onnx_cache = onnx_cache
+        self._onnx_threads = onnx_threads
         self._onnx: onnx.OnnxEncoder | None = None
         self._model_ref = model
         self._name = DEFAULT_MODEL_NAME if model is None else Path(str(model)).name
@@ -114,7 +117,7 @@ class SentenceTransformerEmbedder:
             reason = f"{model_dir} is not a local model directory"
         else:
             try:
-                encoder = onnx.load(model, model_dir, self._onnx_cache)
+                encoder = onnx.load(model, model_dir, self._onnx_cache, threads=self._onnx_threads)
                 log.info("embedder %s runs on ONNX Runtime (%s)", self.id, encoder.path)
                 return encoder
             except onnx.OnnxUnavailable as e:

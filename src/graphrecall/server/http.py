@@ -44,7 +44,7 @@ from graphrecall.server import errors
 from graphrecall.server.auth import ApiKeyAuth, ServerConfigError
 from graphrecall.server.errors import ApiError
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
-from graphrecall.server.metrics import Metrics
+from graphrecall.server.metrics import Metrics, batching_lines
 from graphrecall.server.middleware import (
     AccessLogMiddleware,
     AuthMiddleware,
@@ -472,7 +472,10 @@ def create_app(
         dependencies=[Depends(HTTPBearer(auto_error=False))],
     )
     async def prometheus() -> Response:
-        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return Response(
+            metrics.render() + batching_lines(memory.embedder),
+            media_type="text/plain; version=0.0.4; charset=utf-8",
+        )
 
     # Added innermost first: the access log sees every request, auth runs before the body is read.
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)

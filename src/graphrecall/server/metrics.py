@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
+from graphrecall.embed.batching import BatchingEmbedder
 from graphrecall.models import IngestResult
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -107,3 +108,24 @@ class Metrics:
             for reason, n in sorted(self._auth_failures.items()):
                 out.append(f"graphrecall_auth_failures_total{_labels(reason=reason)} {n}")
             return "\n".join(out) + "\n"
+
+
+def batching_lines(embedder: object) -> str:
+    """The embedding micro-batcher's counters (``embed.batching``), found through wrappers such as
+    ``CachedEmbedder``; empty when the embedder has none. Texts per call is how much batching the load gave."""
+    layer: object | None = embedder
+    for _ in range(8):  # wrappers around wrappers, never a cycle
+        if isinstance(layer, BatchingEmbedder):
+            out = [
+                "# HELP graphrecall_embed_batches_total Model calls made by the embedding micro-batcher.",
+                "# TYPE graphrecall_embed_batches_total counter",
+                f"graphrecall_embed_batches_total {layer.calls}",
+                "# HELP graphrecall_embed_batched_texts_total Texts embedded in those calls.",
+                "# TYPE graphrecall_embed_batched_texts_total counter",
+                f"graphrecall_embed_batched_texts_total {layer.texts}",
+            ]
+            return "\n".join(out) + "\n"
+        layer = getattr(layer, "inner", None)
+        if layer is None:
+            break
+    return ""

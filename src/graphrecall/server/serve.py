@@ -41,6 +41,30 @@ def embedder_from_spec(spec: str | None) -> Embedder | None:
     raise InvalidInput(f"unknown embedder {spec!r}; use 'default' or 'hashing:<dim>'", where="embedder")
 
 
+def server_embedder(spec: str | None, *, batching: bool = True, in_flight: int | None = None) -> Embedder:
+    """The server's embedder: ``embedder_from_spec``'s, with concurrent small calls merged into one model call
+    (``embed.batching``: under load every search embeds one query and every turn two texts, each from its own
+    worker thread, and one call of several texts costs far less per text).
+
+    With batching, up to ``in_flight`` model calls (default: one per core) run side by side, each on one ONNX
+    Runtime thread: on a server whose cores are all busy, a call split over both cores waits at every operator
+    for its descheduled half, and with calls serialized behind it that wait caps the whole server. For the default
+    model the batcher sits under the content-hash cache, so a cached text never queues; ``$GRAPHRECALL_EMBED_CACHE``
+    is honoured as ``Memory`` would. ``batching=False`` gives what ``Memory`` would build itself."""
+    from graphrecall.config import Settings
+    from graphrecall.embed import BatchingEmbedder, CachedEmbedder, SentenceTransformerEmbedder
+
+    chosen = embedder_from_spec(spec)
+    calls = in_flight or os.cpu_count() or 1
+    if chosen is not None:
+        return BatchingEmbedder(chosen, max_in_flight=calls) if batching else chosen
+    if not batching:
+        return CachedEmbedder(SentenceTransformerEmbedder(), path=Settings.from_env().embed_cache)
+    # Symmetric: the default model gets no query prompt, so queries and turns may share a call (bigger batches).
+    model = BatchingEmbedder(SentenceTransformerEmbedder(onnx_threads=1), max_in_flight=calls, symmetric=True)
+    return CachedEmbedder(model, path=Settings.from_env().embed_cache)
+
+
 def load_auth(keys: str | None) -> ApiKeyAuth | None:
     """Keys from ``--keys``, else from ``$GRAPHRECALL_API_KEYS_FILE``, else none."""
     path = keys or os.environ.get(KEYS_ENV) or None
@@ -49,7 +73,8 @@ def load_auth(keys: str | None) -> ApiKeyAuth | None:
 
 def run_server(args: argparse.Namespace) -> None:
     """Serve until interrupted. ``args``: root, host, port, keys, insecure_local; optional embedder (spec string),
-    max_body_bytes, log_level. Raises ``ServerConfigError`` (before binding anything) when unsafe or invalid."""
+    embed_batching, embed_batch_in_flight, max_body_bytes, log_level. Raises ``ServerConfigError`` (before binding
+    anything) when unsafe or invalid."""
     import uvicorn
 
     from graphrecall.memory import Memory
@@ -68,7 +93,11 @@ def run_server(args: argparse.Namespace) -> None:
     if log_level not in LOG_LEVELS:
         raise ServerConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     configure_logging(log_level)
-    embedder = embedder_from_spec(getattr(args, "embedder", None))
+    embedder = server_embedder(
+        getattr(args, "embedder", None),
+        batching=bool(getattr(args, "embed_batching", True)),
+        in_flight=getattr(args, "embed_batch_in_flight", None),
+    )
     with Memory.open(getattr(args, "root", None), embedder=embedder) as memory:
         app = create_app(memory, auth=auth, insecure_local=insecure_local, max_body_bytes=max_body)
         announce(auth_mode(auth), root=str(memory.root), host=host, port=port)
@@ -124,6 +153,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help=f"largest request body accepted, in bytes (default: {DEFAULT_MAX_BODY_BYTES})",
+    )
+    p.add_argument(
+        "--embed-batching",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="merge concurrent small embedding calls (search queries, turns) into one model call (default: on)",
+    )
+    p.add_argument(
+        "--embed-batch-in-flight",
+        type=int,
+        default=None,
+        help="with batching: most embedding model calls at once, each on one thread (default: one per core)",
     )
     p.add_argument(
         "--log-level",
