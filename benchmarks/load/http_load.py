@@ -18,7 +18,8 @@ the client fell behind schedule. Issue 10's latency targets apply at half the cl
 
 Starts a server on loopback (``python -m graphrecall.server``, a fresh store, the default embedder unless
 ``--embedder``) or uses ``--url`` (with ``--key``/``$GRAPHRECALL_API_KEY``). Every user is seeded with one session
-before the clock starts (creating a user's database is a one-off cost, not steady state). A request picks a random
+before the clock starts: one user message by default (a new user, who lives in its write log until it has 64 rounds),
+or ``--seed-rounds N`` rounds (with N > 64, a user with a past whose writes go through Kuzu from the start). A request picks a random
 user and does a write (``POST .../sessions``, a new session id), a search or a context read. Reports throughput,
 errors and p50/p95/p99 latency per operation and the number of 5xx answers (must be 0), then checks that every
 acknowledged write is stored: all ids and the count per user by listing each user's sessions, and a sample by
@@ -379,9 +380,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             t0 = time.perf_counter()
             seeded: dict[str, str] = {}
             for user in users:  # one-off database creation, outside the measured window
+                if args.seed_rounds <= 1:
+                    history = [{"role": "user", "content": sentence(rng)}]
+                else:  # a user with a past: in Kuzu from the start (more than Settings.resident_rounds rounds)
+                    history = [
+                        {"role": role, "content": sentence(rng)}
+                        for _ in range(args.seed_rounds)
+                        for role in ("user", "assistant")
+                    ]
                 r = c.post(
-                    f"/v1/scopes/{args.org}/{user}/sessions",
-                    json={"session_id": "seed", "messages": [{"role": "user", "content": sentence(rng)}]},
+                    f"/v1/scopes/{args.org}/{user}/sessions", json={"session_id": "seed", "messages": history}
                 )
                 r.raise_for_status()
                 seeded[user] = "seed"
@@ -434,7 +442,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             server.stop()
 
     ops = operations(shared.samples, window if args.rate else elapsed, open_loop=bool(args.rate))
-    config: dict[str, Any] = {"duration_s": args.duration, "users": args.users}
+    config: dict[str, Any] = {
+        "duration_s": args.duration,
+        "users": args.users,
+        "seed_rounds": args.seed_rounds,
+    }
     if args.rate:
         config.update(rate_per_s=args.rate, arrivals=args.arrivals, max_inflight=args.max_inflight)
     else:
@@ -491,7 +503,8 @@ def markdown(report: dict[str, Any]) -> str:
         s = report["schedule"]
         lines += [
             f"Open loop: {s['offered_rate_per_s']} requests/s offered ({s['arrivals']} arrivals) over "
-            f"{cfg['users']} users for {cfg['duration_s']} s (users seeded in {report['setup_s']} s beforehand); "
+            f"{cfg['users']} users for {cfg['duration_s']} s (users seeded with {cfg.get('seed_rounds', 1)} round(s) in "
+            f"{report['setup_s']} s beforehand); "
             f"{s['scheduled']} scheduled, {s['sent']} sent ({s['sent_per_s']}/s), {s['completed_2xx_per_s']}/s "
             f"answered 2xx. Latency is measured from each request's **scheduled** send time. "
             f"**5xx: {report['server_errors']}**, transport errors: {report['transport_errors']}.",
@@ -532,7 +545,8 @@ def markdown(report: dict[str, Any]) -> str:
     else:
         lines += [
             f"Closed loop: {cfg['clients']} clients, {cfg['users']} users, {report['elapsed_s']} s measured "
-            f"(users seeded in {report['setup_s']} s beforehand). {report['total_requests']} requests, "
+            f"(users seeded with {cfg.get('seed_rounds', 1)} round(s) in {report['setup_s']} s beforehand). "
+            f"{report['total_requests']} requests, "
             f"{report['throughput_per_s']}/s. **5xx: {report['server_errors']}**, transport errors: "
             f"{report['transport_errors']}.",
             "",
@@ -588,6 +602,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--late-ms", type=float, default=10.0, help="open loop: a send this late counts as behind schedule"
     )
     p.add_argument("--users", type=int, default=20)
+    p.add_argument(
+        "--seed-rounds",
+        type=int,
+        default=1,
+        help="rounds each user holds before the load (default 1: a new user, who lives in its write log until it "
+        "has 64 rounds; 100: a user with a past, in Kuzu from the start)",
+    )
     p.add_argument("--url", help="an already running server (default: start one on loopback)")
     p.add_argument("--key", help="API key for --url (default: $GRAPHRECALL_API_KEY)")
     p.add_argument("--org", default="loadtest")

@@ -24,12 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from graphrecall import Memory, Scope, Settings
-from graphrecall.cli_common import positive_int
+from graphrecall.cli_common import positive_int, positive_int_list
 from graphrecall.embed import HashingEmbedder
-
-
-def sizes_arg(text: str) -> list[int]:
-    return [positive_int(x) for x in text.split(",") if x.strip()]
 
 
 def _turn(i: int) -> list[dict[str, str]]:
@@ -102,7 +98,7 @@ def main() -> None:
     ap.add_argument(
         "--rounds", type=positive_int, default=100, help="rounds per scope (default: %(default)s)"
     )
-    ap.add_argument("--sizes", type=sizes_arg, default=[16, 32], help="pool sizes (default: 16,32)")
+    ap.add_argument("--sizes", type=positive_int_list, default=[16, 32], help="pool sizes (default: 16,32)")
     ap.add_argument(
         "--queries", type=positive_int, default=400, help="searches per run (default: %(default)s)"
     )

@@ -25,14 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from graphrecall import Memory, Scope, Settings
-from graphrecall.cli_common import positive_int
+from graphrecall.cli_common import positive_int, positive_int_list
 from graphrecall.embed import HashingEmbedder
 
 SCOPE = Scope(org_id="bench", user_id="u")
-
-
-def sizes_arg(text: str) -> list[int]:
-    return [positive_int(x) for x in text.split(",") if x.strip()]
 
 
 def _turn(i: int) -> list[dict[str, str]]:
@@ -100,7 +96,10 @@ def report(res: dict[str, Any]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "--sizes", type=sizes_arg, default=[60, 250, 1000], help="rounds per scope (default: 60,250,1000)"
+        "--sizes",
+        type=positive_int_list,
+        default=[60, 250, 1000],
+        help="rounds per scope (default: 60,250,1000)",
     )
     ap.add_argument(
         "--queries", type=positive_int, default=200, help="searches per run (default: %(default)s)"

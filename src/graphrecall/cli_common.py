@@ -63,6 +63,14 @@ def positive_int(text: str) -> int:
     return whole_number(text, 1)
 
 
+def positive_int_list(text: str) -> list[int]:
+    """argparse type for comma-separated sizes ("60,250,1000"): each a whole number of at least 1."""
+    values = [positive_int(x.strip()) for x in text.split(",") if x.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError("give at least one number, comma-separated")
+    return values
+
+
 def non_negative_int(text: str) -> int:
     """argparse type for retry counts and offsets: a whole number of at least 0."""
     return whole_number(text, 0)
