@@ -50,6 +50,7 @@ def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "GRAPHRECALL_EMBED_BACKEND",
         "GRAPHRECALL_POOL_SIZE",
         "GRAPHRECALL_RESIDENT_ROUNDS",
+        "GRAPHRECALL_FLUSH_MAX_AGE_S",
         "GRAPHRECALL_LLM_TIMEOUT_S",
         "GRAPHRECALL_LLM_MAX_RETRIES",
         "GRAPHRECALL_LLM_CONCURRENCY",

@@ -10,7 +10,9 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from graphrecall.errors import ConfigurationError
 
 
 def default_root() -> Path:
@@ -204,11 +206,24 @@ class Settings(BaseModel):
             values["reranker"] = env["GRAPHRECALL_RERANKER"]
         if env.get("GRAPHRECALL_EMBED_CACHE"):
             values["embed_cache"] = Path(env["GRAPHRECALL_EMBED_CACHE"]).expanduser()
-        if env.get("GRAPHRECALL_POOL_SIZE"):
-            values["pool_size"] = int(env["GRAPHRECALL_POOL_SIZE"])
-        if env.get("GRAPHRECALL_FLUSH_MAX_AGE_S"):
-            values["flush_max_age_s"] = float(env["GRAPHRECALL_FLUSH_MAX_AGE_S"])
-        if env.get("GRAPHRECALL_RESIDENT_ROUNDS"):
-            values["resident_rounds"] = int(env["GRAPHRECALL_RESIDENT_ROUNDS"])
+        numbers = (
+            ("GRAPHRECALL_POOL_SIZE", "pool_size", int),
+            ("GRAPHRECALL_FLUSH_MAX_AGE_S", "flush_max_age_s", float),
+            ("GRAPHRECALL_RESIDENT_ROUNDS", "resident_rounds", int),
+        )
+        for var, field, kind in numbers:
+            if env.get(var):
+                try:
+                    values[field] = kind(env[var])
+                except ValueError:
+                    raise ConfigurationError(
+                        f"{env[var]!r} is not a {'whole ' if kind is int else ''}number", where=var
+                    ) from None
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.model_validate(values)
+        try:
+            return cls.model_validate(values)
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = str(err["loc"][0]) if err["loc"] else ""
+            var = next((v for v, f, _ in numbers if f == field and env.get(v)), field)
+            raise ConfigurationError(f"{err['msg']} (got {err.get('input')!r})", where=var) from None
