@@ -11,9 +11,10 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from graphrecall.embed import BatchingEmbedder, HashingEmbedder
-from graphrecall.embed.base import TextKind, Vectors
+from graphrecall.embed import BatchingEmbedder, CachedEmbedder, HashingEmbedder
+from graphrecall.embed.base import TextKind, Vectors, layers
 from graphrecall.embed.passages import passage_chars
+from graphrecall.server.metrics import batching_lines
 
 JOIN_S = 30  # only a hang would take this long
 
@@ -223,3 +224,19 @@ def test_the_server_batches_the_default_model_under_its_cache_and_symmetric_and_
         isinstance(hashing, BatchingEmbedder) and not hashing.symmetric
     )  # the test embedder keeps the kinds
     assert lazy.load_count() == loads  # building them loads no model
+
+
+def test_the_server_metrics_find_the_batcher_through_a_cache() -> None:
+    batcher = BatchingEmbedder(HashingEmbedder(8))
+    outer = CachedEmbedder(batcher)
+    assert [type(x).__name__ for x in layers(outer)] == [
+        "CachedEmbedder",
+        "BatchingEmbedder",
+        "HashingEmbedder",
+    ]
+    outer.embed(["one", "two"])
+    text = batching_lines(outer)
+    assert (
+        "graphrecall_embed_batches_total 1\n" in text and "graphrecall_embed_batched_texts_total 2\n" in text
+    )
+    assert batching_lines(HashingEmbedder(8)) == ""  # no batcher: no lines

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -28,6 +28,18 @@ class Embedder(Protocol):
     def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors: ...
+
+
+def layers(embedder: object, depth: int = 8) -> Iterator[object]:
+    """``embedder`` and the embedders it wraps (``.inner``: ``CachedEmbedder``, ``BatchingEmbedder``), outermost
+    first, at most ``depth`` of them: how a caller finds what one layer knows (the model's window, the batcher's
+    counters) whatever wraps it."""
+    layer: object | None = embedder
+    for _ in range(depth):  # wrappers around wrappers, but never a cycle
+        if layer is None:
+            return
+        yield layer
+        layer = getattr(layer, "inner", None)
 
 
 def normalize_rows(x: npt.NDArray[np.floating]) -> Vectors:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from graphrecall.embed.base import Embedder, TextKind, Vectors, normalize_rows
+from graphrecall.embed.base import Embedder, TextKind, Vectors, layers, normalize_rows
 
 CHARS_PER_TOKEN = 3
 """Characters per model token assumed when sizing a passage: English prose averages ~4 per MiniLM word piece, digits,
@@ -38,14 +38,10 @@ def passage_chars(embedder: Embedder) -> int | None:
     """The longest text, in characters, that ``embedder`` reads whole; ``None`` when it reads any length (or does
     not say). The window comes from ``max_tokens`` (``SentenceTransformerEmbedder`` knows it from the model's
     files before loading it), looked up through wrappers such as ``CachedEmbedder``."""
-    layer: object = embedder
-    for _ in range(8):  # wrappers around wrappers, but never a cycle
+    for layer in layers(embedder):
         tokens = getattr(layer, "max_tokens", None)
         if isinstance(tokens, int) and tokens > 2:
             return (tokens - 2) * CHARS_PER_TOKEN  # [CLS] and [SEP] take two
-        layer = getattr(layer, "inner", None)
-        if layer is None:
-            break
     return None
 
 

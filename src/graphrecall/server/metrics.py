@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
+from graphrecall.embed.base import layers
 from graphrecall.embed.batching import BatchingEmbedder
 from graphrecall.models import IngestResult
 
@@ -113,8 +114,7 @@ class Metrics:
 def batching_lines(embedder: object) -> str:
     """The embedding micro-batcher's counters (``embed.batching``), found through wrappers such as
     ``CachedEmbedder``; empty when the embedder has none. Texts per call is how much batching the load gave."""
-    layer: object | None = embedder
-    for _ in range(8):  # wrappers around wrappers, never a cycle
+    for layer in layers(embedder):
         if isinstance(layer, BatchingEmbedder):
             out = [
                 "# HELP graphrecall_embed_batches_total Model calls made by the embedding micro-batcher.",
@@ -125,7 +125,4 @@ def batching_lines(embedder: object) -> str:
                 f"graphrecall_embed_batched_texts_total {layer.texts}",
             ]
             return "\n".join(out) + "\n"
-        layer = getattr(layer, "inner", None)
-        if layer is None:
-            break
     return ""
