@@ -25,8 +25,9 @@ import contextlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from graphrecall.errors import EmbedderMismatch, StorageFull
 from graphrecall.models import Message, Role, Scope, Session
@@ -36,6 +37,8 @@ from graphrecall.store.pool import DatabasePool
 from graphrecall.store.wal import ScopeLog, TailIndex, TailSnapshot, WriteEntry, WriteLog, log_path
 from graphrecall.store.wal.apply import apply_entries
 from graphrecall.store.wal.log import LOG_SUFFIX
+
+T = TypeVar("T")
 
 # A scope stays in its write log (no Kuzu database) while it has fewer rounds than this: the module docstring.
 RESIDENT_ROUNDS = 64
@@ -197,45 +200,29 @@ class ScopeLogs:
     def resident_sessions(self, scope: Scope) -> list[Session] | None:
         """Every session of a scope that lives in its log, with its messages, oldest first (from the tail);
         ``None`` when the scope has a Kuzu database (read it there, after a flush)."""
+        return self._read_resident(scope, _sessions_of)
+
+    def resident_counts(self, scope: Scope) -> dict[str, int] | None:
+        """Sessions, messages and rounds of a scope that lives in its log; ``None`` when it has a database."""
+        return self._read_resident(
+            scope,
+            lambda tail: {
+                "Session": len(tail.sessions()),
+                "Message": len(tail.message_ids()),
+                "Round": len(tail),
+            },
+        )
+
+    def _read_resident(self, scope: Scope, read: Callable[[TailIndex], T]) -> T | None:
+        """``read`` the tail of a scope that lives in its log; ``None`` when it has a database, or got one while
+        this read (its tail may have been trimmed under the read)."""
         if not self.resident(scope):
             return None
         tail = self._tail(scope)
         if tail is None:
             return None
-        sessions = tail.sessions()
-        out = [
-            Session(
-                id=sid,
-                started_at=started,
-                messages=[
-                    Message(
-                        id=m.id,
-                        role=Role(m.role),
-                        content=m.text,
-                        at=m.at,
-                        session_id=m.session_id,
-                        idx=m.idx,
-                    )
-                    for m in tail.messages(sid)
-                ],
-            )
-            for sid, started in sessions.items()
-        ]
-        if not self.resident(scope):  # moved into Kuzu while the tail was read: it may have been trimmed
-            return None
-        return sorted(out, key=lambda x: (x.started_at, x.id))
-
-    def resident_counts(self, scope: Scope) -> dict[str, int] | None:
-        """Sessions, messages and rounds of a scope that lives in its log; ``None`` when it has a database."""
-        sessions = self.resident_sessions(scope)
-        tail = self._tail(scope)
-        if sessions is None or tail is None:
-            return None
-        return {
-            "Session": len(sessions),
-            "Message": sum(len(x.messages) for x in sessions),
-            "Round": len(tail),
-        }
+        out = read(tail)
+        return out if self.resident(scope) else None
 
     def _evict(self) -> list[ScopeLog]:
         """Least recently used logs beyond capacity (caller holds ``_lock``; the caller closes them)."""
@@ -314,6 +301,24 @@ class ScopeLogs:
                 errors.append(e)
         if errors:
             raise errors[0]
+
+
+def _sessions_of(tail: TailIndex) -> list[Session]:
+    """The tail's sessions with their messages, oldest first."""
+    out = [
+        Session(
+            id=sid,
+            started_at=started,
+            messages=[
+                Message(
+                    id=m.id, role=Role(m.role), content=m.text, at=m.at, session_id=m.session_id, idx=m.idx
+                )
+                for m in tail.messages(sid)
+            ],
+        )
+        for sid, started in tail.sessions().items()
+    ]
+    return sorted(out, key=lambda x: (x.started_at, x.id))
 
 
 def _close(log: ScopeLog, *, flush: bool = True) -> None:
