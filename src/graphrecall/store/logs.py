@@ -101,7 +101,7 @@ class ScopeLogs:
                     return found
             to_scope = ApplyToScope(self._pool, scope)
             path = self.path(scope)
-            proclock.acquire(proclock.lock_path(path), f"scope {scope}'s write log {path}")
+            self._lock_log(scope)
             try:
                 opened = ScopeLog(
                     path,
@@ -116,7 +116,7 @@ class ScopeLogs:
                     max_age_s=self._max_age_s,
                 )
             except BaseException:
-                proclock.release(proclock.lock_path(path))
+                proclock.release(path)
                 raise
             with self._lock:
                 self._open[scope] = opened
@@ -124,6 +124,11 @@ class ScopeLogs:
         for old in evicted:
             _close(old)
         return opened
+
+    def _lock_log(self, scope: Scope) -> None:
+        """This process's hold on the scope's log (``store.proclock``); ``StoreBusy`` when another process has it."""
+        path = self.path(scope)
+        proclock.acquire(path, f"scope {scope}'s write log {path}")
 
     def _check_embedder(self, wlog: WriteLog) -> None:
         """Refuse a log whose vectors another embedder made (``EmbedderMismatch``, as Kuzu's ``Meta`` check does
@@ -251,13 +256,13 @@ class ScopeLogs:
         path = self.path(scope)
         if not self._closed or not path.exists():
             return None
-        proclock.acquire(proclock.lock_path(path), f"scope {scope}'s write log {path}")
+        self._lock_log(scope)
         try:
             with WriteLog(path) as wlog:
                 self._check_embedder(wlog)
                 return TailIndex(self._dim, wlog.pending())
         finally:
-            proclock.release(proclock.lock_path(path))
+            proclock.release(path)
 
     def flush(self, scope: Scope) -> None:
         """Move the scope's pending writes into Kuzu now (the caller must not hold the database's write lock)."""
@@ -326,7 +331,7 @@ def _close(log: ScopeLog, *, flush: bool = True) -> None:
     try:
         log.close(flush=flush)
     finally:
-        proclock.release(proclock.lock_path(log.log.path))
+        proclock.release(log.log.path)
 
 
 class ApplyToScope:

@@ -24,12 +24,14 @@ _guard = threading.Lock()
 
 
 def lock_path(log: Path) -> Path:
+    """The lock file that guards ``log``."""
     return Path(f"{log}.lock")
 
 
-def acquire(path: Path, what: str) -> None:
-    """Take the lock at ``path`` for this process (again, if it holds it already); ``StoreBusy`` naming ``what``
-    when another process holds it."""
+def acquire(log: Path, what: str) -> None:
+    """Take the lock that guards ``log`` for this process (again, if it holds it already); ``StoreBusy`` naming
+    ``what`` when another process holds it."""
+    path = lock_path(log)
     with _guard:
         found = _held.get(path)
         if found is not None:
@@ -45,8 +47,9 @@ def acquire(path: Path, what: str) -> None:
         _held[path] = (fd, 1)
 
 
-def release(path: Path) -> None:
-    """Let go of one use; the last one closes the file, which drops the lock."""
+def release(log: Path) -> None:
+    """Let go of one use of the lock that guards ``log``; the last one closes the file, which drops the lock."""
+    path = lock_path(log)
     with _guard:
         found = _held.get(path)
         if found is None:
