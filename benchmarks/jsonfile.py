@@ -1,4 +1,4 @@
-"""Reading a benchmark data file: a JSON list, plain or gzipped (``.json`` / ``.json.gz``)."""
+"""Benchmark files: reading a data file (a JSON list, plain or gzipped: ``.json`` / ``.json.gz``) and writing a report."""
 
 from __future__ import annotations
 
@@ -28,3 +28,12 @@ def load_list(path: str | Path, dataset: str, items: str) -> list[Any]:
     if not isinstance(raw, list):
         raise ValueError(f"{p}: expected a JSON list of {items}, got {type(raw).__name__}")
     return raw
+
+
+def save_report(out: Path, name: str, result: Any, markdown: str) -> None:
+    """``<out>/<name>.json`` and ``<out>/<name>.md`` (the directory made if need be), and the Markdown printed:
+    how a benchmark leaves its figures for docs/benchmarks.md."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(result, indent=2))
+    (out / f"{name}.md").write_text(markdown + "\n")
+    print(markdown)

@@ -14,7 +14,6 @@ what is stored per round does not depend on which model made the vectors, only o
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import tempfile
 import time
@@ -22,6 +21,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonfile import save_report
 from graphrecall import Memory, Scope, Settings
 from graphrecall.embed import HashingEmbedder
 
@@ -155,11 +155,7 @@ def main() -> None:
     sizes = [int(x) for x in a.sizes.split(",") if x]
     with tempfile.TemporaryDirectory() as tmp:
         res = run(a.work or Path(tmp), sizes, a.turns)
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "footprint.json").write_text(json.dumps(res, indent=2))
-    md = report(res)
-    (a.out / "footprint.md").write_text(md + "\n")
-    print(md)
+    save_report(a.out, "footprint", res, report(res))
 
 
 if __name__ == "__main__":

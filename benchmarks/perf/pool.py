@@ -14,7 +14,6 @@ Hashing embedder: the store's part of a search only.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonfile import save_report
 from graphrecall import Memory, Scope, Settings
 from graphrecall.cli_common import positive_int, positive_int_list
 from graphrecall.embed import HashingEmbedder
@@ -109,11 +109,7 @@ def main() -> None:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         res = run(Path(tmp), a.users, a.rounds, a.sizes, a.queries, a.pairs)
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "pool.json").write_text(json.dumps(res, indent=2))
-    md = report(res)
-    (a.out / "pool.md").write_text(md + "\n")
-    print(md)
+    save_report(a.out, "pool", res, report(res))
 
 
 if __name__ == "__main__":

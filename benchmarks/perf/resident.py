@@ -16,7 +16,6 @@ of a search, without the model's query embedding). Prints p50/p95 per size and p
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import statistics
 import tempfile
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonfile import save_report
 from graphrecall import Memory, Scope, Settings
 from graphrecall.cli_common import positive_int, positive_int_list
 from graphrecall.embed import HashingEmbedder
@@ -111,11 +111,7 @@ def main() -> None:
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         res = run(Path(tmp), a.sizes, a.queries, a.pairs)
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "resident.json").write_text(json.dumps(res, indent=2))
-    md = report(res)
-    (a.out / "resident.md").write_text(md + "\n")
-    print(md)
+    save_report(a.out, "resident", res, report(res))
 
 
 if __name__ == "__main__":
