@@ -188,6 +188,13 @@ class Settings(BaseModel):
         "commit and checkpoint dominate a flush. Under the HTTP load benchmark: 0.5 s 33, 5 s 44 requests/s "
         "(before query batching); 5 s 91, 20 s 98 requests/s for users with a past (docs/benchmarks.md)",
     )
+    flush_concurrency: int = Field(
+        default_factory=lambda: max(1, (os.cpu_count() or 2) // 2),
+        ge=1,
+        description="how many scopes' flushers write into Kuzu at once in the background (default: half the "
+        "cores). A flush of a scope's batch and its checkpoint is ~0.2-0.3 s of CPU; with 20 users flushing "
+        "together on 2 cores, requests waited over a second behind them (docs/benchmarks.md)",
+    )
     resident_rounds: int = Field(
         default=64,
         ge=0,
@@ -210,6 +217,7 @@ class Settings(BaseModel):
             ("GRAPHRECALL_POOL_SIZE", "pool_size", int),
             ("GRAPHRECALL_FLUSH_MAX_AGE_S", "flush_max_age_s", float),
             ("GRAPHRECALL_RESIDENT_ROUNDS", "resident_rounds", int),
+            ("GRAPHRECALL_FLUSH_CONCURRENCY", "flush_concurrency", int),
         )
         for var, field, kind in numbers:
             if env.get(var):

@@ -159,6 +159,7 @@ class Memory:
             capacity=2 * self.settings.pool_size,  # a scope that lives in its log has a log and no database
             max_age_s=self.settings.flush_max_age_s,
             resident_rounds=self.settings.resident_rounds,
+            flush_slots=self.settings.flush_concurrency,
         )
         self._recall = Recall(
             self._pool, self._logs, embedder, retrieval or self.settings.retrieval, reranker

@@ -12,8 +12,17 @@ def test_numbers_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("GRAPHRECALL_POOL_SIZE", "8")
     monkeypatch.setenv("GRAPHRECALL_FLUSH_MAX_AGE_S", "2.5")
     monkeypatch.setenv("GRAPHRECALL_RESIDENT_ROUNDS", "0")
+    monkeypatch.setenv("GRAPHRECALL_FLUSH_CONCURRENCY", "3")
     s = Settings.from_env()
-    assert (s.pool_size, s.flush_max_age_s, s.resident_rounds) == (8, 2.5, 0)
+    assert (s.pool_size, s.flush_max_age_s, s.resident_rounds, s.flush_concurrency) == (8, 2.5, 0, 3)
+
+
+def test_flushes_take_half_the_cores_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GRAPHRECALL_FLUSH_CONCURRENCY", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert Settings.from_env().flush_concurrency == 4
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    assert Settings.from_env().flush_concurrency == 1
 
 
 @pytest.mark.parametrize(
@@ -24,6 +33,7 @@ def test_numbers_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
         ("GRAPHRECALL_FLUSH_MAX_AGE_S", "soon", "not a number"),
         ("GRAPHRECALL_POOL_SIZE", "0", "greater than or equal to 1"),
         ("GRAPHRECALL_RESIDENT_ROUNDS", "-1", "greater than or equal to 0"),
+        ("GRAPHRECALL_FLUSH_CONCURRENCY", "0", "greater than or equal to 1"),
     ],
 )
 def test_a_bad_value_names_its_variable(

@@ -270,3 +270,63 @@ def test_hold_keeps_entries_in_the_log_past_their_age_and_close_until_it_lets_go
     with ScopeLog(path, dim=DIM, apply=store2, max_age_s=3600, hold=lambda tail: True) as sl:
         sl.append(turn(3))
         assert sl.flush() == 1 and store2.applied == [4]  # an explicit flush is never held
+
+
+def test_new_writes_after_a_batch_wait_their_own_age_until_the_checkpoint(tmp_path: Path) -> None:
+    """With a checkpoint hook, entries written after a batch are due one age after that batch: not each on its own
+    as soon as the first applied entry is older than the age (which made every write a Kuzu transaction of its
+    own between a batch and its checkpoint)."""
+    wlog = WriteLog(tmp_path / "u.log.sqlite")
+    store = FakeStore()
+    f = Flusher(
+        wlog, store, batch_entries=100, max_age_s=10.0, jitter=0.0, checkpoint=lambda: None,
+        checkpoint_age_s=3600, start=False,
+    )  # fmt: skip
+    wlog.append(turn(0))
+    f._apply(wlog.pending(100), raise_errors=True)
+    f._applied_at = time.monotonic() - 60  # the first batch was applied a minute ago
+    wlog.append(turn(1))
+    assert f._due_in(time.monotonic()) > 5  # the new entry waits for its age, not for the first entry's
+    f._last_batch_at = time.monotonic() - 11
+    assert f._due_in(time.monotonic()) <= 0
+    wlog.close()
+
+
+def test_ages_are_drawn_below_the_maximum_so_scopes_written_together_drift_apart(tmp_path: Path) -> None:
+    wlog = WriteLog(tmp_path / "u.log.sqlite")
+    f = Flusher(wlog, FakeStore(), max_age_s=10.0, jitter=0.2, start=False)
+    ages = {f._draw_age() for _ in range(50)}
+    assert all(8.0 <= a <= 10.0 for a in ages) and len(ages) > 1
+    wlog.close()
+
+
+def test_shared_slots_bound_how_many_scopes_flush_at_once_and_all_still_flush(tmp_path: Path) -> None:
+    """A flush is CPU work; scopes that flush together took every core from requests. With one slot between
+    them, four scopes' background flushes run one at a time, and all of them get done."""
+    slots = threading.BoundedSemaphore(1)
+    running, peak, lock = 0, 0, threading.Lock()
+    applied: list[int] = []
+
+    def slow_apply(entries: Sequence[WriteEntry]) -> None:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        time.sleep(0.05)
+        with lock:
+            running -= 1
+            applied.extend(e.seq for e in entries)
+
+    logs = [
+        ScopeLog(tmp_path / f"u{i}.log.sqlite", dim=DIM, apply=slow_apply, max_age_s=0.0, slots=slots)
+        for i in range(4)
+    ]
+    try:
+        for sl in logs:
+            for i in range(3):
+                sl.append(turn(i))
+        until(lambda: len(applied) == 12)
+        assert peak == 1
+    finally:
+        for sl in logs:
+            sl.close()

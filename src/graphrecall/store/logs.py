@@ -54,15 +54,18 @@ class ScopeLogs:
         batch_entries: int = 64,
         max_age_s: float = 5.0,
         resident_rounds: int = RESIDENT_ROUNDS,
+        flush_slots: int = 1,
     ) -> None:
         """``resident_rounds``: a scope with no Kuzu database stays in its log below this many rounds (0: every
-        scope is flushed into Kuzu as its writes come)."""
+        scope is flushed into Kuzu as its writes come). ``flush_slots``: how many scopes' flushers write to Kuzu
+        in the background at once (``Flusher``'s ``slots``)."""
         self._pool = pool
         self.resident_rounds = max(0, resident_rounds)
         self._dim = dim
         self._capacity = max(1, capacity)
         self._batch_entries = batch_entries
         self._max_age_s = max_age_s
+        self._flush_slots = threading.BoundedSemaphore(max(1, flush_slots))
         self._open: OrderedDict[Scope, ScopeLog] = OrderedDict()
         self._lock = threading.Lock()
         self._scope_locks: dict[Scope, threading.Lock] = {}  # writes of a scope, one at a time
@@ -114,6 +117,7 @@ class ScopeLogs:
                     check=self._check_embedder,
                     batch_entries=self._batch_entries,
                     max_age_s=self._max_age_s,
+                    slots=self._flush_slots,
                 )
             except BaseException:
                 proclock.release(path)

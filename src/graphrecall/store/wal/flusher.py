@@ -20,6 +20,7 @@ take the flusher's locks (they read Kuzu and the ``TailIndex``), so a slow flush
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -56,6 +57,7 @@ class Flusher:
         checkpoint: Callable[[], None] | None = None,
         checkpoint_age_s: float = 2.0,
         hold: Callable[[], bool] | None = None,
+        slots: threading.Semaphore | None = None,
         name: str = "",
         start: bool = True,
     ) -> None:
@@ -64,7 +66,11 @@ class Flusher:
         after it ran, at most ``checkpoint_age_s`` after the first of them was applied (and on ``flush``).
         ``hold()``, asked whenever a batch could be due, keeps the entries in the log while it returns True: no
         batch by count or age and none at ``close``; only ``flush()`` and ``kick()`` move them (a small scope that
-        lives in its log, ``store.logs``)."""
+        lives in its log, ``store.logs``). ``slots``, shared by the flushers of a process, bounds how many of them
+        write to Kuzu in the background at once (``flush()`` does not take one): a flush is CPU work (~0.2-0.3 s
+        for a batch of turns and its checkpoint), and many scopes flushing together took every core from the
+        requests (docs/benchmarks.md). ``max_age_s`` is drawn anew for each batch within ``jitter`` below it, so
+        scopes written at the same moment do not stay in step."""
         if batch_entries < 1 or max_age_s < 0 or backoff_s <= 0 or max_backoff_s < backoff_s:
             raise ValueError(
                 "batch_entries >= 1, max_age_s >= 0 and 0 < backoff_s <= max_backoff_s are required"
@@ -80,11 +86,14 @@ class Flusher:
         self.checkpoint = checkpoint
         self.checkpoint_age_s = checkpoint_age_s
         self.hold = hold
+        self.slots = slots
+        self._age_s = self._draw_age()
         self.name = name or str(wlog.path)
         # Applied to Kuzu but not yet checkpointed (so still in the log): the highest seq, how many, since when.
         self._applied_seq = 0
         self._applied_count = 0
         self._applied_at: float | None = None
+        self._last_batch_at: float | None = None
         # _io serializes batches (background thread vs flush()); _cond only guards the wake-up state below.
         self._io = threading.Lock()
         self._cond = threading.Condition()
@@ -166,10 +175,12 @@ class Flusher:
         durable_in = self._applied_at + self.checkpoint_age_s - now if self._applied_at is not None else None
         if waiting <= 0:
             return durable_in
-        oldest = self.log.oldest_pending_at if self._applied_count == 0 else self._applied_at
+        # The entries after the applied ones arrived after its last batch: due one age after that batch (the
+        # first applied entry's time would make every later write a batch of its own until the checkpoint).
+        oldest = self.log.oldest_pending_at if self._applied_count == 0 else self._last_batch_at
         if self._kick or waiting >= self.batch_entries or oldest is None:
             return 0.0
-        due = oldest + self.max_age_s - now
+        due = oldest + self._age_s - now
         return due if durable_in is None else min(due, durable_in)
 
     def _run(self) -> None:
@@ -184,7 +195,7 @@ class Flusher:
                     return
                 self._kick = False
             try:
-                with self._io:
+                with self.slots or contextlib.nullcontext(), self._io:
                     batch = self.log.pending(self.batch_entries, after=self._applied_seq)
                     if batch:
                         self._apply(batch, raise_errors=False)
@@ -194,6 +205,10 @@ class Flusher:
                         self._make_durable(raise_errors=False)
             except Exception as e:  # reading the log failed (corrupt entry, I/O): back off, keep running
                 self._failed(e, None)
+            self._age_s = self._draw_age()
+
+    def _draw_age(self) -> float:
+        return self.max_age_s * (1.0 - self.jitter * random.random())
 
     def _apply(self, batch: Sequence[WriteEntry], *, raise_errors: bool) -> None:
         first, last = batch[0].seq, batch[-1].seq
@@ -212,8 +227,9 @@ class Flusher:
         if self.checkpoint is not None:
             self._applied_seq = last
             self._applied_count += len(batch)
+            self._last_batch_at = time.monotonic()
             if self._applied_at is None:
-                self._applied_at = time.monotonic()
+                self._applied_at = self._last_batch_at
             self._succeeded()
             return
         try:
