@@ -69,6 +69,7 @@ from graphrecall.server.schemas import (
     SessionsResponse,
     SupersedeRequest,
 )
+from graphrecall.server.warmup import warm_up
 
 T = TypeVar("T")
 
@@ -410,8 +411,10 @@ def create_app(
     auth: ApiKeyAuth | None,
     insecure_local: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    warm: bool = True,
 ) -> FastAPI:
-    """Build the app around an open ``Memory`` (the caller opens and closes it).
+    """Build the app around an open ``Memory`` (the caller opens and closes it). ``warm``: at start-up, load the
+    embedding model and freeze the start-up heap out of garbage collection (``server.warmup``).
 
     ``auth=None`` serves without authentication and must be asked for with ``insecure_local=True``; binding such a
     server to loopback only is ``run_server``'s job, since only it knows the host.
@@ -427,6 +430,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if warm:
+            await anyio.to_thread.run_sync(warm_up, memory.embedder)
         ready["ok"] = True
         yield
         ready["ok"] = False
