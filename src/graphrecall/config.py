@@ -93,6 +93,22 @@ class RetrievalConfig(BaseModel):
         "ndcg@10, and weight 1 (LongMemEval -0.003) puts a newer, merely related round above the README demo's "
         "answer to 'Where do I work now?' (docs/benchmarks.md, small stores)",
     )
+    newer_restatements: Literal["off", "now", "always"] = Field(
+        default="now",
+        description="among the best `restatement_top` hits, put a round above an older one that it restates (user-side "
+        "cosine >= `restatement_similarity`): the latest version of an answer that changed (retrieve.updates). "
+        "'now' (default): only for questions about how things are now (retrieve.intent); 'always': for every "
+        "question (measured: small-store R@1 falls, docs/benchmarks.md); 'off'",
+    )
+    restatement_similarity: float = Field(
+        default=0.5,
+        ge=-1.0,
+        le=1.0,
+        description="user-side cosine from which two rounds state the same thing. 0.5: small-store R@1 +0.039 on "
+        "both halves, LongMemEval and LoCoMo dev unchanged (0.3, best on the dev half, cost LongMemEval 0.005 turn "
+        "ndcg@10; docs/benchmarks.md)",
+    )
+    restatement_top: int = Field(default=5, ge=2, description="how many of the best hits may be reordered so")
     recency_pool: int = Field(
         default=10,
         ge=1,

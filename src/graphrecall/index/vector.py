@@ -47,6 +47,7 @@ class VectorIndex(Protocol):
     """What the retriever needs from a vector index: cosine top-k over normalized vectors, durable appends."""
 
     def search(self, vec: F32, k: int) -> list[tuple[str, float]]: ...
+    def vectors(self, ids: Iterable[str]) -> dict[str, F32]: ...
     def add(self, ids: Sequence[str], vecs: F32, *, mark: str | None = None) -> None: ...
     def delete(self, ids: Sequence[str], *, mark: str | None = None) -> None: ...
     def count(self) -> int: ...
@@ -177,6 +178,11 @@ class ExactVectorIndex:
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.argsort(-sims[top], kind="stable")]
         return [(ids[i], float(sims[i])) for i in top]
+
+    def vectors(self, ids: Iterable[str]) -> dict[str, F32]:
+        """The stored (normalized) vector of each id that has one."""
+        mat, row = self._mat, dict(self._row)  # a snapshot, as in ``search``
+        return {rid: mat[row[rid]].copy() for rid in ids if rid in row and row[rid] < len(mat)}
 
     def count(self) -> int:
         return len(self._row)
@@ -393,6 +399,9 @@ class TieredVectorIndex:
 
     def delete(self, ids: Sequence[str], *, mark: str | None = None) -> None:
         self.exact.delete(ids, mark=mark)
+
+    def vectors(self, ids: Iterable[str]) -> dict[str, F32]:
+        return self.exact.vectors(ids)
 
     def count(self) -> int:
         return self.exact.count()

@@ -32,6 +32,7 @@ from graphrecall.retrieve.lexical import pool_bm25
 from graphrecall.retrieve.rerank import Reranker
 from graphrecall.retrieve.stages import StageRunner, on_search_worker, stage
 from graphrecall.retrieve.timeparse import parse_time_range
+from graphrecall.retrieve.updates import newer_first
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.wal import TailSnapshot
@@ -198,6 +199,9 @@ class HybridRetriever:
         if self.reranker is not None and ranked:
             with stage(timings, "rerank"):
                 ranked, rerank_scores = self._rerank(query, ranked, rounds)
+        if cfg.newer_restatements == "always" or (cfg.newer_restatements == "now" and asks_about_now(query)):
+            with stage(timings, "restatements"):
+                ranked = self._newer_first(db, tail, ranked, rounds)
         signals: dict[str, dict[str, float]] = {name: dict(lst) for name, lst in lists.items()}
         signals["vector"] = vec
         if "bm25_tail" in signals:  # one BM25 signal per hit, wherever its round is stored
@@ -329,6 +333,21 @@ class HybridRetriever:
         ids = self._head(db, lists, weights, pool, run, self.config.recency_pool)
         dated = sorted((rid for rid in ids if rid in pool), key=lambda rid: (pool[rid].at, rid), reverse=True)
         return [(rid, float(len(dated) - i)) for i, rid in enumerate(dated)]
+
+    def _newer_first(
+        self, db: ScopeDatabase, tail: TailSnapshot | None, ranked: Ranked, rounds: dict[str, Round]
+    ) -> Ranked:
+        top = self.config.restatement_top
+        ids = [rid for rid, _ in ranked[:top]]
+        vectors = tail.vectors(ids) if tail is not None else {}
+        vectors.update(q.round_vectors(db, [rid for rid in ids if rid not in vectors]))
+        return newer_first(
+            ranked,
+            {rid: rounds[rid].at for rid in ids},
+            vectors,
+            top=top,
+            min_similarity=self.config.restatement_similarity,
+        )
 
     def _rerank(
         self, query: str, ranked: Ranked, rounds: dict[str, Round]

@@ -164,6 +164,10 @@ class DerivedIndexes:
         """Cosine top-k, best first."""
         return self.indexes.vector[name].search(np.asarray(vec, dtype=np.float32).reshape(-1), k)
 
+    def vectors(self, name: str, ids: Sequence[str]) -> dict[str, F32]:
+        """Stored vectors by id from the vector index ``name`` (ids it lacks are left out)."""
+        return self.indexes.vector[name].vectors(ids)
+
     def rounds(self, ids: Sequence[str]) -> dict[str, Round]:
         """Rounds by id from the round index's stored documents (ids it lacks are left out)."""
         return {

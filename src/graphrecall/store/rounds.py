@@ -143,6 +143,11 @@ def vector_search(db: ScopeDatabase, index: str, vec: Vectors, k: int) -> list[t
     return db.indexes.vector_search(index, vec, k)
 
 
+def round_vectors(db: ScopeDatabase, ids: Sequence[str], side: str = "user") -> dict[str, Vectors]:
+    """The stored user-side (or reply-side) vectors of these rounds, by id, from the derived index."""
+    return db.indexes.vectors("round_user" if side == "user" else "round_reply", ids)
+
+
 def exact_vector_search(db: ScopeDatabase, column: str, vec: Vectors, k: int) -> list[tuple[str, float]]:
     """The same ranking by a full scan in Kuzu, without an index: the reference the indexes are measured against."""
     rows = db.query(

@@ -184,6 +184,16 @@ class TailSnapshot:
     def get(self, ids: Sequence[str]) -> dict[str, Round]:
         return {i: self._rounds[i].round for i in ids if i in self._rounds}
 
+    def vectors(
+        self, ids: Sequence[str], side: Side = "user"
+    ) -> dict[str, np.ndarray[Any, np.dtype[np.float32]]]:
+        """The user-side (or reply-side) vectors of these rounds that the tail holds, by id."""
+        return {
+            i: (self._rounds[i].user_vec if side == "user" else self._rounds[i].reply_vec)
+            for i in ids
+            if i in self._rounds
+        }
+
     def vector_search(self, vec: Any, k: int, side: Side = "user") -> list[tuple[str, float]]:
         """Top-k (round id, cosine similarity) over the user-side or reply-side vectors, best first."""
         if not self._ids or k < 1:
