@@ -59,6 +59,18 @@ def test_delete_hides_rows_and_a_readded_id_comes_back(tmp_path: Path) -> None:
     assert again.count() == 5 and again.search(vecs[0], 1)[0][0] == "r0"
 
 
+def test_vectors_by_id_are_the_latest_rows_and_leave_out_deleted_or_unknown_ids(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    vecs = _unit(rng, 4)
+    idx = _build(tmp_path / "v", [f"r{i}" for i in range(4)], vecs)
+    new = _unit(rng, 1)
+    idx.add(["r1"], new)
+    idx.delete(["r2"])
+    got = idx.vectors(["r0", "r1", "r2", "nope"])
+    assert set(got) == {"r0", "r1"}
+    assert got["r0"] == pytest.approx(vecs[0]) and got["r1"] == pytest.approx(new[0])
+
+
 def test_an_interrupted_append_is_cut_back_to_the_acknowledged_rows(tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
     idx = _build(tmp_path / "v", ["a", "b"], _unit(rng, 2))

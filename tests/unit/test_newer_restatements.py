@@ -49,11 +49,15 @@ def test_rounds_below_top_or_without_a_vector_stay_where_they_are() -> None:
     ranked = [("a", 3.0), ("b", 2.0), ("c", 1.0)]
     dates = {"a": DAY0, "b": DAY0 + timedelta(days=1), "c": DAY0 + timedelta(days=2)}
     assert newer_first(ranked, dates, {"a": vec(1, 0), "c": vec(1, 0)}, top=2, min_similarity=0.5) == ranked
-    assert newer_first(ranked, dates, {"a": vec(1, 0), "c": vec(1, 0)}, top=3, min_similarity=0.5)[0][0] == "c"
+    assert (
+        newer_first(ranked, dates, {"a": vec(1, 0), "c": vec(1, 0)}, top=3, min_similarity=0.5)[0][0] == "c"
+    )
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[list[tuple[str, float]], dict[str, datetime], dict[str, np.ndarray], int, float]:
+def cases(
+    draw: st.DrawFn,
+) -> tuple[list[tuple[str, float]], dict[str, datetime], dict[str, np.ndarray], int, float]:
     n = draw(st.integers(0, 9))
     ids = [f"r{i}" for i in range(n)]
     scores = sorted(draw(st.lists(st.floats(0, 1), min_size=n, max_size=n)), reverse=True)
@@ -63,7 +67,13 @@ def cases(draw: st.DrawFn) -> tuple[list[tuple[str, float]], dict[str, datetime]
         for rid in ids
         if draw(st.booleans())
     }
-    return list(zip(ids, scores, strict=True)), dates, vectors, draw(st.integers(2, 6)), draw(st.floats(-1, 1))
+    return (
+        list(zip(ids, scores, strict=True)),
+        dates,
+        vectors,
+        draw(st.integers(2, 6)),
+        draw(st.floats(-1, 1)),
+    )
 
 
 @given(cases())
@@ -81,4 +91,6 @@ def test_it_only_permutes_the_head_and_never_puts_a_round_below_an_older_restate
                 va, vb = vectors[a], vectors[b]
                 na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
                 if na and nb:
-                    assert float(va @ vb) / (na * nb) < tau + 1e-6  # else b, newer and alike, would be above a
+                    assert (
+                        float(va @ vb) / (na * nb) < tau + 1e-6
+                    )  # else b, newer and alike, would be above a
