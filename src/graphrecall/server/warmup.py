@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 def warm_up(embedder: Embedder) -> None:
     t0 = time.perf_counter()
+    log.info("loading the embedding model before accepting requests ...")
     embedder.embed(["warm up"], kind="query")
     gc.collect()
     gc.freeze()
