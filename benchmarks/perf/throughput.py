@@ -100,5 +100,5 @@ def measure(root: Path, embedder: Embedder, sessions: list[ChatSession], *, pair
             r["ingest_s"] - r["embed_inside_ingest_s"] for r in runs
         ),
         "storage_overhead_s_median": statistics.median(r["ingest_s"] - r["embed_alone_s"] for r in runs),
-        "target_ratio": 0.9,
+        "target_ratio": 0.95,  # issue 10: 600 rounds in one call >= 0.95x the embedder alone
     }

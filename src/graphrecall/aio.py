@@ -59,6 +59,7 @@ from graphrecall.models import (
     SessionInput,
     TimeRange,
 )
+from graphrecall.params import BATCH_SESSIONS
 from graphrecall.read.models import Answer
 from graphrecall.recall import ScopeRecall
 
@@ -113,7 +114,7 @@ class AsyncMemory:
         scope: ScopeLike,
         sessions: Iterable[SessionInput | Mapping[str, Any]],
         *,
-        batch_sessions: int = 64,
+        batch_sessions: int = BATCH_SESSIONS,
         progress: Progress | None = None,
     ) -> IngestResult:
         # Materialize here: a lazy iterable consumed in another thread would run the caller's generator there.

@@ -166,7 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="date (ISO-8601) for sessions without one; a plain message list without it is dated by the "
         "file's modification time",
     )
-    s.add_argument("--batch", type=_positive, default=64, help="sessions per transaction")
+    s.add_argument(
+        "--batch",
+        type=_positive,
+        default=params.BATCH_SESSIONS,
+        help="sessions per transaction (default: %(default)s)",
+    )
     s.add_argument("--quiet", action="store_true", help="no progress bar, no notices")
     s.add_argument("--extract", action="store_true", help="also extract facts/events with the configured LLM")
     add_llm_options(s)  # -- extraction (cli_common.py) --

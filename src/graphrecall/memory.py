@@ -57,6 +57,7 @@ from graphrecall.models import (
     utcnow,
     validate_identifier,
 )
+from graphrecall.params import BATCH_SESSIONS
 from graphrecall.read.models import Answer
 from graphrecall.recall import Recall, ScopeRecall
 from graphrecall.retrieve.rerank import Reranker, load_reranker
@@ -269,7 +270,7 @@ class Memory:
         scope: ScopeLike,
         sessions: Iterable[SessionInput | Mapping[str, Any]],
         *,
-        batch_sessions: int = 64,
+        batch_sessions: int = BATCH_SESSIONS,
         progress: Progress | None = None,
     ) -> IngestResult:
         """Bulk ingest. Everything is validated before anything is written; each batch of ``batch_sessions`` is

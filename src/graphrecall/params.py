@@ -25,6 +25,10 @@ from graphrecall.errors import InvalidInput
 from graphrecall.models import ensure_utc
 
 MAX_QUERY_CHARS = 10_000
+# Sessions per transaction in bulk ingest (``Memory.add_sessions``, the CLI's ``add --batch``): each transaction
+# ends with a commit, a checkpoint and a derived-index update (~0.2-0.35 s) that nothing overlaps, so a 600-round
+# call in two transactions of 64 sessions paid it twice (docs/benchmarks.md, ingest).
+BATCH_SESSIONS = 128
 MAX_K = 100
 MAX_CONTEXT_K = 200
 MAX_TOKEN_BUDGET = 200_000

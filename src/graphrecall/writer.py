@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -30,8 +30,8 @@ from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.rows import MessageRow, RoundRow
 from graphrecall.store.wal import WriteEntry
 
-# Rounds per COPY when a batch's rounds are written while the next chunk is embedded (``_embed_and_write``).
-ROUND_CHUNK = 48
+# Texts per embedding call when a large batch is embedded while its rounds are written (``_embed_and_write``).
+TEXT_CHUNK = 96
 
 SessionBatch = Sequence[tuple[str, list[Message], datetime | str | None]]
 
@@ -238,12 +238,9 @@ class Writer:
             raise Graduated(f"scope {scope} moved into its database while a write was planned")
 
     def _write_direct(self, db: ScopeDatabase, plan: Plan) -> None:
-        # Chunks of rounds of similar length: each embed call then pads its batches as little as one call over
-        # everything would (unsorted chunks made embedding 1.75x slower). The order rounds are written in is free.
-        by_length = sorted(plan.rounds, key=lambda r: len(ing.embedding_texts(r)[0]))
-        chunks = [by_length[i : i + ROUND_CHUNK] for i in range(0, len(by_length), ROUND_CHUNK)]
+        texts, slots = round_texts(plan.rounds)
         # One chunk: nothing to overlap, so embed before the transaction opens; more: embed while writing.
-        vecs = self.embed_rounds(plan.rounds) if len(chunks) <= 1 else None
+        vecs = self._embed(texts, slots) if len(texts) <= TEXT_CHUNK else None
         with db.write(bulk=True) as txn:
             if vecs is not None:
                 q.write_batch(
@@ -257,56 +254,89 @@ class Writer:
                     dim=self.embedder.dim,
                 )
             else:
-                q.write_messages(
-                    txn,
-                    new_sessions=plan.new_sessions,
-                    messages=plan.messages,
-                    replaced_round_ids=plan.replaced,
-                )
-                self._embed_and_write(txn, chunks)
+                self._embed_and_write(txn, plan, texts, slots)
                 q.touch_sessions(txn, plan.messages)
 
-    def _embed_and_write(self, txn: WriteTxn, chunks: Sequence[Sequence[RoundRow]]) -> None:
-        """Embed chunk k+1 while chunk k is written, all inside the caller's transaction.
+    def _embed_and_write(
+        self, txn: WriteTxn, plan: Plan, texts: Sequence[str], slots: Sequence[tuple[int, int]]
+    ) -> None:
+        """Embed the batch's texts in chunks while the writer thread writes, all inside the caller's transaction:
+        first the messages, then each round as soon as both its vectors are there.
 
-        Why: Kuzu inserts a COPY's rows into the HNSW indexes on one thread (measured: CPU time = wall time), so
-        during the write one of the two cores would sit idle; overlapping it with the next chunk's embedding is
-        what keeps ingest close to the embedder-alone throughput (docs/benchmarks.md). The writer connection is
-        used by one thread at a time: each write waits for the previous one, and an error waits for the write
+        Why overlap: the writes would leave one of the two cores idle if they waited for the embedding (Kuzu's
+        COPY runs on one thread). Why chunks of texts sorted by length over the whole batch, not chunks of rounds:
+        a model call pads each of its batches to its longest text, and a round's two texts differ in length (a
+        short question, a long reply), so 48-round chunks embedded the same texts 7% slower than one call, while
+        96-text chunks sorted over the batch cost the same as one call (docs/benchmarks.md). The writer connection
+        is used by one thread at a time: each write waits for the previous one, and an error waits for the write
         in flight before the transaction is rolled back.
         """
         dim = self.embedder.dim
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        waiting = [1 if u == r else 2 for u, r in slots]  # texts each round still waits for
+        rounds_of: dict[int, list[int]] = {}
+        for j, (u, r) in enumerate(slots):
+            for t in {u, r}:
+                rounds_of.setdefault(t, []).append(j)
+        vecs = np.zeros((len(texts), dim), np.float32)
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphrecall-ingest") as writer:
-            pending: Future[None] | None = None
+            pending = writer.submit(
+                q.write_messages,
+                txn,
+                new_sessions=plan.new_sessions,
+                messages=plan.messages,
+                replaced_round_ids=plan.replaced,
+            )
             try:
-                for chunk in chunks:
-                    vecs = self.embed_rounds(chunk)
-                    if pending is not None:
-                        pending.result()
-                    pending = writer.submit(q.write_rounds, txn, chunk, *vecs, dim)
-                if pending is not None:
+                for start in range(0, len(order), TEXT_CHUNK):
+                    chunk = order[start : start + TEXT_CHUNK]
+                    vecs[chunk] = embed_in_full(self.embedder, [texts[i] for i in chunk])
+                    ready = []
+                    for t in chunk:
+                        for j in rounds_of[t]:
+                            waiting[j] -= 1
+                            if waiting[j] == 0:
+                                ready.append(j)
                     pending.result()
+                    ready.sort()
+                    pending = writer.submit(
+                        q.write_rounds,
+                        txn,
+                        [plan.rounds[j] for j in ready],
+                        vecs[[slots[j][0] for j in ready]],
+                        vecs[[slots[j][1] for j in ready]],
+                        dim,
+                    )
+                pending.result()
             except BaseException:
-                if pending is not None:
-                    wait([pending])  # never roll back while a COPY is running on the connection
+                wait([pending])  # never roll back while a COPY is running on the connection
                 raise
+
+    def _embed(self, texts: Sequence[str], slots: Sequence[tuple[int, int]]) -> tuple[Vectors, Vectors]:
+        vecs = embed_in_full(self.embedder, texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
+        users = vecs[[a for a, _ in slots]] if slots else vecs
+        replies = vecs[[b for _, b in slots]] if slots else vecs
+        return users, replies
 
     def embed_rounds(self, rounds: Sequence[RoundRow]) -> tuple[Vectors, Vectors]:
         """User-turn vectors and reply vectors in one batched call (a round without one side reuses the other). A
         user turn longer than the model's window is embedded in full, as the pooled vector of its passages
         (``embed.passages``)."""
-        texts: list[str] = []
-        slots: list[tuple[int, int]] = []
-        for r in rounds:
-            u, p = ing.embedding_texts(r)
-            texts.append(u)
-            ui = len(texts) - 1
-            if p == u:
-                slots.append((ui, ui))
-            else:
-                texts.append(p)
-                slots.append((ui, len(texts) - 1))
-        vecs = embed_in_full(self.embedder, texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
-        users = vecs[[a for a, _ in slots]] if slots else vecs
-        replies = vecs[[b for _, b in slots]] if slots else vecs
-        return users, replies
+        return self._embed(*round_texts(rounds))
+
+
+def round_texts(rounds: Sequence[RoundRow]) -> tuple[list[str], list[tuple[int, int]]]:
+    """The texts to embed for ``rounds`` and, per round, the positions of its user-side and reply-side text (the
+    same position when the round has one side only, or both sides read alike)."""
+    texts: list[str] = []
+    slots: list[tuple[int, int]] = []
+    for r in rounds:
+        u, p = ing.embedding_texts(r)
+        texts.append(u)
+        ui = len(texts) - 1
+        if p == u:
+            slots.append((ui, ui))
+        else:
+            texts.append(p)
+            slots.append((ui, len(texts) - 1))
+    return texts, slots

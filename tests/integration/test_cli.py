@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from graphrecall import Memory, cli
+from graphrecall.params import BATCH_SESSIONS
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "chat_history.json"
 SCOPE = ["--org", "acme", "--user", "ann"]
@@ -463,7 +464,7 @@ def test_version_and_defaults_in_help(run: Run) -> None:
     code, out, _ = run("--version")
     assert code == 0 and out.strip() == f"graphrecall {__import__('graphrecall').__version__}"
     code, out, _ = run("ingest", "--help")
-    assert code == 0 and "(default: 64)" in " ".join(out.split())
+    assert code == 0 and f"(default: {BATCH_SESSIONS})" in " ".join(out.split())
     assert "(default: None)" not in out and "(default: False)" not in out
 
 

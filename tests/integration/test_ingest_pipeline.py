@@ -1,5 +1,5 @@
-"""Large ingest batches write their rounds chunk by chunk while the next chunk is embedded: the result must be the
-same as one write, and still all or nothing."""
+"""Large ingest batches are embedded in chunks of texts sorted by length while the writer thread writes the rounds
+whose vectors are ready: the result must be the same as one write, and still all or nothing."""
 
 from __future__ import annotations
 
@@ -33,14 +33,16 @@ def sessions(n: int) -> list[dict[str, object]]:
 
 
 class CountingEmbedder(HashingEmbedder):
-    """Counts embed calls: one per chunk of rounds."""
+    """Counts embed calls (one per chunk of texts) and the texts of each."""
 
     def __init__(self) -> None:
         super().__init__(64)
         self.calls = 0
+        self.chunks: list[list[str]] = []
 
     def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
         self.calls += 1
+        self.chunks.append(list(texts))
         return super().embed(texts, kind=kind)
 
 
@@ -68,7 +70,7 @@ def test_chunked_ingest_stores_exactly_what_one_write_stores(
     ) as m:
         m.add_sessions(scope, data)
         expected = snapshot(m, scope)
-    monkeypatch.setattr(writer, "ROUND_CHUNK", 7)  # 9 chunks
+    monkeypatch.setattr(writer, "TEXT_CHUNK", 14)  # 120 texts (a user and a reply side per round): 9 chunks
     monkeypatch.setattr(writer, "LOG_MAX_ROUNDS", 0)  # the chunked path, not the write log
     copies: list[str] = []
     real_copy = WriteTxn.copy
@@ -81,7 +83,7 @@ def test_chunked_ingest_stores_exactly_what_one_write_stores(
     emb = CountingEmbedder()
     with Memory.open(tmp_path / "chunked", embedder=emb, settings=Settings(root=tmp_path / "chunked")) as m:
         m.add_sessions(scope, data)
-        chunk_calls = emb.calls
+        chunk_calls, chunks = emb.calls, list(emb.chunks)
         got = snapshot(m, scope)
         for i in (0, 17, 29):
             [hit] = m.search(scope, f"pottery-{i}", 1)
@@ -90,19 +92,23 @@ def test_chunked_ingest_stores_exactly_what_one_write_stores(
     assert got["counts"] == expected["counts"]
     assert got["kind"] == expected["kind"] and len(got["kind"]) == 30  # every chunk is in the full-text index
     assert chunk_calls == 9
-    assert copies.count("Round:graphrecall-ingest") == 9  # every round COPY ran on the writer thread
+    lengths = [len(t) for chunk in chunks for t in chunk]
+    assert lengths == sorted(lengths)  # chunks of similar length over the whole batch: the least padding
+    round_copies = [c for c in copies if c.startswith("Round:")]
+    assert round_copies and set(round_copies) == {"Round:graphrecall-ingest"}  # written on the writer thread
+    assert "Message:graphrecall-ingest" in copies  # the messages too, while the first chunk was embedded
 
 
 def test_a_failure_in_a_later_chunk_writes_nothing(
     tmp_path: Path, scope: Scope, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(writer, "ROUND_CHUNK", 5)
+    monkeypatch.setattr(writer, "TEXT_CHUNK", 10)
     monkeypatch.setattr(writer, "LOG_MAX_ROUNDS", 0)
     emb = CountingEmbedder()
     real_embed = emb.embed
 
     def embed(texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
-        if emb.calls == 3:  # the fourth chunk: three chunks are written or being written
+        if emb.calls == 3:  # the fourth chunk: the rounds of three chunks are written or being written
             raise RuntimeError("embedder crashed (simulated)")
         return real_embed(texts, kind=kind)
 
@@ -124,7 +130,7 @@ def test_a_failure_in_a_later_chunk_writes_nothing(
 def test_searches_run_while_a_chunked_batch_is_written(
     tmp_path: Path, scope: Scope, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(writer, "ROUND_CHUNK", 8)
+    monkeypatch.setattr(writer, "TEXT_CHUNK", 16)
     monkeypatch.setattr(writer, "LOG_MAX_ROUNDS", 0)
     errors: list[BaseException] = []
     done = threading.Event()
@@ -146,7 +152,7 @@ def test_searches_run_while_a_chunked_batch_is_written(
             t.start()
         try:
             for start in range(2, 60, 20):
-                m.add_sessions(scope, sessions(60)[start : start + 20])  # 40 rounds: 5 chunks each
+                m.add_sessions(scope, sessions(60)[start : start + 20])  # 40 rounds, 80 texts: 5 chunks each
         finally:
             done.set()
             for t in threads:
