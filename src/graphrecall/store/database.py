@@ -467,9 +467,8 @@ class WriteTxn:
             return
         src, dst = ends
         extra = [c for c in data.column_names if c not in ("from", "to")]
-        if (
-            self.small_tables
-        ):  # one statement for all edges: it scans both node tables, cheap while they are small
+        if self.small_tables:
+            # One statement for all edges: it scans both node tables, which is cheap while they are small.
             props = ", ".join(f"{c}: {_typed(f'r.{c}', data.schema.field(c).type)}" for c in extra)
             _run(
                 self._conn,
