@@ -27,6 +27,7 @@ import numpy as np
 from graphrecall import Memory, testing
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import Embedder, TextKind, Vectors
+from graphrecall.embed.base import Wrapper
 from graphrecall.embed.cache import cache_key
 from graphrecall.llm import LLM
 from graphrecall.models import Context, Scope
@@ -104,7 +105,7 @@ def covers_all(inside: Collection[str], gold: Collection[str]) -> float:
     return 1.0 if gold and set(gold) <= set(inside) else 0.0
 
 
-class SeededEmbedder:
+class SeededEmbedder(Wrapper):
     """An embedder that first looks texts up, read-only, in another run's ``CachedEmbedder`` file.
 
     Two benchmark runs over the same data on one machine (e.g. before/after a change, in two checkouts) embed the
@@ -115,18 +116,10 @@ class SeededEmbedder:
     def __init__(self, inner: Embedder, seed: Path) -> None:
         if not seed.exists():
             raise FileNotFoundError(f"--embed-seed {seed} does not exist")
-        self.inner = inner
+        super().__init__(inner)
         self._db = sqlite3.connect(f"file:{seed}?mode=ro", uri=True, check_same_thread=False)
         self._lock = threading.Lock()
         self.seeded = 0
-
-    @property
-    def id(self) -> str:
-        return self.inner.id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
         keys = [cache_key(self.inner.id, kind, t) for t in texts]

@@ -17,25 +17,18 @@ from benchmarks.perf.corpus import ChatSession, embed_texts
 from graphrecall import Memory, testing
 from graphrecall.config import Settings
 from graphrecall.embed import Embedder, TextKind, Vectors
+from graphrecall.embed.base import Wrapper
 from graphrecall.embed.passages import passage_texts
 from graphrecall.models import Scope
 
 
-class RecordingEmbedder:
+class RecordingEmbedder(Wrapper):
     """Passes through to ``inner`` and keeps every text it was asked to embed (to prove both sides match)."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.texts: list[str] = []
         self.seconds = 0.0
-
-    @property
-    def id(self) -> str:
-        return self.inner.id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
         self.texts.extend(texts)

@@ -30,6 +30,22 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors: ...
 
 
+class Wrapper:
+    """Base of an embedder around another one (``inner``): a cache, a batcher, a recorder. It answers for the model
+    it wraps, so its ``id`` and ``dim`` are the inner one's, and ``layers`` walks through it."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def id(self) -> str:
+        return self.inner.id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+
 def layers(embedder: object, depth: int = 8) -> Iterator[object]:
     """``embedder`` and the embedders it wraps (``.inner``: ``CachedEmbedder``, ``BatchingEmbedder``), outermost
     first, at most ``depth`` of them: how a caller finds what one layer knows (the model's window, the batcher's

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphrecall.embed.base import Embedder, TextKind, Vectors
+from graphrecall.embed.base import Embedder, TextKind, Vectors, Wrapper
 
 # ``SentenceTransformerEmbedder`` runs calls of up to 8 texts on ONNX Runtime and larger ones on PyTorch (slower
 # for small batches), so a merged call stays within that.
@@ -42,7 +42,7 @@ class _Call:
     error: BaseException | None = None
 
 
-class BatchingEmbedder:
+class BatchingEmbedder(Wrapper):
     """An ``Embedder`` that merges concurrent small ``embed`` calls into one call of ``inner`` (see the module
     docstring). ``inner``, ``id``, ``dim`` and ``max_tokens`` are the inner embedder's, so wrappers above it
     (``CachedEmbedder``) and passage splitting see the model through it.
@@ -64,7 +64,7 @@ class BatchingEmbedder:
     ) -> None:
         if max_texts < 1 or max_in_flight < 1 or window_s < 0:
             raise ValueError("max_texts and max_in_flight must be >= 1 and window_s >= 0")
-        self.inner = inner
+        super().__init__(inner)
         self.max_texts = max_texts
         self.window_s = window_s
         self.max_in_flight = max_in_flight
@@ -75,14 +75,6 @@ class BatchingEmbedder:
         self._in_flight = 0
         self.calls = 0
         self.texts = 0
-
-    @property
-    def id(self) -> str:
-        return self.inner.id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     @property
     def max_tokens(self) -> int | None:

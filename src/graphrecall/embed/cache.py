@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from graphrecall.embed.base import Embedder, TextKind, Vectors
+from graphrecall.embed.base import Embedder, TextKind, Vectors, Wrapper
 
 BUSY_TIMEOUT_S = 60.0  # how long a write waits for another process's write to the same cache file
 
@@ -27,9 +27,9 @@ def cache_key(embedder_id: str, kind: TextKind, text: str) -> bytes:
     return hashlib.sha256(f"{embedder_id}\x00{kind}\x00{text}".encode()).digest()[:20]
 
 
-class CachedEmbedder:
+class CachedEmbedder(Wrapper):
     def __init__(self, inner: Embedder, *, capacity: int = 50_000, path: str | Path | None = None) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._capacity = capacity
         self._mem: OrderedDict[bytes, Vectors] = OrderedDict()
         self._lock = threading.Lock()
@@ -46,14 +46,6 @@ class CachedEmbedder:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS vec (k BLOB PRIMARY KEY, v BLOB NOT NULL)")
             self._db.commit()
-
-    @property
-    def id(self) -> str:
-        return self.inner.id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def _key(self, text: str, kind: TextKind) -> bytes:
         return cache_key(self.inner.id, kind, text)
