@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-import numpy as np
+from graphrecall.embed.base import normalize_rows
 
 Ranked = list[tuple[str, float]]
 
@@ -33,7 +33,7 @@ def newer_first(
     Rounds keep the scores of the positions they land on, so scores still descend; rounds without a date or a
     vector never move and are never moved over. The rest of the list is unchanged."""
     head = [rid for rid, _ in ranked[:top]]
-    unit = {rid: _unit(vectors[rid]) for rid in head if rid in vectors and rid in dates}
+    unit = {rid: normalize_rows(vectors[rid])[0] for rid in head if rid in vectors and rid in dates}
     i = 0
     while i < len(head):
         here = head[i]
@@ -53,9 +53,3 @@ def newer_first(
         i += 1
     scores = [s for _, s in ranked[:top]]
     return list(zip(head, scores, strict=True)) + list(ranked[top:])
-
-
-def _unit(v: Any) -> np.ndarray[Any, np.dtype[np.float32]]:
-    a: np.ndarray[Any, np.dtype[np.float32]] = np.asarray(v, dtype=np.float32).reshape(-1)
-    n = float(np.linalg.norm(a))
-    return a / n if n > 0 else a
