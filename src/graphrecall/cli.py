@@ -452,8 +452,8 @@ def _ingest_notices(
         from graphrecall.embed.passages import MAX_PASSAGES  # numpy: not for commands that never embed
 
         notice(
-            f"{overlong} message(s) are longer than {MAX_PASSAGES} passages of the embedding model's window "
-            f"(~{window.max_chars:,} characters): their vector pools {MAX_PASSAGES} passages spread over the text "
+            f"{overlong} message(s) are longer than the {MAX_PASSAGES} passages the embedding model reads of one "
+            f"message (~{window.max_chars:,} characters): {MAX_PASSAGES} passages spread over the text stand for it "
             "(the full text is stored and found by keyword search)"
         )
 
@@ -464,10 +464,10 @@ class _Window:
 
     def __init__(self, tokens: int) -> None:
         from graphrecall.embed.passages import CHARS_PER_TOKEN as PASSAGE_CHARS_PER_TOKEN
-        from graphrecall.embed.passages import MAX_PASSAGES
+        from graphrecall.embed.passages import MAX_PASSAGES, PASSAGE_MAX_CHARS
 
         self.tokens = tokens
-        self.max_chars = (tokens - 2) * PASSAGE_CHARS_PER_TOKEN * MAX_PASSAGES
+        self.max_chars = min((tokens - 2) * PASSAGE_CHARS_PER_TOKEN, PASSAGE_MAX_CHARS) * MAX_PASSAGES
 
     def too_long(self, text: str) -> bool:
         return len(text) > self.max_chars

@@ -63,6 +63,11 @@ class RetrievalConfig(BaseModel):
         default=True, description="run independent store queries of a search on worker threads"
     )
     use_reply_vectors: bool = True
+    passage_vectors: bool = Field(
+        default=True,
+        description="score a long user turn by the best of its vector and its passages' (embed.passages): a "
+        "detail in the middle of a long message is found although the turn's pooled vector dilutes it",
+    )
     reply_penalty: float = Field(
         default=0.02, description="subtracted from reply-vector similarity before the max"
     )

@@ -22,7 +22,7 @@ from graphrecall import ingest as ing
 from graphrecall.dates import parse_date
 from graphrecall.embed import Embedder
 from graphrecall.embed.base import Vectors
-from graphrecall.embed.passages import embed_in_full
+from graphrecall.embed.passages import embed_passages
 from graphrecall.models import IngestResult, Message, Scope, utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase, WriteTxn
@@ -205,13 +205,14 @@ class Writer:
         if not plan.messages:
             return plan.result()
         if len(plan.rounds) <= LOG_MAX_ROUNDS:
-            users, replies = self.embed_rounds(plan.rounds)
+            users, replies, passages = self.embed_rounds(plan.rounds)
             entry = WriteEntry.from_rows(
                 sessions=plan.new_sessions,
                 messages=plan.messages,
                 rounds=plan.rounds,
                 user_vectors=users,
                 reply_vectors=replies,
+                passages=passages,
                 replaced_round_ids=plan.replaced,
                 dim=self.embedder.dim,
             )
@@ -250,6 +251,7 @@ class Writer:
                     rounds=plan.rounds,
                     user_vecs=vecs[0],
                     reply_vecs=vecs[1],
+                    passages=vecs[2],
                     replaced_round_ids=plan.replaced,
                     dim=self.embedder.dim,
                 )
@@ -279,6 +281,7 @@ class Writer:
             for t in {u, r}:
                 rounds_of.setdefault(t, []).append(j)
         vecs = np.zeros((len(texts), dim), np.float32)
+        parts: list[Vectors | None] = [None] * len(texts)  # a long text's passage vectors
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="graphrecall-ingest") as writer:
             pending = writer.submit(
                 q.write_messages,
@@ -290,7 +293,9 @@ class Writer:
             try:
                 for start in range(0, len(order), TEXT_CHUNK):
                     chunk = order[start : start + TEXT_CHUNK]
-                    vecs[chunk] = embed_in_full(self.embedder, [texts[i] for i in chunk])
+                    vecs[chunk], chunk_parts = embed_passages(self.embedder, [texts[i] for i in chunk])
+                    for t, p in zip(chunk, chunk_parts, strict=True):
+                        parts[t] = p
                     ready = []
                     for t in chunk:
                         for j in rounds_of[t]:
@@ -306,22 +311,28 @@ class Writer:
                         vecs[[slots[j][0] for j in ready]],
                         vecs[[slots[j][1] for j in ready]],
                         dim,
+                        [parts[slots[j][0]] for j in ready],
                     )
                 pending.result()
             except BaseException:
                 wait([pending])  # never roll back while a COPY is running on the connection
                 raise
 
-    def _embed(self, texts: Sequence[str], slots: Sequence[tuple[int, int]]) -> tuple[Vectors, Vectors]:
-        vecs = embed_in_full(self.embedder, texts) if texts else np.zeros((0, self.embedder.dim), np.float32)
-        users = vecs[[a for a, _ in slots]] if slots else vecs
-        replies = vecs[[b for _, b in slots]] if slots else vecs
-        return users, replies
+    def _embed(
+        self, texts: Sequence[str], slots: Sequence[tuple[int, int]]
+    ) -> tuple[Vectors, Vectors, list[Vectors | None]]:
+        if not texts:
+            empty = np.zeros((0, self.embedder.dim), np.float32)
+            return empty, empty, []
+        vecs, parts = embed_passages(self.embedder, texts)
+        users = vecs[[a for a, _ in slots]]
+        replies = vecs[[b for _, b in slots]]
+        return users, replies, [parts[a] for a, _ in slots]
 
-    def embed_rounds(self, rounds: Sequence[RoundRow]) -> tuple[Vectors, Vectors]:
-        """User-turn vectors and reply vectors in one batched call (a round without one side reuses the other). A
-        user turn longer than the model's window is embedded in full, as the pooled vector of its passages
-        (``embed.passages``)."""
+    def embed_rounds(self, rounds: Sequence[RoundRow]) -> tuple[Vectors, Vectors, list[Vectors | None]]:
+        """User-turn vectors, reply vectors and the user turns' passage vectors, in one batched call (a round
+        without one side reuses the other). A user turn longer than the model's window is embedded in full: its
+        vector pools its passages', which are kept too (``embed.passages``)."""
         return self._embed(*round_texts(rounds))
 
 

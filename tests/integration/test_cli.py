@@ -564,6 +564,6 @@ def test_messages_too_long_to_embed_in_full_are_reported(
         )
     )  # fmt: skip
     code, _, err = run("ingest", history, *SCOPE)
-    assert code == 0 and "1 message(s) are longer than 64 passages of the embedding model's window" in err
+    assert code == 0 and "1 message(s) are longer than the 128 passages the embedding model reads" in err
     code, _, err = run("ingest", EXAMPLE, "--org", "acme", "--user", "bo")
     assert code == 0 and "window" not in err

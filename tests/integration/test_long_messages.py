@@ -1,8 +1,9 @@
-"""A long message is embedded in full (its passages pooled), so what it says past the model's window reaches its
-vector; with the real bundled model (all-MiniLM-L6-v2, 256-token window).
+"""A long message is embedded in full, so what it says past the model's window is found: its vector pools its
+passages', and each passage is a vector of the round too; with the real bundled model (all-MiniLM-L6-v2, 256-token
+window).
 
-A known limit, measured here: one pooled vector carries a detail at a quarter of its weight, so a short round that
-shares a word with the question can still outrank it by meaning alone (docs/architecture.md, the ingest paragraph on long user turns)."""
+Why both, measured here: one pooled vector carries a detail at a fraction of its weight, so a short round can
+outrank the long one by meaning alone; the best passage does not dilute it (docs/architecture.md, ingest)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import numpy as np
 import pytest
 from tests.dialogues import dialogue_sessions
 
-from graphrecall import Memory, Scope, Settings, testing
-from graphrecall.embed.passages import embed_in_full, passage_chars
+from graphrecall import Memory, RetrievalConfig, Scope, Settings, testing
+from graphrecall.embed.passages import embed_in_full, embed_passages, passage_chars
+from graphrecall.retrieve.retriever import HybridRetriever
 
 SCOPE = Scope(org_id="acme", user_id="long")
 
@@ -34,6 +36,10 @@ SESSIONS = {
     "gym": ["I signed up for a climbing gym downtown.", "Bouldering is a great workout."],
     "coffee": ["I switched from espresso to pour-over coffee.", "A V60 brings out fruity notes."],
     "cooking": ["I baked sourdough bread for the first time.", "How did the crust turn out?"],
+    "lake": [
+        "We rented a small motorboat on the lake last summer.",
+        "Sounds relaxing.",
+    ],  # near, not the answer
 }
 
 
@@ -71,3 +77,79 @@ def test_the_pooled_vector_is_closer_to_the_tail_than_the_window_alone(mem: Memo
     [trip] = mem.embedder.embed(["my conference trip to Vienna"], kind="query")
     assert float(pooled @ trip) > 0.3  # and it still says what most of the message is about
     assert np.isclose(np.linalg.norm(pooled), 1.0, atol=1e-5)
+
+
+def test_each_passage_of_the_long_turn_is_stored_beside_its_round(mem: Memory) -> None:
+    _, [parts] = embed_passages(mem.embedder, [LONG])
+    assert parts is not None and len(parts) >= 4
+    with testing.database(mem, SCOPE, create=False) as db:
+        rows = db.query(
+            "MATCH (p:Passage)-[:PASSAGE_OF]->(r:Round) RETURN r.session_id, p.id, p.idx, p.embedding ORDER BY p.idx"
+        )
+        assert db.indexes.count("round_passage") == len(parts)
+    assert [r[0] for r in rows] == ["trip"] * len(parts)  # short turns have none
+    assert [r[2] for r in rows] == list(range(len(parts)))
+    np.testing.assert_allclose(np.asarray([r[3] for r in rows], dtype=np.float32), parts, atol=1e-5)
+
+
+QUESTIONS = ("What boat am I restoring?", "Tell me about my sailboat project", "wooden sailboat in the barn")
+
+
+VECTOR_ONLY = {
+    "weights": {"vector": 1.0, "bm25": 0.0, "bm25_user": 0.0, "fact": 0.0, "event": 0.0, "entity": 0.0}
+}
+
+
+def _vector_only(mem: Memory, question: str, *, passages: bool, use_index: bool = True) -> list[str]:
+    cfg = RetrievalConfig(**VECTOR_ONLY, passage_vectors=passages)
+    with testing.database(mem, SCOPE) as db:
+        hits = HybridRetriever(mem.embedder, cfg).search(db, question, 3, use_index=use_index)
+    return [h.session_id for h in hits]
+
+
+@pytest.mark.parametrize("use_index", [True, False], ids=["index", "kuzu-scan"])
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_a_detail_deep_in_a_long_turn_ranks_it_first_by_meaning_alone(
+    mem: Memory, question: str, use_index: bool
+) -> None:
+    assert _vector_only(mem, question, passages=True, use_index=use_index)[0] == "trip"
+
+
+def test_without_its_passages_the_pooled_vector_loses_the_detail(mem: Memory) -> None:
+    """The limit the passages remove (the module docstring): the pooled vector alone does not rank the trip first
+    for every one of these questions."""
+    assert any(_vector_only(mem, q, passages=False)[0] != "trip" for q in QUESTIONS)
+
+
+def test_unflushed_long_turns_are_searched_by_their_passages_too(tmp_path: Path, mem: Memory) -> None:
+    cfg = RetrievalConfig(**VECTOR_ONLY)
+    with Memory.open(tmp_path, settings=Settings(root=tmp_path), embedder=mem.embedder, retrieval=cfg) as m:
+        m.add_sessions(SCOPE, dialogue_sessions(SESSIONS))  # small: it stays in the write log's tail
+        for question in QUESTIONS:
+            assert m.search(SCOPE, question, k=3)[0].session_id == "trip", question
+        logged = m.search(SCOPE, QUESTIONS[0], k=3)
+        m.flush()
+        stored = m.search(SCOPE, QUESTIONS[0], k=3)
+    assert [(h.id, round(h.signals["vector"], 5)) for h in logged] == [
+        (h.id, round(h.signals["vector"], 5)) for h in stored
+    ]
+
+
+def test_a_rewritten_or_erased_long_round_takes_its_passages_with_it(tmp_path: Path, mem: Memory) -> None:
+    scope = Scope(org_id="acme", user_id="rewrite")
+    with Memory.open(tmp_path, settings=Settings(root=tmp_path), embedder=mem.embedder) as m:
+        m.add_session(scope, [{"role": "user", "content": LONG}], session_id="trip", date="2024-04-01")
+        m.flush()
+        # the reply joins the stored round: it is written again, with the same passages
+        m.add_session(scope, [{"role": "assistant", "content": "What a week."}], session_id="trip")
+        m.flush()
+        with testing.database(m, scope, create=False) as db:
+            [[n, rounds]] = db.query(
+                "MATCH (p:Passage)-[:PASSAGE_OF]->(r:Round) RETURN count(p), count(DISTINCT r)"
+            )
+            assert n == db.indexes.count("round_passage") > 1 and rounds == 1
+            assert db.query("MATCH (p:Passage) RETURN count(p)") == [[n]]
+        m.erase(scope, session_ids=["trip"])
+        with testing.database(m, scope, create=False) as db:
+            assert db.query("MATCH (p:Passage) RETURN count(p)") == [[0]]
+            assert db.indexes.count("round_passage") == 0

@@ -1,4 +1,4 @@
-"""Long texts are embedded in full: passages that fit the window, pooled; short texts exactly as before."""
+"""Long texts are embedded in full: short passages, each kept and pooled; short texts exactly as before."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from graphrecall.embed.base import TextKind, Vectors, normalize_rows
 from graphrecall.embed.passages import (
     CHARS_PER_TOKEN,
     MAX_PASSAGES,
+    PASSAGE_MAX_CHARS,
     embed_in_full,
+    embed_passages,
     passage_chars,
     split_passages,
     spread,
@@ -109,3 +111,24 @@ def test_a_text_past_the_cap_embeds_max_passages_spread_over_it() -> None:
 def test_kind_is_passed_through(kind: TextKind) -> None:
     model = WindowedEmbedder(max_tokens=12)
     assert embed_in_full(model, ["word " * 50], kind=kind).shape == (1, 64)
+
+
+def test_embed_passages_keeps_each_passage_of_a_long_text_and_none_for_a_short_one() -> None:
+    model = WindowedEmbedder(max_tokens=12)
+    long = "My cat is called Miso. " * 6 + "The invoice INV-88213 is unpaid."
+    pooled, [parts, none] = embed_passages(model, [long, "short"])
+    [call] = model.calls
+    assert none is None and parts is not None and len(parts) == len(call) - 1
+    np.testing.assert_allclose(np.linalg.norm(parts, axis=1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(parts, normalize_rows(model.inner.embed(call[:-1])), atol=1e-6)
+    np.testing.assert_allclose(pooled[0], embed_in_full(model, [long])[0], atol=1e-6)
+
+
+def test_passages_are_short_even_when_the_window_is_long() -> None:
+    model = WindowedEmbedder(max_tokens=512)  # a window of ~1,500 characters
+    long = " ".join(f"Sentence number {i} says something." for i in range(100))
+    _, [parts] = embed_passages(model, [long])
+    [call] = model.calls
+    assert parts is not None and len(parts) == len(call) > 1
+    assert all(len(p) <= PASSAGE_MAX_CHARS for p in call)
+    assert len(" ".join(call)) == len(long)

@@ -175,3 +175,61 @@ def test_entries_check_their_vectors() -> None:
         )  # fmt: skip
     with pytest.raises(ValidationError, match="user_vectors has 8 bytes"):
         WriteEntry(dim=DIM, rounds=good.rounds, user_vectors=b"\0" * 8, reply_vectors=good.reply_vectors)
+
+
+def with_passages(i: int, counts: list[int]) -> WriteEntry:
+    """``turn(i)``'s session grown to ``len(counts)`` rounds, round ``j`` with ``counts[j]`` passage vectors."""
+    sid = f"p{i}"
+    date = datetime(2024, 2, 1 + i % 28, 9, 0)
+    msgs = [Message(role=r, content=f"{r} {j}") for j in range(len(counts)) for r in ("user", "assistant")]
+    rows = message_rows(sid, msgs, start_idx=0, date=date)
+    rounds = build_rounds(sid, rows)
+    rng = np.random.default_rng(i)
+    return WriteEntry.from_rows(
+        sessions=[(sid, date)],
+        messages=rows,
+        rounds=rounds,
+        user_vectors=rng.standard_normal((len(rounds), DIM)),
+        reply_vectors=rng.standard_normal((len(rounds), DIM)),
+        passages=[rng.standard_normal((c, DIM)) if c else None for c in counts],
+        dim=DIM,
+    )
+
+
+def test_passage_vectors_come_back_bit_for_bit_with_their_rounds(tmp_path: Path) -> None:
+    written = with_passages(1, [3, 0, 2])
+    assert written.version == 2 and written.passage_counts == [3, 0, 2]
+    with WriteLog(tmp_path / "u.log.sqlite") as log:
+        log.append(turn(0))
+        log.append(written)
+    with WriteLog(tmp_path / "u.log.sqlite") as log:
+        plain, back = log.pending()
+    assert plain.version == 1 and plain.passages() == [None]  # no passages: readable by older code
+    assert back.model_copy(update={"seq": 0}) == written
+    first, none, last = back.passages()
+    assert none is None and first is not None and last is not None
+    assert np.array_equal(
+        np.concatenate([first, last]), np.concatenate([p for p in written.passages() if p is not None])
+    )
+    assert first.shape == (3, DIM) and last.shape == (2, DIM)
+
+
+def test_a_version_1_entry_reads_as_one_without_passages() -> None:
+    old = turn(2)
+    payload = old.payload_json()
+    assert '"version":1' in payload
+    back = WriteEntry.from_stored(9, payload.replace(',"passage_counts":[]', ""), old.vector_blob())
+    assert back.passages() == [None] and back.passage_counts == []
+
+
+def test_passage_counts_must_match_the_rounds_and_the_blob() -> None:
+    good = with_passages(3, [2])
+    with pytest.raises(ValueError, match="1 passage arrays for 2 rounds"):
+        WriteEntry.from_rows(
+            sessions=[], messages=[], rounds=with_passages(3, [1, 1]).rounds, user_vectors=np.zeros((2, DIM)),
+            reply_vectors=np.zeros((2, DIM)), passages=[np.zeros((1, DIM))], dim=DIM,
+        )  # fmt: skip
+    with pytest.raises(ValueError, match=r"vector blob has \d+ bytes; 1 rounds and 2 passages"):
+        WriteEntry.from_stored(1, good.payload_json(), good.vector_blob()[:-4])
+    with pytest.raises(ValidationError, match="passage_vectors has 8 bytes; 2 passages"):
+        good.model_validate({**good.model_dump(), "passage_vectors": b"\0" * 8})

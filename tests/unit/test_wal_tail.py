@@ -139,3 +139,26 @@ def test_entries_must_come_from_the_log_and_match_the_dimension() -> None:
         tail.add(entry("s1", ["x"], 1).model_copy(update={"seq": 0}))
     with pytest.raises(ValueError, match="dim 4; this tail holds dim 8"):
         TailIndex(8).add(entry("s1", ["x"], 1))
+
+
+def test_a_long_user_turn_scores_the_best_of_its_vector_and_its_passages() -> None:
+    tail = TailIndex(DIM)
+    plain = entry("dog", ["I adopted a beagle", "lovely"], 1, user_axis=0)
+    long = entry("trip", ["A long story about a trip", "nice"], 2, user_axis=1)
+    long = WriteEntry.from_rows(
+        sessions=[("trip", datetime(2024, 5, 2))],
+        messages=[],
+        rounds=long.rounds,
+        user_vectors=long.user_matrix(),
+        reply_vectors=long.reply_matrix(),
+        passages=[np.stack([AXES[1], AXES[2] * 0.6 + AXES[3] * 0.8])],
+        dim=DIM,
+    ).model_copy(update={"seq": 2})
+    tail.add(plain)
+    tail.add(long)
+    snap = tail.snapshot()
+    # the query is nearest the trip's second passage (0.8), not its pooled vector (0.0) nor the dog (0.6)
+    query = [0.6, 0, 0, 0.8]
+    assert snap.vector_search(query, 2) == [("trip@0", pytest.approx(0.64)), ("dog@0", pytest.approx(0.6))]
+    assert snap.vector_search(query, 2, passages=False)[0] == ("dog@0", pytest.approx(0.6))
+    assert snap.vectors(["trip@0"])["trip@0"] == pytest.approx(AXES[1])  # the round's own vector

@@ -1,17 +1,16 @@
-"""Long texts embedded in full: split into passages that fit the model's window, embedded together, pooled.
+"""Long texts embedded in full: split into short passages, each passage a vector of its own, pooled as well.
 
 Why: a sentence-transformer reads at most its window (all-MiniLM-L6-v2: 256 tokens, about 1,000 characters of
 English) and silently drops the rest, so a long message (a pasted document, a long story) was searchable by its
-opening only. Here a text longer than a window is cut at sentence ends into passages that each fit, every passage
-is embedded in the same batched call as the other texts, and the text's vector is the normalized mean of its
-passage vectors: what the whole text is about, with every part of it counted.
+opening only. Here a text longer than a window is cut at sentence ends into passages of a sentence or two, and every
+passage is embedded in the same batched call as the other texts. The text gets two things from it:
+- its vector: the normalized mean of its passage vectors (what the whole text is about, every part counted), so a
+  round keeps exactly one user-side vector wherever one is expected (restatement checks, exports, the tail);
+- its passage vectors, stored beside the round (``Passage`` rows, the ``round_passage`` derived index): search
+  scores a round by the best of its vector and its passages', so a detail buried in the middle of a long text is
+  found although the mean dilutes it.
 
-Why one pooled vector and not one vector per passage: a round then keeps exactly one user-side vector, so the
-write-ahead log's entries, the derived vector index (exact scan and usearch tiers), erase and rebuild stay one row
-per round. A per-passage index ranks a detail buried in a long text higher (max instead of mean); it needs a
-multi-row vector index and is left for when long documents are a use case we measure (docs/architecture.md).
-
-Why a cap: a 1 MB message would be ~1,300 passages and a minute of CPU inside one write. Beyond ``MAX_PASSAGES``,
+Why a cap: a 1 MB message would be ~7,000 passages and a minute of CPU inside one write. Beyond ``MAX_PASSAGES``,
 that many passages spread evenly over the text stand for it (the embedding then samples the text; BM25 still
 indexes every word).
 """
@@ -28,15 +27,21 @@ from graphrecall.embed.base import Embedder, TextKind, Vectors, layers, normaliz
 CHARS_PER_TOKEN = 3
 """Characters per model token assumed when sizing a passage: English prose averages ~4 per MiniLM word piece, digits,
 code and non-English text fewer; 3 keeps nearly every passage inside the window without counting tokens."""
-MAX_PASSAGES = 64
-"""At most this many passages per text (64 windows: ~50k characters are embedded in full)."""
+PASSAGE_MAX_CHARS = 150
+"""A long text's passages hold at most this many characters (a sentence or two; fewer when the model's window is
+smaller). Why so short: a passage is found by its best match, and a detail in a short passage is most of it. On long
+messages built around a known LongMemEval evidence turn, the message ranked first among ~230 turns for 0.643 of the
+questions with 150-character passages, 0.524 with 250, 0.333 with 400 and 0.143 with window-sized ones
+(``benchmarks/perf/passages.py``, docs/benchmarks.md)."""
+MAX_PASSAGES = 128
+"""At most this many passages per text (~19k characters are embedded in full)."""
 
 _BREAK = re.compile(r"(?<=[.!?…;:])\s+|\n+")
 
 
 def passage_chars(embedder: Embedder) -> int | None:
-    """The longest text, in characters, that ``embedder`` reads whole; ``None`` when it reads any length (or does
-    not say). The window comes from ``max_tokens`` (``SentenceTransformerEmbedder`` knows it from the model's
+    """The longest text, in characters, that ``embedder`` reads whole (a longer one is split into passages);
+    ``None`` when it reads any length (or does not say). The window comes from ``max_tokens`` (``SentenceTransformerEmbedder`` knows it from the model's
     files before loading it), looked up through wrappers such as ``CachedEmbedder``."""
     for layer in layers(embedder):
         tokens = getattr(layer, "max_tokens", None)
@@ -101,15 +106,16 @@ def spread(passages: Sequence[str], limit: int) -> list[str]:
 
 
 def passage_texts(embedder: Embedder, texts: Sequence[str]) -> tuple[list[str], list[tuple[int, int]]]:
-    """What ``embed_in_full`` sends to the model for ``texts`` (each text, or its passages in its place), and the
-    span of each text in that list."""
+    """What ``embed_in_full`` sends to the model for ``texts`` (each text that fits the window, or in its place its
+    passages of at most ``PASSAGE_MAX_CHARS``), and the span of each text in that list."""
     limit = passage_chars(embedder)
     if limit is None or all(len(t) <= limit for t in texts):
         return list(texts), [(i, i + 1) for i in range(len(texts))]
+    size = min(limit, PASSAGE_MAX_CHARS)
     flat: list[str] = []
     spans: list[tuple[int, int]] = []
     for t in texts:
-        parts = spread(split_passages(t, limit), MAX_PASSAGES) if len(t) > limit else [t]
+        parts = spread(split_passages(t, size), MAX_PASSAGES) if len(t) > limit else [t]
         parts = parts or [t]  # an all-space text embeds as itself
         spans.append((len(flat), len(flat) + len(parts)))
         flat.extend(parts)
@@ -120,9 +126,18 @@ def embed_in_full(embedder: Embedder, texts: Sequence[str], *, kind: TextKind = 
     """``embedder.embed(texts)``, except that a text longer than the embedder's window is embedded as the
     normalized mean of its passages' vectors (``split_passages``, at most ``MAX_PASSAGES``, ``spread``). One
     ``embed`` call for all texts and passages, so batching (and a cache in front of the model) work as before."""
+    return embed_passages(embedder, texts, kind=kind)[0]
+
+
+def embed_passages(
+    embedder: Embedder, texts: Sequence[str], *, kind: TextKind = "document"
+) -> tuple[Vectors, list[Vectors | None]]:
+    """``embed_in_full``'s vectors, and per text its passage vectors ((passages, dim), unit length) when it was
+    split, ``None`` when it was embedded whole."""
     flat, spans = passage_texts(embedder, texts)
     vecs = embedder.embed(flat, kind=kind)
     if len(flat) == len(texts):
-        return vecs
+        return vecs, [None] * len(texts)
+    parts: list[Vectors | None] = [normalize_rows(vecs[a:b]) if b - a > 1 else None for a, b in spans]
     pooled = np.stack([vecs[a:b].mean(axis=0) for a, b in spans]) if spans else vecs[:0]
-    return normalize_rows(pooled)
+    return normalize_rows(pooled), parts

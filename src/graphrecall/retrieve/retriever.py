@@ -236,7 +236,7 @@ class HybridRetriever:
         shadowed = tail.shadowed
         merged = {rid: s for rid, s in vec.items() if rid not in shadowed}
         if weights.get("vector", 1.0):
-            for rid, s in tail.vector_search(qvec, n, "user"):
+            for rid, s in tail.vector_search(qvec, n, "user", passages=self.config.passage_vectors):
                 merged[rid] = max(merged.get(rid, -1.0), s)
             if self.config.use_reply_vectors:
                 for rid, s in tail.vector_search(qvec, n, "reply"):
@@ -269,22 +269,34 @@ class HybridRetriever:
         reply_penalty: float,
         run: StageRunner,
     ) -> dict[str, float]:
-        """Round id -> the better of its user-vector similarity and its reply-vector similarity minus a penalty."""
+        """Round id -> the best of its user-vector similarity, its passages' (a long user turn: ``passage_vectors``)
+        and its reply-vector similarity minus a penalty."""
         reply_job: Future[list[tuple[str, float]]] | None = None
+        passage_job: Future[list[tuple[str, float]]] | None = None
+        passages = self.config.passage_vectors and db.indexes.count("round_passage") > 0
         if use_index:
             if self.config.use_reply_vectors:
                 reply_job = run.submit("vec_reply", q.vector_search, db, "round_reply", qvec, n)
+            if passages:
+                passage_job = run.submit("vec_passage", q.vector_search, db, "round_passage", qvec, n)
             with stage(run.timings, "vec_user"):
                 user = q.vector_search(db, "round_user", qvec, n)
         else:
             if self.config.use_reply_vectors:
                 reply_job = run.submit("scan_reply", q.exact_vector_search, db, "reply_embedding", qvec, n)
+            if passages:
+                passage_job = run.submit(
+                    "scan_passage", q.exact_vector_search, db, "embedding", qvec, n, "Passage"
+                )
             with stage(run.timings, "scan_user"):
                 user = q.exact_vector_search(db, "embedding", qvec, n)
         reply = reply_job.result() if reply_job is not None else []
         vec: dict[str, float] = {}
         for rid, s in user:
             vec[rid] = max(vec.get(rid, -1.0), s)
+        if passage_job is not None:
+            for rid, s in q.passage_scores(passage_job.result()).items():
+                vec[rid] = max(vec.get(rid, -1.0), s)
         for rid, s in reply:
             vec[rid] = max(vec.get(rid, -1.0), s - reply_penalty)
         return vec

@@ -32,6 +32,14 @@ from graphrecall.store.recovery import recover
 
 log = logging.getLogger(__name__)
 
+# What opening a store of each older schema does to it (logged once, when it happens).
+_UPGRADE_WORK = {
+    1: "dropped Kuzu's full-text indexes, kept its vector indexes (no longer searched), added Fact.reinforcement"
+    " and the Passage table",
+    2: "added Fact.reinforcement and the Passage table",
+    3: "added the Passage table (long rounds stored before keep their pooled vector only)",
+}
+
 DEFAULT_BUFFER_POOL = 64 << 20
 DEFAULT_MAX_DB_SIZE = 1 << 36  # 64 GiB of address space per database, not memory
 CREATE_MAX_ROWS = 256  # inserts up to this many rows are CREATE statements (``WriteTxn.copy``)
@@ -78,7 +86,8 @@ class ScopeDatabase:
         t0 = time.perf_counter()
         created, upgraded = self._ensure_schema(embedder_id, dim)
         try:
-            # Only schema 1 had other indexes; schema 2 -> 3 adds an unindexed column, its derived indexes hold.
+            # Only schema 1 had other indexes; later upgrades add a column or empty tables (the ``Passage`` index
+            # is built empty on open), so the derived indexes of the rest hold.
             self.indexes = DerivedIndexes.open(
                 self, path, self._marks, embedder_id=embedder_id, dim=dim, fresh=created or upgraded == 1
             )
@@ -92,10 +101,7 @@ class ScopeDatabase:
                 upgraded,
                 schema.SCHEMA_VERSION,
                 time.perf_counter() - t0,
-                "dropped Kuzu's full-text indexes, kept its vector indexes (no longer searched), added "
-                "Fact.reinforcement"
-                if upgraded == 1
-                else "added Fact.reinforcement",
+                _UPGRADE_WORK[upgraded],
                 ", ".join(self.indexes.rebuilt) or "none",
             )
 
@@ -239,7 +245,10 @@ class ScopeDatabase:
             upgraded, version = 1, 2
         if version == 2:
             self._upgrade_from_2()
-            upgraded = upgraded or 2
+            upgraded, version = upgraded or 2, 3
+        if version == 3:
+            self._upgrade_from_3(dim)
+            upgraded = upgraded or 3
         elif version != schema.SCHEMA_VERSION:
             raise SchemaMismatch(
                 f"database {self.path} has schema version {version}; this graphrecall reads versions 1 to "
@@ -297,6 +306,18 @@ class ScopeDatabase:
                 "MATCH (f:Fact)-[:FACT_FROM]->(m:Message) WITH f, count(DISTINCT m.session_id) AS n "
                 "SET f.reinforcement = CASE WHEN n > 1 THEN n ELSE 1 END",
             )
+            _run(self._writer, "MATCH (m:Meta {key: 'meta'}) SET m.schema_version = 3")
+            _run(self._writer, "CHECKPOINT")
+
+    def _upgrade_from_3(self, dim: int) -> None:
+        """Schema 3 -> 4: the ``Passage`` table and its ``PASSAGE_OF`` edges, empty (a round stored before keeps its
+        pooled vector only until it is written again). Idempotent, like the other upgrades."""
+        with self.write_lock:
+            tables = {row[1] for row in self.query("CALL show_tables() RETURN *")}
+            if "Passage" not in tables:
+                _run(self._writer, schema.PASSAGE_TABLE.format(vec=f"FLOAT[{dim}]"))
+            if "PASSAGE_OF" not in tables:
+                _run(self._writer, schema.PASSAGE_REL)
             _run(
                 self._writer,
                 "MATCH (m:Meta {key: 'meta'}) SET m.schema_version = $v",

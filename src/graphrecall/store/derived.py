@@ -54,6 +54,7 @@ DERIVED: tuple[Derived, ...] = (
     Derived("round_terms", "lexical", "Round", "terms", ROUND_PAYLOAD),
     Derived("round_user", "vector", "Round", "embedding"),
     Derived("round_reply", "vector", "Round", "reply_embedding"),
+    Derived("round_passage", "vector", "Passage", "embedding"),
     Derived("fact_terms", "lexical", "Fact", "terms"),
     Derived("fact_vec", "vector", "Fact", "embedding"),
     Derived("event_terms", "lexical", "Event", "terms"),

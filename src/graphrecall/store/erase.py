@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.rounds import delete_rounds
 
 
 @dataclass
@@ -105,6 +106,9 @@ def apply(db: ScopeDatabase, p: ErasePlan) -> None:
             ("Session", p.sessions),
         ):
             if not ids:
+                continue
+            if table == "Round":  # with its passages
+                delete_rounds(txn, ids)
                 continue
             if table == "Fact":  # entity-to-entity relations extracted from the erased facts
                 for i in ids:

@@ -10,6 +10,7 @@ import pyarrow as pa
 
 from graphrecall.embed.base import Vectors
 from graphrecall.models import Message, Role, Round, Session, utcnow
+from graphrecall.store import schema
 from graphrecall.store.arrow import TS, edge_table, vector_column
 from graphrecall.store.database import ScopeDatabase, WriteTxn
 from graphrecall.store.rows import MessageRow, RoundRow
@@ -52,11 +53,12 @@ def write_batch(
     reply_vecs: Vectors,
     replaced_round_ids: Sequence[str],
     dim: int,
+    passages: Sequence[Vectors | None] = (),
 ) -> None:
     """Write one ingest batch whose vectors are all known, inside the caller's transaction: bulk COPY for nodes
     and edges. (A large batch is written in chunks while the next one embeds: ``graphrecall.writer``.)"""
     write_messages(txn, new_sessions=new_sessions, messages=messages, replaced_round_ids=replaced_round_ids)
-    write_rounds(txn, rounds, user_vecs, reply_vecs, dim)
+    write_rounds(txn, rounds, user_vecs, reply_vecs, dim, passages)
     touch_sessions(txn, messages)
 
 
@@ -69,10 +71,7 @@ def write_messages(
 ) -> None:
     """The part of a batch that needs no vectors: replaced rounds out, new sessions and messages in."""
     now = utcnow()
-    if replaced_round_ids:
-        for rid in replaced_round_ids:  # point deletes: ``UNWIND ... MATCH`` plans a scan of the whole table
-            txn.execute("MATCH (r:Round {id: $i}) DETACH DELETE r", {"i": rid})
-        txn.unindex("Round", replaced_round_ids)
+    delete_rounds(txn, replaced_round_ids)
     if new_sessions:
         txn.copy(
             "Session",
@@ -103,13 +102,39 @@ def write_messages(
         txn.copy("MSG_IN", edge_table([(m.id, m.session_id) for m in messages]))
 
 
+def delete_rounds(txn: WriteTxn, round_ids: Sequence[str]) -> None:
+    """Delete rounds and their passages (point deletes: ``UNWIND ... MATCH`` plans a scan of the whole table)."""
+    if not round_ids:
+        return
+    passages = [
+        r[0]
+        for rid in round_ids
+        for r in txn.execute("MATCH (p:Passage)-[:PASSAGE_OF]->(:Round {id: $i}) RETURN p.id", {"i": rid})
+    ]
+    for pid in passages:
+        txn.execute("MATCH (p:Passage {id: $i}) DETACH DELETE p", {"i": pid})
+    txn.unindex("Passage", passages)
+    for rid in round_ids:
+        txn.execute("MATCH (r:Round {id: $i}) DETACH DELETE r", {"i": rid})
+    txn.unindex("Round", round_ids)
+
+
 def write_rounds(
-    txn: WriteTxn, rounds: Sequence[RoundRow], user_vecs: Vectors, reply_vecs: Vectors, dim: int
+    txn: WriteTxn,
+    rounds: Sequence[RoundRow],
+    user_vecs: Vectors,
+    reply_vecs: Vectors,
+    dim: int,
+    passages: Sequence[Vectors | None] = (),
 ) -> None:
-    """Rounds with their vectors and edges (their messages must be written already). Several calls may share one
-    transaction: ingest writes a batch's rounds in chunks while it embeds the next chunk."""
+    """Rounds with their vectors and edges (their messages must be written already), and the passage vectors of
+    long user turns (``passages[i]`` for ``rounds[i]``: ``None``, or (passages, dim) from
+    ``embed.passages.embed_passages``). Several calls may share one transaction: ingest writes a batch's rounds in
+    chunks while it embeds the next chunk."""
     if not rounds:
         return
+    if passages and len(passages) != len(rounds):
+        raise ValueError(f"{len(passages)} passage arrays for {len(rounds)} rounds")
     txn.copy(
         "Round",
         pa.table(
@@ -129,6 +154,21 @@ def write_rounds(
     )
     txn.copy("ROUND_IN", edge_table([(r.id, r.session_id) for r in rounds]))
     txn.copy("HAS_MESSAGE", edge_table([(r.id, m) for r in rounds for m in r.message_ids]))
+    owned = [(r.id, p) for r, p in zip(rounds, passages, strict=True) if p is not None and len(p)]
+    if owned:
+        ids = [schema.passage_id(rid, i) for rid, p in owned for i in range(len(p))]
+        txn.copy(
+            "Passage",
+            pa.table(
+                {
+                    "id": ids,
+                    "round_id": [rid for rid, p in owned for _ in range(len(p))],
+                    "idx": pa.array([i for _, p in owned for i in range(len(p))], pa.int64()),
+                    "embedding": vector_column(np.concatenate([p for _, p in owned]), dim),
+                }
+            ),
+        )
+        txn.copy("PASSAGE_OF", edge_table([(pid, schema.round_of_passage(pid)) for pid in ids]))
 
 
 def touch_sessions(txn: WriteTxn, messages: Sequence[MessageRow]) -> None:
@@ -148,14 +188,25 @@ def round_vectors(db: ScopeDatabase, ids: Sequence[str], side: str = "user") -> 
     return db.indexes.vectors("round_user" if side == "user" else "round_reply", ids)
 
 
-def exact_vector_search(db: ScopeDatabase, column: str, vec: Vectors, k: int) -> list[tuple[str, float]]:
+def exact_vector_search(
+    db: ScopeDatabase, column: str, vec: Vectors, k: int, table: str = "Round"
+) -> list[tuple[str, float]]:
     """The same ranking by a full scan in Kuzu, without an index: the reference the indexes are measured against."""
     rows = db.query(
-        f"MATCH (r:Round) WITH r, array_cosine_similarity(r.{column}, $v) AS s RETURN r.id, s ORDER BY s DESC "
+        f"MATCH (r:{table}) WITH r, array_cosine_similarity(r.{column}, $v) AS s RETURN r.id, s ORDER BY s DESC "
         "LIMIT $k",
         {"v": np.asarray(vec, dtype=np.float32).tolist(), "k": k},
     )
     return [(r[0], float(r[1])) for r in rows]
+
+
+def passage_scores(hits: Sequence[tuple[str, float]]) -> dict[str, float]:
+    """Passage hits (id, similarity) as round id -> the best similarity of its passages."""
+    out: dict[str, float] = {}
+    for pid, s in hits:
+        rid = schema.round_of_passage(pid)
+        out[rid] = max(out.get(rid, -1.0), s)
+    return out
 
 
 def lexical_search(db: ScopeDatabase, index: str, terms: str, k: int) -> list[tuple[str, float]]:

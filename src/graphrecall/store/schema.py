@@ -15,11 +15,15 @@ stores are upgraded on open (``ScopeDatabase``): their full-text indexes are dro
 Schema 3 adds ``Fact.reinforcement``: how many times the fact was observed (said again in a session, added again by
 the application, merged by consolidation), next to ``last_seen``; both feed ``retrieve.salience``. A schema 2 store
 gets the column on open (``ALTER TABLE ... ADD`` with a default, then the count of each fact's source sessions).
+
+Schema 4 adds ``Passage``: the vector of each passage of a long user turn (``embed.passages``), linked to its round
+by ``PASSAGE_OF`` and deleted with it. Only rounds longer than the model's window have passages. A schema 3 store
+gets the (empty) tables on open; its long rounds keep their pooled vector only until they are written again.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Kuzu-native indexes of schema 1 (benchmarks measure them; upgraded stores may still hold them).
 # (table, index name, column) for every HNSW index.
@@ -60,7 +64,23 @@ def node_tables(dim: int) -> list[str]:
         f" embedding {vec})",
         "CREATE NODE TABLE Entity(id STRING PRIMARY KEY, name STRING, norm STRING, type STRING,"
         f" aliases STRING[], embedding {vec})",
+        PASSAGE_TABLE.format(vec=vec),
     ]
+
+
+PASSAGE_TABLE = (
+    "CREATE NODE TABLE Passage(id STRING PRIMARY KEY, round_id STRING, idx INT64, embedding {vec})"
+)
+PASSAGE_REL = "CREATE REL TABLE PASSAGE_OF(FROM Passage TO Round)"
+
+
+def passage_id(round_id: str, idx: int) -> str:
+    """The id of passage ``idx`` of a round (``round_of_passage`` reads it back)."""
+    return f"{round_id}#p{idx}"
+
+
+def round_of_passage(passage_id: str) -> str:
+    return passage_id.rpartition("#p")[0]
 
 
 REL_TABLES: list[str] = [
@@ -74,6 +94,7 @@ REL_TABLES: list[str] = [
     "CREATE REL TABLE SUBJECT(FROM Event TO Entity)",
     "CREATE REL TABLE OBJECT(FROM Event TO Entity)",
     "CREATE REL TABLE RELATED(FROM Entity TO Entity, predicate STRING, fact_id STRING)",
+    PASSAGE_REL,
 ]
 
 

@@ -6,8 +6,8 @@ already holds any prefix ``e_1..e_j`` (j >= i - 1) is the same as applying each 
 write is an assignment keyed by an id fixed at append time, never relative to what is stored:
 - a session is created only if absent (its ``started_at`` is the entry's, computed when it was acknowledged);
 - a message is created only if absent (a message id never changes content);
-- a round is replaced by id (delete then insert: Kuzu cannot SET an indexed vector column) with the newest version
-  in the batch; ``replaced_round_ids`` are deleted if present;
+- a round is replaced by id (delete then insert: Kuzu cannot SET an indexed vector column), with its passages, by
+  the newest version in the batch; ``replaced_round_ids`` are deleted if present;
 - ``updated_at`` of touched sessions is the newest entry's ``written_at``, not the wall clock.
 One batch is one transaction: all of it or nothing.
 """
@@ -32,7 +32,7 @@ def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry], *, durable: 
     dim = entries[0].dim
     sessions: dict[str, datetime] = {}
     messages: dict[str, MessageRow] = {}
-    latest: dict[str, tuple[RoundRow, np.ndarray, np.ndarray]] = {}
+    latest: dict[str, tuple[RoundRow, np.ndarray, np.ndarray, np.ndarray | None]] = {}
     deleted: set[str] = set()
     for e in sorted(entries, key=lambda x: x.seq):
         if e.dim != dim:
@@ -44,7 +44,7 @@ def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry], *, durable: 
         for rid in e.replaced_round_ids:
             deleted.add(rid)
             latest.pop(rid, None)
-        users, replies = e.user_matrix(), e.reply_matrix()
+        users, replies, passages = e.user_matrix(), e.reply_matrix(), e.passages()
         for i, r in enumerate(e.rounds):
             row = RoundRow(
                 r.id,
@@ -57,7 +57,7 @@ def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry], *, durable: 
                 r.at,
                 list(r.message_ids),
             )
-            latest[r.id] = (row, users[i], replies[i])
+            latest[r.id] = (row, users[i], replies[i], passages[i])
     with db.write_lock:
         known_sessions = q.existing_sessions(db, list(sessions))
         new_sessions = [(sid, d) for sid, d in sessions.items() if sid not in known_sessions]
@@ -79,6 +79,7 @@ def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry], *, durable: 
                     np.stack([v[1] for v in latest.values()]),
                     np.stack([v[2] for v in latest.values()]),
                     dim,
+                    [v[3] for v in latest.values()],
                 )
             touched = sorted({m.session_id for m in messages.values()} | {r.session_id for r in rows})
             at = max(e.written_at for e in entries)

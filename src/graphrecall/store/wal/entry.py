@@ -6,7 +6,9 @@ bytes. So a flush is a pure copy (no embedding, no id assignment, no reading of 
 a crash writes the same rows again.
 
 On disk an entry is two columns: the JSON of the model without its vectors (versioned: ``version``) and one BLOB
-with the user vectors followed by the reply vectors (``len(rounds) * dim`` float32 each, little-endian, row-major).
+with the user vectors followed by the reply vectors (``len(rounds) * dim`` float32 each, little-endian, row-major),
+then the passage vectors of long user turns (version 2: ``passage_counts[i]`` rows for round ``i``, in round
+order; ``embed.passages``). A version 1 entry has no passages.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from graphrecall.models import Round, ensure_utc, utcnow
 
 # Version of the JSON payload. A reader accepts every version up to this one (older payloads are upgraded on read
 # by ``_upgrade``) and refuses newer ones: they were written by a newer graphrecall.
-ENTRY_VERSION = 1
+ENTRY_VERSION = 2
 _F32 = np.dtype("<f4")
 
 
@@ -110,6 +112,9 @@ class WriteEntry(BaseModel):
     replaced_round_ids: list[str] = Field(default_factory=list)
     user_vectors: bytes = b""
     reply_vectors: bytes = b""
+    passage_counts: list[int] = Field(default_factory=list)
+    """Passages of each round's user turn (empty: none in this entry)."""
+    passage_vectors: bytes = b""
 
     @model_validator(mode="after")
     def _vectors_fit(self) -> WriteEntry:
@@ -120,6 +125,18 @@ class WriteEntry(BaseModel):
                 raise ValueError(
                     f"{name} has {got} bytes; {len(self.rounds)} rounds of dim {self.dim} need {want}"
                 )
+        if self.passage_counts and len(self.passage_counts) != len(self.rounds):
+            raise ValueError(
+                f"passage_counts has {len(self.passage_counts)} items for {len(self.rounds)} rounds"
+            )
+        if any(c < 0 for c in self.passage_counts):
+            raise ValueError("passage_counts holds a negative count")
+        want = sum(self.passage_counts) * self.dim * _F32.itemsize
+        if len(self.passage_vectors) != want:
+            raise ValueError(
+                f"passage_vectors has {len(self.passage_vectors)} bytes; {sum(self.passage_counts)} passages of "
+                f"dim {self.dim} need {want}"
+            )
         return self
 
     @classmethod
@@ -131,11 +148,19 @@ class WriteEntry(BaseModel):
         rounds: Sequence[_RoundLike],
         user_vectors: Any,
         reply_vectors: Any,
+        passages: Sequence[Any | None] = (),
         replaced_round_ids: Sequence[str] = (),
         dim: int,
     ) -> WriteEntry:
-        """From what ingest computes (``ingest.MessageRow``/``RoundRow`` and the two (n, dim) vector arrays)."""
+        """From what ingest computes (``ingest.MessageRow``/``RoundRow``, the two (n, dim) vector arrays, and per
+        round ``None`` or its user turn's (passages, dim) vectors)."""
+        if passages and len(passages) != len(rounds):
+            raise ValueError(f"{len(passages)} passage arrays for {len(rounds)} rounds")
+        counts = [0 if p is None else len(p) for p in passages]
+        owned = [p for p in passages if p is not None and len(p)]
         return cls(
+            # An entry without passages is a valid version 1 entry: a graphrecall before passages can replay it.
+            version=ENTRY_VERSION if owned else 1,
             dim=dim,
             sessions=[LoggedSession(id=s, started_at=ensure_utc(d)) for s, d in sessions],
             messages=[
@@ -159,6 +184,8 @@ class WriteEntry(BaseModel):
             replaced_round_ids=list(replaced_round_ids),
             user_vectors=_as_bytes(user_vectors, len(rounds), dim, "user_vectors"),
             reply_vectors=_as_bytes(reply_vectors, len(rounds), dim, "reply_vectors"),
+            passage_counts=counts if any(counts) else [],
+            passage_vectors=_as_bytes(np.concatenate(owned), sum(counts), dim, "passages") if owned else b"",
         )
 
     def user_matrix(self) -> np.ndarray[Any, np.dtype[np.float32]]:
@@ -168,12 +195,24 @@ class WriteEntry(BaseModel):
     def reply_matrix(self) -> np.ndarray[Any, np.dtype[np.float32]]:
         return np.frombuffer(self.reply_vectors, dtype=_F32).reshape(len(self.rounds), self.dim)
 
+    def passages(self) -> list[np.ndarray[Any, np.dtype[np.float32]] | None]:
+        """Per round, its user turn's passage vectors ((passages, dim), read-only) or ``None``."""
+        if not self.passage_counts:
+            return [None] * len(self.rounds)
+        flat = np.frombuffer(self.passage_vectors, dtype=_F32).reshape(-1, self.dim)
+        out: list[np.ndarray[Any, np.dtype[np.float32]] | None] = []
+        at = 0
+        for c in self.passage_counts:
+            out.append(flat[at : at + c] if c else None)
+            at += c
+        return out
+
     # -- the on-disk form ------------------------------------------------------------------------------------
     def payload_json(self) -> str:
-        return self.model_dump_json(exclude={"seq", "user_vectors", "reply_vectors"})
+        return self.model_dump_json(exclude={"seq", "user_vectors", "reply_vectors", "passage_vectors"})
 
     def vector_blob(self) -> bytes:
-        return self.user_vectors + self.reply_vectors
+        return self.user_vectors + self.reply_vectors + self.passage_vectors
 
     @classmethod
     def from_stored(cls, seq: int, payload: str, blob: bytes) -> WriteEntry:
@@ -187,15 +226,28 @@ class WriteEntry(BaseModel):
         if not isinstance(dim, int) or dim < 1:
             raise ValueError(f"payload has no valid dim ({dim!r})")
         half = n * dim * _F32.itemsize
-        if len(blob) != 2 * half:
-            raise ValueError(f"vector blob has {len(blob)} bytes; {n} rounds of dim {dim} need {2 * half}")
+        counts = data.get("passage_counts") or []
+        if not isinstance(counts, list) or not all(isinstance(c, int) and c >= 0 for c in counts):
+            raise ValueError(f"payload has invalid passage_counts ({counts!r})")
+        extra = sum(counts) * dim * _F32.itemsize
+        if len(blob) != 2 * half + extra:
+            raise ValueError(
+                f"vector blob has {len(blob)} bytes; {n} rounds and {sum(counts)} passages of dim {dim} need "
+                f"{2 * half + extra}"
+            )
         return cls.model_validate(
-            {**data, "seq": seq, "user_vectors": blob[:half], "reply_vectors": blob[half:]}
+            {
+                **data,
+                "seq": seq,
+                "user_vectors": blob[:half],
+                "reply_vectors": blob[half : 2 * half],
+                "passage_vectors": blob[2 * half :],
+            }
         )
 
 
 def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """Bring an older payload to ``ENTRY_VERSION`` (nothing to do yet: version 1 is the first)."""
+    """Check an older payload reads as ``ENTRY_VERSION``: version 1 has no passages, which the defaults say."""
     version = data.get("version")
     if not isinstance(version, int) or version < 1:
         raise ValueError(f"payload has no valid version ({version!r})")

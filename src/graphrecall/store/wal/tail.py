@@ -44,6 +44,7 @@ class _TailRound:
     reply_vec: np.ndarray[Any, np.dtype[np.float32]]
     terms: Counter[str]
     length: int
+    passages: np.ndarray[Any, np.dtype[np.float32]] | None = None  # a long user turn's passage vectors
 
 
 def _unit(v: np.ndarray[Any, np.dtype[Any]]) -> np.ndarray[Any, np.dtype[np.float32]]:
@@ -75,13 +76,20 @@ class TailIndex:
             raise ValueError("only entries with a seq (returned by WriteLog.append) can enter the tail")
         if entry.dim != self.dim:
             raise ValueError(f"entry seq {entry.seq} has dim {entry.dim}; this tail holds dim {self.dim}")
-        users, replies = entry.user_matrix(), entry.reply_matrix()
+        users, replies, passages = entry.user_matrix(), entry.reply_matrix(), entry.passages()
         built = []
         for i, r in enumerate(entry.rounds):
             toks = tokenize(f"{r.user_text}\n{r.reply_text}")  # the text ingest's ``terms`` are made from
+            parts = passages[i]
             built.append(
                 _TailRound(
-                    entry.seq, r.as_round(), _unit(users[i]), _unit(replies[i]), Counter(toks), len(toks)
+                    entry.seq,
+                    r.as_round(),
+                    _unit(users[i]),
+                    _unit(replies[i]),
+                    Counter(toks),
+                    len(toks),
+                    None if parts is None else np.stack([_unit(p) for p in parts]),
                 )
             )
         with self._lock:
@@ -167,6 +175,14 @@ class TailSnapshot:
             self._reply = np.stack([rounds[i].reply_vec for i in self._ids])
         else:
             self._user = self._reply = np.zeros((0, dim), dtype=np.float32)
+        # Passages of long user turns, and the position in ``_ids`` of the round each belongs to.
+        parts: list[tuple[int, np.ndarray[Any, np.dtype[np.float32]]]] = []
+        for j, i in enumerate(self._ids):
+            p = rounds[i].passages
+            if p is not None:
+                parts.append((j, p))
+        self._passages = np.concatenate([p for _, p in parts]) if parts else np.zeros((0, dim), np.float32)
+        self._owner = np.asarray([j for j, p in parts for _ in range(len(p))], dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -194,14 +210,20 @@ class TailSnapshot:
             if i in self._rounds
         }
 
-    def vector_search(self, vec: Any, k: int, side: Side = "user") -> list[tuple[str, float]]:
-        """Top-k (round id, cosine similarity) over the user-side or reply-side vectors, best first."""
+    def vector_search(
+        self, vec: Any, k: int, side: Side = "user", *, passages: bool = True
+    ) -> list[tuple[str, float]]:
+        """Top-k (round id, cosine similarity) over the user-side or reply-side vectors, best first. On the user
+        side a long turn scores the best of its vector and its passages' (``passages=False``: its vector only),
+        as the derived ``round_passage`` index makes it score once flushed."""
         if not self._ids or k < 1:
             return []
         q = _unit(np.asarray(vec, dtype=np.float32).reshape(-1))
         if q.shape[0] != self.dim:
             raise ValueError(f"query vector has dim {q.shape[0]}; this tail holds dim {self.dim}")
         scores = (self._user if side == "user" else self._reply) @ q
+        if side == "user" and passages and len(self._owner):
+            np.maximum.at(scores, self._owner, self._passages @ q)
         ids = self._ids
         order = sorted(range(len(ids)), key=lambda i: (-float(scores[i]), ids[i]))[:k]
         return [(ids[i], float(scores[i])) for i in order]
