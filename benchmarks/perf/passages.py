@@ -12,8 +12,11 @@ haystack are glued around it (the needle at a seeded random position) into one m
 of the haystack (the turns used in the message taken out). Each system embeds every text (hay and message) its way:
 
 - ``window``: the text as the model reads it alone (cut at its window: what graphrecall did before passages);
-- ``pooled-N``: the normalized mean of passages of at most N characters;
-- ``best-N``: the best of the pooled vector and each passage (what search does with ``Passage`` rows).
+- ``pooled-N``: the normalized mean of passages of at most N characters (``pooled-762``: graphrecall's vector of a
+  long text, the mean of its window-sized pieces);
+- ``best-N``: the best of that vector and each passage of at most N characters (what search does with ``Passage``
+  rows);
+  ``best-N-pX``: each passage's similarity less X first (``RetrievalConfig.passage_penalty``).
 
 Figures: R@1, R@5 and MRR of the long message, and for reference the needle turn alone among the same hay.
 
@@ -36,7 +39,7 @@ import numpy as np
 from benchmarks.jsonfile import save_report
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
 from graphrecall.embed.base import Embedder, normalize_rows
-from graphrecall.embed.passages import MAX_PASSAGES, passage_chars, split_passages, spread
+from graphrecall.embed.passages import MAX_PASSAGES, embed_in_full, passage_chars, split_passages, spread
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
@@ -73,26 +76,40 @@ def _cases(data: Sequence[dict[str, Any]], limit: int, min_chars: int, seed: int
     return out
 
 
-def _embed_system(embedder: Embedder, texts: Sequence[str], system: str) -> list[np.ndarray[Any, Any]]:
-    """Per text, the rows it is scored by (the best row counts)."""
+def _embed_system(
+    embedder: Embedder, texts: Sequence[str], system: str
+) -> list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]]:
+    """Per text, its vector and (for ``best-N``, when it was split) its passages' vectors."""
     if system == "window":
-        return list(embedder.embed(list(texts))[:, None, :])
-    kind, size = system.split("-")
-    limit = min(int(size), passage_chars(embedder) or int(size))
-    window = passage_chars(embedder) or limit
+        return [(v, None) for v in embedder.embed(list(texts))]
+    kind, size = system.split("-")[:2]
+    window = passage_chars(embedder) or int(size)
+    limit = min(int(size), window)
     pieces: list[list[str]] = [
         spread(split_passages(t, limit), MAX_PASSAGES) if len(t) > window else [t] for t in texts
     ]
-    flat = [p for ps in pieces for p in ps]
-    vecs = embedder.embed(flat)
-    out = []
+    vecs = embedder.embed([p for ps in pieces for p in ps])
+    whole = embed_in_full(embedder, texts)  # the product's vector: the mean of window-sized pieces
+    out: list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]] = []
     at = 0
-    for ps in pieces:
+    for i, ps in enumerate(pieces):
         rows = vecs[at : at + len(ps)]
         at += len(ps)
-        pooled = normalize_rows(rows.mean(axis=0))
-        out.append(pooled if kind == "pooled" or len(ps) == 1 else np.vstack([pooled, normalize_rows(rows)]))
+        if kind == "pooled":
+            out.append((normalize_rows(rows.mean(axis=0))[0], None))
+        else:
+            out.append((whole[i], normalize_rows(rows) if len(ps) > 1 else None))
     return out
+
+
+def _scores(
+    embedded: Sequence[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]], qv: Any, penalty: float
+) -> list[float]:
+    """What search scores each text by: its vector, or a passage less ``penalty`` when that is better."""
+    return [
+        max(float(v @ qv), float((p @ qv).max()) - penalty) if p is not None else float(v @ qv)
+        for v, p in embedded
+    ]
 
 
 def _rank(score: float, hay: Sequence[float]) -> int:
@@ -104,18 +121,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     embedder: Embedder = CachedEmbedder(model, path=args.embed_cache) if args.embed_cache else model
     cases = _cases(_load(args.data), args.limit, args.min_chars, args.seed)
     window = passage_chars(embedder)
-    systems = ["window", *(f"{k}-{n}" for n in args.sizes for k in ("pooled", "best"))]
-    ranks: dict[str, list[int]] = {s: [] for s in [*systems, "needle-alone"]}
+    systems: list[tuple[str, str, float]] = [("window", "window", 0.0)]
+    for n in args.sizes:
+        systems.append((f"pooled-{n}", f"pooled-{n}", 0.0))
+        systems += [(f"best-{n}" + (f"-p{pen:g}" if pen else ""), f"best-{n}", pen) for pen in args.penalties]
+    ranks: dict[str, list[int]] = {name: [] for name, _, _ in systems}
+    ranks["needle-alone"] = []
     t0 = time.perf_counter()
     for c in cases:
         [qv] = embedder.embed([c["question"]], kind="query")
-        for system in systems:
-            rows = _embed_system(embedder, [*c["hay"], c["message"]], system)
-            scores = [float((r @ qv).max()) for r in rows]
-            ranks[system].append(_rank(scores[-1], scores[:-1]))
-        rows = _embed_system(embedder, [*c["hay"], c["needle"]], f"best-{args.sizes[-1]}")
-        scores = [float((r @ qv).max()) for r in rows]
-        ranks["needle-alone"].append(_rank(scores[-1], scores[:-1]))
+        embedded: dict[str, Any] = {}
+        for name, system, penalty in systems:
+            if system not in embedded:
+                embedded[system] = _embed_system(embedder, [*c["hay"], c["message"]], system)
+            scores = _scores(embedded[system], qv, penalty)
+            ranks[name].append(_rank(scores[-1], scores[:-1]))
+        alone = _scores(_embed_system(embedder, [*c["hay"], c["needle"]], f"best-{args.sizes[-1]}"), qv, 0.0)
+        ranks["needle-alone"].append(_rank(alone[-1], alone[:-1]))
     figures = {
         s: {
             "r@1": round(float(np.mean([r == 1 for r in rs])), 3),
@@ -154,6 +176,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--limit", type=int, default=80, help="questions (the first with one user-side needle)")
     p.add_argument("--min-chars", type=int, default=3000, help="length of each long message, at least")
     p.add_argument("--sizes", type=int, nargs="+", default=[250, 400, 600, 762], help="passage sizes (chars)")
+    p.add_argument(
+        "--penalties", type=float, nargs="+", default=[0.0], help="passage penalties for best-N (best-N-pX)"
+    )
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))

@@ -42,7 +42,7 @@ class RecordingEmbedder(Wrapper):
 def measure(root: Path, embedder: Embedder, sessions: list[ChatSession], *, pairs: int = 3) -> dict[str, Any]:
     """Alternate ``pairs`` times: ingest into a fresh (pre-created) scope, then embed the same texts alone."""
     rounds = [r for s in sessions for r in s.rounds]
-    texts, _ = passage_texts(embedder, embed_texts(rounds))  # long user turns go to the model as passages
+    texts, _, _ = passage_texts(embedder, embed_texts(rounds))  # long user turns go to the model as pieces
     n_messages = sum(len(s.messages) for s in sessions)
     recorder = RecordingEmbedder(embedder)
     embedder.embed(texts[:16])  # load the model and warm up kernels before anything is timed

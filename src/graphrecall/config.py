@@ -68,6 +68,15 @@ class RetrievalConfig(BaseModel):
         description="score a long user turn by the best of its vector and its passages' (embed.passages): a "
         "detail in the middle of a long message is found although the turn's pooled vector dilutes it",
     )
+    passage_penalty: float = Field(
+        default=0.15,
+        ge=0.0,
+        description="subtracted from a passage's similarity before the max: a long turn has many passages, so its "
+        "best one matches some question by chance more often than a short turn does. 0.15, the least at which "
+        "LongMemEval dev (evidence never in a long turn) ranks exactly as without passages: a long message found "
+        "first by a detail in it for 0.48-0.50 of the questions (0.02-0.05 by its pooled vector alone; 0.64-0.69 "
+        "at 0, which costs LongMemEval 0.005-0.008; benchmarks/perf/passages.py, docs/benchmarks.md)",
+    )
     reply_penalty: float = Field(
         default=0.02, description="subtracted from reply-vector similarity before the max"
     )

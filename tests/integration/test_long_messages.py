@@ -36,10 +36,7 @@ SESSIONS = {
     "gym": ["I signed up for a climbing gym downtown.", "Bouldering is a great workout."],
     "coffee": ["I switched from espresso to pour-over coffee.", "A V60 brings out fruity notes."],
     "cooking": ["I baked sourdough bread for the first time.", "How did the crust turn out?"],
-    "lake": [
-        "We rented a small motorboat on the lake last summer.",
-        "Sounds relaxing.",
-    ],  # near, not the answer
+    "farm": ["My uncle has a farm with a big barn and horses.", "Sounds idyllic."],  # the barn, not the boat
 }
 
 
@@ -109,7 +106,7 @@ def _vector_only(mem: Memory, question: str, *, passages: bool, use_index: bool 
 
 @pytest.mark.parametrize("use_index", [True, False], ids=["index", "kuzu-scan"])
 @pytest.mark.parametrize("question", QUESTIONS)
-def test_a_detail_deep_in_a_long_turn_ranks_it_first_by_meaning_alone(
+def test_a_detail_deep_in_a_long_turn_ranks_it_first_by_meaning_alone(  # with the default passage penalty
     mem: Memory, question: str, use_index: bool
 ) -> None:
     assert _vector_only(mem, question, passages=True, use_index=use_index)[0] == "trip"

@@ -14,6 +14,7 @@ from graphrecall.embed.base import TextKind, Vectors, normalize_rows
 from graphrecall.embed.passages import (
     CHARS_PER_TOKEN,
     MAX_PASSAGES,
+    MAX_WINDOWS,
     PASSAGE_MAX_CHARS,
     embed_in_full,
     embed_passages,
@@ -101,10 +102,8 @@ def test_a_text_past_the_cap_embeds_max_passages_spread_over_it() -> None:
     long = " ".join(f"Sentence number {i}." for i in range(400))
     embed_in_full(model, [long, "short"])
     [call] = model.calls
-    assert len(call) == MAX_PASSAGES + 1 and call[-1] == "short"
-    assert call[0].startswith("Sentence number 0.") and call[MAX_PASSAGES - 1].endswith(
-        "Sentence number 399."
-    )
+    assert len(call) == MAX_WINDOWS + 1 and call[-1] == "short"
+    assert call[0].startswith("Sentence number 0.") and call[MAX_WINDOWS - 1].endswith("Sentence number 399.")
 
 
 @pytest.mark.parametrize("kind", ["document", "query"])
@@ -127,8 +126,18 @@ def test_embed_passages_keeps_each_passage_of_a_long_text_and_none_for_a_short_o
 def test_passages_are_short_even_when_the_window_is_long() -> None:
     model = WindowedEmbedder(max_tokens=512)  # a window of ~1,500 characters
     long = " ".join(f"Sentence number {i} says something." for i in range(100))
-    _, [parts] = embed_passages(model, [long])
+    pooled, [parts] = embed_passages(model, [long])
     [call] = model.calls
-    assert parts is not None and len(parts) == len(call) > 1
-    assert all(len(p) <= PASSAGE_MAX_CHARS for p in call)
-    assert len(" ".join(call)) == len(long)
+    windows = [t for t in call if len(t) > PASSAGE_MAX_CHARS]
+    passages = call[len(windows) :]
+    assert len(windows) == 3 and " ".join(windows) == long  # the vector: the mean of the windows'
+    np.testing.assert_allclose(pooled[0], embed_in_full(model, [long])[0], atol=1e-6)
+    assert parts is not None and len(parts) == len(passages) > 20
+    assert all(len(p) <= PASSAGE_MAX_CHARS for p in passages) and " ".join(passages) == long
+
+
+def test_a_text_past_the_cap_keeps_max_passages_spread_over_it() -> None:
+    model = WindowedEmbedder(max_tokens=512)
+    long = " ".join(f"Sentence number {i} is here." for i in range(1000))
+    _, [parts] = embed_passages(model, [long])
+    assert parts is not None and len(parts) == MAX_PASSAGES

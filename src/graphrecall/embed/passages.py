@@ -1,18 +1,24 @@
-"""Long texts embedded in full: split into short passages, each passage a vector of its own, pooled as well.
+"""Long texts embedded in full: a vector pooled from window-sized pieces, and a vector per short passage.
 
 Why: a sentence-transformer reads at most its window (all-MiniLM-L6-v2: 256 tokens, about 1,000 characters of
 English) and silently drops the rest, so a long message (a pasted document, a long story) was searchable by its
-opening only. Here a text longer than a window is cut at sentence ends into passages of a sentence or two, and every
-passage is embedded in the same batched call as the other texts. The text gets two things from it:
-- its vector: the normalized mean of its passage vectors (what the whole text is about, every part counted), so a
-  round keeps exactly one user-side vector wherever one is expected (restatement checks, exports, the tail);
-- its passage vectors, stored beside the round (``Passage`` rows, the ``round_passage`` derived index): search
-  scores a round by the best of its vector and its passages', so a detail buried in the middle of a long text is
-  found although the mean dilutes it.
+opening only. A text longer than the window is cut at sentence ends twice, and every piece is embedded in the same
+batched call as the other texts:
+- into windows (pieces that fit the window): the text's vector is the normalized mean of theirs (what the whole
+  text is about, every part counted), so a round keeps exactly one user-side vector wherever one is expected
+  (restatement checks, the tail, the reply-less round);
+- into passages of a sentence or two: stored beside the round (``Passage`` rows, the ``round_passage`` derived
+  index), so search scores a round by the best of its vector and its passages', and a detail buried in the middle
+  of a long text is found although the mean dilutes it.
 
-Why a cap: a 1 MB message would be ~7,000 passages and a minute of CPU inside one write. Beyond ``MAX_PASSAGES``,
-that many passages spread evenly over the text stand for it (the embedding then samples the text; BM25 still
-indexes every word).
+Why not pool the short passages instead of embedding windows too: the mean of ~20 sentence vectors lies near the
+centroid of everything, so long turns drew near every question; on LongMemEval dev that pushed a gold session from
+rank 8 to 22 and cost session recall_all@10 0.008 (docs/benchmarks.md). Embedding a long text twice costs its
+tokens twice; only texts longer than the window pay it.
+
+Why caps: a 1 MB message would be ~7,000 passages and a minute of CPU inside one write. Beyond ``MAX_WINDOWS`` or
+``MAX_PASSAGES``, that many pieces spread evenly over the text stand for it (the embedding then samples the text;
+BM25 still indexes every word).
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ messages built around a known LongMemEval evidence turn, the message ranked firs
 questions with 150-character passages, 0.524 with 250, 0.333 with 400 and 0.143 with window-sized ones
 (``benchmarks/perf/passages.py``, docs/benchmarks.md)."""
 MAX_PASSAGES = 128
-"""At most this many passages per text (~19k characters are embedded in full)."""
+"""At most this many passages per text (~19k characters have a passage each)."""
+MAX_WINDOWS = 64
+"""At most this many windows are pooled into a text's vector (~48k characters are embedded in full)."""
 
 _BREAK = re.compile(r"(?<=[.!?…;:])\s+|\n+")
 
@@ -105,39 +113,59 @@ def spread(passages: Sequence[str], limit: int) -> list[str]:
     return [passages[round(i * step)] for i in range(limit)]
 
 
-def passage_texts(embedder: Embedder, texts: Sequence[str]) -> tuple[list[str], list[tuple[int, int]]]:
-    """What ``embed_in_full`` sends to the model for ``texts`` (each text that fits the window, or in its place its
-    passages of at most ``PASSAGE_MAX_CHARS``), and the span of each text in that list."""
+def passage_texts(
+    embedder: Embedder, texts: Sequence[str], *, passages: bool = True
+) -> tuple[list[str], list[tuple[int, int]], list[tuple[int, int] | None]]:
+    """What the model is sent for ``texts``: each text that fits the window as itself; in place of a longer one, its
+    windows (window-sized passages, at most ``MAX_WINDOWS``: their mean is its vector) and, unless ``passages`` is
+    false, its passages of at most ``PASSAGE_MAX_CHARS`` (at most ``MAX_PASSAGES``). Returns that list, the span
+    of each text's vector pieces in it, and the span of its passages (``None`` when it has none)."""
     limit = passage_chars(embedder)
     if limit is None or all(len(t) <= limit for t in texts):
-        return list(texts), [(i, i + 1) for i in range(len(texts))]
+        return list(texts), [(i, i + 1) for i in range(len(texts))], [None] * len(texts)
     size = min(limit, PASSAGE_MAX_CHARS)
     flat: list[str] = []
     spans: list[tuple[int, int]] = []
+    part_spans: list[tuple[int, int] | None] = []
     for t in texts:
-        parts = spread(split_passages(t, size), MAX_PASSAGES) if len(t) > limit else [t]
-        parts = parts or [t]  # an all-space text embeds as itself
-        spans.append((len(flat), len(flat) + len(parts)))
-        flat.extend(parts)
-    return flat, spans
+        windows = (spread(split_passages(t, limit), MAX_WINDOWS) if len(t) > limit else []) or [t]
+        spans.append((len(flat), len(flat) + len(windows)))
+        flat.extend(windows)
+        if not passages or len(windows) < 2:
+            part_spans.append(None)
+        elif size >= limit:  # a window no longer than a passage: the windows are the passages
+            part_spans.append(spans[-1])
+        else:
+            parts = spread(split_passages(t, size), MAX_PASSAGES)
+            part_spans.append((len(flat), len(flat) + len(parts)))
+            flat.extend(parts)
+    return flat, spans, part_spans
 
 
 def embed_in_full(embedder: Embedder, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
     """``embedder.embed(texts)``, except that a text longer than the embedder's window is embedded as the
-    normalized mean of its passages' vectors (``split_passages``, at most ``MAX_PASSAGES``, ``spread``). One
-    ``embed`` call for all texts and passages, so batching (and a cache in front of the model) work as before."""
-    return embed_passages(embedder, texts, kind=kind)[0]
+    normalized mean of its windows' vectors (``split_passages``, at most ``MAX_WINDOWS``, ``spread``). One
+    ``embed`` call for all texts and windows, so batching (and a cache in front of the model) work as before."""
+    flat, spans, _ = passage_texts(embedder, texts, passages=False)
+    vecs = embedder.embed(flat, kind=kind)
+    return vecs if len(flat) == len(texts) else _pooled(vecs, spans)
 
 
 def embed_passages(
     embedder: Embedder, texts: Sequence[str], *, kind: TextKind = "document"
 ) -> tuple[Vectors, list[Vectors | None]]:
-    """``embed_in_full``'s vectors, and per text its passage vectors ((passages, dim), unit length) when it was
-    split, ``None`` when it was embedded whole."""
-    flat, spans = passage_texts(embedder, texts)
+    """``embed_in_full``'s vectors, and per text its passage vectors ((passages, dim), unit length) when it is
+    longer than the window, ``None`` when it was embedded whole. One ``embed`` call."""
+    flat, spans, part_spans = passage_texts(embedder, texts)
     vecs = embedder.embed(flat, kind=kind)
     if len(flat) == len(texts):
         return vecs, [None] * len(texts)
-    parts: list[Vectors | None] = [normalize_rows(vecs[a:b]) if b - a > 1 else None for a, b in spans]
+    parts: list[Vectors | None] = [
+        None if ps is None else normalize_rows(vecs[ps[0] : ps[1]]) for ps in part_spans
+    ]
+    return _pooled(vecs, spans), parts
+
+
+def _pooled(vecs: Vectors, spans: Sequence[tuple[int, int]]) -> Vectors:
     pooled = np.stack([vecs[a:b].mean(axis=0) for a, b in spans]) if spans else vecs[:0]
-    return normalize_rows(pooled), parts
+    return normalize_rows(pooled)

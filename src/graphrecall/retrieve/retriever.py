@@ -236,7 +236,13 @@ class HybridRetriever:
         shadowed = tail.shadowed
         merged = {rid: s for rid, s in vec.items() if rid not in shadowed}
         if weights.get("vector", 1.0):
-            for rid, s in tail.vector_search(qvec, n, "user", passages=self.config.passage_vectors):
+            for rid, s in tail.vector_search(
+                qvec,
+                n,
+                "user",
+                passages=self.config.passage_vectors,
+                passage_penalty=self.config.passage_penalty,
+            ):
                 merged[rid] = max(merged.get(rid, -1.0), s)
             if self.config.use_reply_vectors:
                 for rid, s in tail.vector_search(qvec, n, "reply"):
@@ -296,7 +302,7 @@ class HybridRetriever:
             vec[rid] = max(vec.get(rid, -1.0), s)
         if passage_job is not None:
             for rid, s in q.passage_scores(passage_job.result()).items():
-                vec[rid] = max(vec.get(rid, -1.0), s)
+                vec[rid] = max(vec.get(rid, -1.0), s - self.config.passage_penalty)
         for rid, s in reply:
             vec[rid] = max(vec.get(rid, -1.0), s - reply_penalty)
         return vec

@@ -211,11 +211,11 @@ class TailSnapshot:
         }
 
     def vector_search(
-        self, vec: Any, k: int, side: Side = "user", *, passages: bool = True
+        self, vec: Any, k: int, side: Side = "user", *, passages: bool = True, passage_penalty: float = 0.0
     ) -> list[tuple[str, float]]:
         """Top-k (round id, cosine similarity) over the user-side or reply-side vectors, best first. On the user
         side a long turn scores the best of its vector and its passages' (``passages=False``: its vector only),
-        as the derived ``round_passage`` index makes it score once flushed."""
+        as the derived ``round_passage`` index makes it score once flushed (a passage less ``passage_penalty``)."""
         if not self._ids or k < 1:
             return []
         q = _unit(np.asarray(vec, dtype=np.float32).reshape(-1))
@@ -223,7 +223,7 @@ class TailSnapshot:
             raise ValueError(f"query vector has dim {q.shape[0]}; this tail holds dim {self.dim}")
         scores = (self._user if side == "user" else self._reply) @ q
         if side == "user" and passages and len(self._owner):
-            np.maximum.at(scores, self._owner, self._passages @ q)
+            np.maximum.at(scores, self._owner, self._passages @ q - np.float32(passage_penalty))
         ids = self._ids
         order = sorted(range(len(ids)), key=lambda i: (-float(scores[i]), ids[i]))[:k]
         return [(ids[i], float(scores[i])) for i in order]
