@@ -232,7 +232,9 @@ class ConvRunner:
             if spec.embed_seed:
                 model = harness.SeededEmbedder(model, Path(spec.embed_seed))
             self.embedder = CachedEmbedder(model, path=spec.embed_cache)
-        self.settings = Settings()
+        self.settings = (
+            Settings.from_env()
+        )  # GRAPHRECALL_PASSAGE_FROM_CHARS and the like, as a deployment sets them
 
     def run(self, conv: data.Conversation) -> tuple[list[QuestionResult], float]:
         with harness.temporary_store("locomo-retrieval-", self.embedder, self.settings) as mem:
@@ -422,7 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     wanted: dict[str, Any] = {"ours": {}, "layout": layout} | dict(args.variant)
     budgets = args.context_budgets
     done = _load_cache(jsonl, wanted, budgets) if args.resume else {}
-    settings = Settings()
+    settings = Settings.from_env()
     todo = [c for c in convs if any(qa.id not in done for qa in c.qa)]
     spec = ConvSpec(
         embedder=args.embedder,

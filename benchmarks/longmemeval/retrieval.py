@@ -299,7 +299,9 @@ class QuestionRunner:
     def __init__(self, spec: RunSpec) -> None:
         self.spec = spec
         self.embedder = build_embedder(spec)
-        self.settings = Settings()
+        self.settings = (
+            Settings.from_env()
+        )  # GRAPHRECALL_PASSAGE_FROM_CHARS and the like, as a deployment sets them
         if spec.config:
             self.settings.retrieval = RetrievalConfig.model_validate(
                 self.settings.retrieval.model_dump() | spec.config
@@ -590,7 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     done = _load_done(jsonl) if resume else {}
     if not resume and jsonl.exists():
         jsonl.unlink()
-    settings = Settings()
+    settings = Settings.from_env()
     if args.config:
         settings.retrieval = RetrievalConfig.model_validate(settings.retrieval.model_dump() | args.config)
     # What each system was searched with, recorded per row so a cache is reused only for the same settings.

@@ -39,7 +39,15 @@ import numpy as np
 from benchmarks.jsonfile import save_report
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
 from graphrecall.embed.base import Embedder, normalize_rows
-from graphrecall.embed.passages import MAX_PASSAGES, embed_in_full, passage_chars, split_passages, spread
+from graphrecall.embed.passages import (
+    MAX_PASSAGES,
+    PASSAGE_FROM_CHARS,
+    embed_in_full,
+    passage_chars,
+    passage_texts,
+    split_passages,
+    spread,
+)
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
@@ -77,7 +85,7 @@ def _cases(data: Sequence[dict[str, Any]], limit: int, min_chars: int, seed: int
 
 
 def _embed_system(
-    embedder: Embedder, texts: Sequence[str], system: str
+    embedder: Embedder, texts: Sequence[str], system: str, from_chars: int
 ) -> list[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None]]:
     """Per text, its vector and (for ``best-N``, when it was split) its passages' vectors."""
     if system == "window":
@@ -85,8 +93,9 @@ def _embed_system(
     kind, size = system.split("-")[:2]
     window = passage_chars(embedder) or int(size)
     limit = min(int(size), window)
+    start = window if kind == "pooled" else min(window, from_chars)  # which texts get passages
     pieces: list[list[str]] = [
-        spread(split_passages(t, limit), MAX_PASSAGES) if len(t) > window else [t] for t in texts
+        spread(split_passages(t, limit), MAX_PASSAGES) if len(t) > start else [t] for t in texts
     ]
     vecs = embedder.embed([p for ps in pieces for p in ps])
     whole = embed_in_full(embedder, texts)  # the product's vector: the mean of window-sized pieces
@@ -133,10 +142,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         embedded: dict[str, Any] = {}
         for name, system, penalty in systems:
             if system not in embedded:
-                embedded[system] = _embed_system(embedder, [*c["hay"], c["message"]], system)
+                embedded[system] = _embed_system(
+                    embedder, [*c["hay"], c["message"]], system, args.passages_from
+                )
             scores = _scores(embedded[system], qv, penalty)
             ranks[name].append(_rank(scores[-1], scores[:-1]))
-        alone = _scores(_embed_system(embedder, [*c["hay"], c["needle"]], f"best-{args.sizes[-1]}"), qv, 0.0)
+        alone = _scores(
+            _embed_system(embedder, [*c["hay"], c["needle"]], f"best-{args.sizes[-1]}", args.passages_from),
+            qv,
+            0.0,
+        )
         ranks["needle-alone"].append(_rank(alone[-1], alone[:-1]))
     figures = {
         s: {
@@ -156,11 +171,60 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def cost(args: argparse.Namespace) -> dict[str, Any]:
+    """What passages cost at ingest: the same LongMemEval user turns embedded as ingest would (``passage_texts``)
+    with each ``--from-chars`` threshold, against the turns alone, uncached, in rounds that alternate the order."""
+    model = SentenceTransformerEmbedder()
+    texts: list[str] = []
+    for q in _load(args.data):
+        for sess in q["haystack_sessions"]:
+            texts += [t["content"] for t in sess if t["role"] == "user" and t["content"].strip()]
+    texts = list(dict.fromkeys(texts))[: args.cost]
+    model.embed(texts[:64])  # load and warm the model
+    systems: dict[str, list[str]] = {"whole": [], **{f"from-{n}": [] for n in args.from_chars}}
+    for name in systems:
+        if name == "whole":
+            systems[name] = passage_texts(model, texts, passages=False)[0]
+        else:
+            systems[name] = passage_texts(model, texts, from_chars=int(name.split("-")[1]))[0]
+    seconds: dict[str, list[float]] = {name: [] for name in systems}
+    for r in range(args.rounds):
+        for name in systems if r % 2 == 0 else reversed(systems):
+            t0 = time.perf_counter()
+            for i in range(0, len(systems[name]), 96):  # ingest's chunks (writer.TEXT_CHUNK)
+                model.embed(systems[name][i : i + 96])
+            seconds[name].append(time.perf_counter() - t0)
+    base = float(np.median(seconds["whole"]))
+    return {
+        "turns": len(texts),
+        "rounds": args.rounds,
+        "texts": {name: len(t) for name, t in systems.items()},
+        "chars": {name: sum(len(x) for x in t) for name, t in systems.items()},
+        "seconds_median": {name: round(float(np.median(v)), 2) for name, v in seconds.items()},
+        "ratio_to_whole": {name: round(float(np.median(v)) / base, 3) for name, v in seconds.items()},
+    }
+
+
+def cost_markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"# Passages at ingest: {result['turns']} LongMemEval user turns, median of {result['rounds']} rounds",
+        "",
+        "| system | texts embedded | characters | seconds | x whole |",
+        "|---|---|---|---|---|",
+    ]
+    for name in result["texts"]:
+        lines.append(
+            f"| {name} | {result['texts'][name]:,} | {result['chars'][name]:,} | "
+            f"{result['seconds_median'][name]} | {result['ratio_to_whole'][name]} |"
+        )
+    return "\n".join(lines)
+
+
 def markdown(result: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         f"# Long messages: passage sizes ({result['questions']} questions, message median "
         f"{result['message_chars_median']:,} characters, hay median {result['hay_median']} user turns, window "
-        f"~{result['window_chars']} characters, seed {args.seed})",
+        f"~{result['window_chars']} characters, passages from {args.passages_from} characters, seed {args.seed})",
         "",
         "| system | R@1 | R@5 | MRR |",
         "|---|---|---|---|",
@@ -175,14 +239,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--data", type=Path, required=True, help="LongMemEval JSON (.json or .json.gz)")
     p.add_argument("--limit", type=int, default=80, help="questions (the first with one user-side needle)")
     p.add_argument("--min-chars", type=int, default=3000, help="length of each long message, at least")
-    p.add_argument("--sizes", type=int, nargs="+", default=[250, 400, 600, 762], help="passage sizes (chars)")
+    p.add_argument("--sizes", type=int, nargs="+", default=[150, 250, 762], help="passage sizes (chars)")
     p.add_argument(
-        "--penalties", type=float, nargs="+", default=[0.0], help="passage penalties for best-N (best-N-pX)"
+        "--penalties",
+        type=float,
+        nargs="+",
+        default=[0.0, 0.1],
+        help="passage penalties for best-N (best-N-pX)",
     )
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--passages-from",
+        type=int,
+        default=PASSAGE_FROM_CHARS,
+        help="best-N: texts longer than this (or the window) get passages, hay included (the product's default)",
+    )
+    p.add_argument(
+        "--cost", type=int, default=0, help="instead: time embedding this many user turns as ingest does"
+    )
+    p.add_argument("--from-chars", type=int, nargs="+", default=[200, 300], help="--cost: passage thresholds")
+    p.add_argument("--rounds", type=int, default=3, help="--cost: timed rounds per system")
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = p.parse_args(argv)
+    if args.cost:
+        timed = cost(args)
+        save_report(args.out, "passages_cost", timed, cost_markdown(timed))
+        return
     result = run(args)
     save_report(args.out, "passages", result, markdown(result, args))
 

@@ -69,13 +69,12 @@ class RetrievalConfig(BaseModel):
         "detail in the middle of a long message is found although the turn's pooled vector dilutes it",
     )
     passage_penalty: float = Field(
-        default=0.15,
+        default=0.1,
         ge=0.0,
-        description="subtracted from a passage's similarity before the max: a long turn has many passages, so its "
-        "best one matches some question by chance more often than a short turn does. 0.15, the least at which "
-        "LongMemEval dev (evidence never in a long turn) ranks exactly as without passages: a long message found "
-        "first by a detail in it for 0.48-0.50 of the questions (0.02-0.05 by its pooled vector alone; 0.64-0.69 "
-        "at 0, which costs LongMemEval 0.005-0.008; benchmarks/perf/passages.py, docs/benchmarks.md)",
+        description="subtracted from a passage's similarity before the max: a turn with many passages has one that "
+        "matches some question by chance more often than a short turn does. Chosen with passages from 300 "
+        "characters (Settings.passage_from_chars), by cross-validation on LongMemEval dev (0.1 in 4 of 5 folds) "
+        "and checked on LoCoMo dev and long messages (docs/benchmarks.md 'Long messages')",
     )
     reply_penalty: float = Field(
         default=0.02, description="subtracted from reply-vector similarity before the max"
@@ -232,6 +231,15 @@ class Settings(BaseModel):
         "is extracted, erased from, or bulk-written): Kuzu spends ~1 MB on the first row of each node table, so "
         "a one-message user took 4.3 MB in Kuzu and ~20 KB in its log (docs/benchmarks.md); 0 turns it off",
     )
+    passage_from_chars: int = Field(
+        default=300,
+        ge=0,
+        description="a user turn longer than this many characters is stored with a vector per passage (a sentence "
+        "or two) beside its own, so one detail among several is found (embed.passages); turns longer than the "
+        "model's window always are. 300: LoCoMo dev evidence recall@10 +0.011 and LongMemEval dev session "
+        "ndcg@10 +0.004, for 1.6x the user side's embedding time at ingest (200: 2.0x; the window, ~760: only "
+        "long messages; docs/benchmarks.md 'Long messages')",
+    )
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     consolidation: ConsolidationConfig = Field(default_factory=ConsolidationConfig)
 
@@ -248,6 +256,7 @@ class Settings(BaseModel):
             ("GRAPHRECALL_FLUSH_MAX_AGE_S", "flush_max_age_s", float),
             ("GRAPHRECALL_RESIDENT_ROUNDS", "resident_rounds", int),
             ("GRAPHRECALL_FLUSH_CONCURRENCY", "flush_concurrency", int),
+            ("GRAPHRECALL_PASSAGE_FROM_CHARS", "passage_from_chars", int),
         )
         for var, field, kind in numbers:
             if env.get(var):

@@ -165,7 +165,7 @@ class Memory:
         self._recall = Recall(
             self._pool, self._logs, embedder, retrieval or self.settings.retrieval, reranker
         )
-        self._writer = Writer(embedder, self._logs)
+        self._writer = Writer(embedder, self._logs, passage_from_chars=self.settings.passage_from_chars)
         self._closed = False
         self._lock = threading.Lock()
         # Extracted memory (facts, events, entities): see the "extraction" section at the end of the class.

@@ -22,7 +22,7 @@ from graphrecall import ingest as ing
 from graphrecall.dates import parse_date
 from graphrecall.embed import Embedder
 from graphrecall.embed.base import Vectors
-from graphrecall.embed.passages import embed_passages
+from graphrecall.embed.passages import PASSAGE_FROM_CHARS, embed_passages
 from graphrecall.models import IngestResult, Message, Scope, utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase, WriteTxn
@@ -92,9 +92,12 @@ class Writer:
     """Turns validated sessions into rows and writes them: small writes through the scope's log, large ones
     straight into Kuzu. The caller serializes the writes of one scope (``ScopeLogs.scope_lock``)."""
 
-    def __init__(self, embedder: Embedder, logs: ScopeLogs) -> None:
+    def __init__(
+        self, embedder: Embedder, logs: ScopeLogs, *, passage_from_chars: int = PASSAGE_FROM_CHARS
+    ) -> None:
         self.embedder = embedder
         self.logs = logs
+        self.passage_from_chars = passage_from_chars  # user turns longer than this get passage vectors
         # One entry per open database object: a database closed (pool eviction, erase) takes its entry with it.
         self._known: weakref.WeakKeyDictionary[ScopeDatabase, Known] = weakref.WeakKeyDictionary()
         self._known_lock = threading.Lock()
@@ -293,7 +296,9 @@ class Writer:
             try:
                 for start in range(0, len(order), TEXT_CHUNK):
                     chunk = order[start : start + TEXT_CHUNK]
-                    vecs[chunk], chunk_parts = embed_passages(self.embedder, [texts[i] for i in chunk])
+                    vecs[chunk], chunk_parts = embed_passages(
+                        self.embedder, [texts[i] for i in chunk], from_chars=self.passage_from_chars
+                    )
                     for t, p in zip(chunk, chunk_parts, strict=True):
                         parts[t] = p
                     ready = []
@@ -324,7 +329,7 @@ class Writer:
         if not texts:
             empty = np.zeros((0, self.embedder.dim), np.float32)
             return empty, empty, []
-        vecs, parts = embed_passages(self.embedder, texts)
+        vecs, parts = embed_passages(self.embedder, texts, from_chars=self.passage_from_chars)
         users = vecs[[a for a, _ in slots]]
         replies = vecs[[b for _, b in slots]]
         return users, replies, [parts[a] for a, _ in slots]

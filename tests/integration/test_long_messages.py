@@ -150,3 +150,34 @@ def test_a_rewritten_or_erased_long_round_takes_its_passages_with_it(tmp_path: P
         with testing.database(m, scope, create=False) as db:
             assert db.query("MATCH (p:Passage) RETURN count(p)") == [[0]]
             assert db.indexes.count("round_passage") == 0
+
+
+MEDIUM = (
+    "Quick update on my week. Work was busy with the quarterly report and two long meetings. My sister visited on "
+    "Saturday and we walked along the river. Oh, and I finally booked the flights to Lisbon for our anniversary in "
+    "October. The weather turned cold again, so the garden has to wait until the weekend after next, when my "
+    "neighbour lends me his tiller."
+)
+
+
+@pytest.mark.parametrize(("from_chars", "stored"), [(None, True), (len(MEDIUM), False)])
+def test_a_turn_of_a_few_sentences_gets_passages_from_the_setting_on(
+    tmp_path: Path, mem: Memory, from_chars: int | None, stored: bool
+) -> None:
+    limit = passage_chars(mem.embedder)
+    assert (
+        limit is not None and Settings().passage_from_chars < len(MEDIUM) < limit
+    )  # the model reads it whole
+    settings = (
+        Settings(root=tmp_path)
+        if from_chars is None
+        else Settings(root=tmp_path, passage_from_chars=from_chars)
+    )
+    with Memory.open(tmp_path, settings=settings, embedder=mem.embedder) as m:
+        m.add_session(SCOPE, [{"role": "user", "content": MEDIUM}], session_id="week", date="2024-04-01")
+        m.flush()
+        with testing.database(m, SCOPE) as db:
+            [[n]] = db.query("MATCH (p:Passage) RETURN count(p)")
+            [[vec]] = db.query("MATCH (r:Round) RETURN r.embedding")
+    assert (n > 1) is stored and (n == 0) is not stored
+    np.testing.assert_allclose(np.asarray(vec, dtype=np.float32), mem.embedder.embed([MEDIUM])[0], atol=1e-5)

@@ -15,6 +15,7 @@ from graphrecall.embed.passages import (
     CHARS_PER_TOKEN,
     MAX_PASSAGES,
     MAX_WINDOWS,
+    PASSAGE_FROM_CHARS,
     PASSAGE_MAX_CHARS,
     embed_in_full,
     embed_passages,
@@ -141,3 +142,16 @@ def test_a_text_past_the_cap_keeps_max_passages_spread_over_it() -> None:
     long = " ".join(f"Sentence number {i} is here." for i in range(1000))
     _, [parts] = embed_passages(model, [long])
     assert parts is not None and len(parts) == MAX_PASSAGES
+
+
+def test_a_text_the_model_reads_whole_gets_passages_from_the_threshold_on() -> None:
+    model = WindowedEmbedder(max_tokens=512)  # a window of ~1,500 characters
+    medium = " ".join(f"Sentence number {i} says something." for i in range(12))  # ~430 characters
+    assert PASSAGE_FROM_CHARS < len(medium) < 1500
+    [vec], [parts] = embed_passages(model, [medium])
+    [call] = model.calls
+    assert call[0] == medium and parts is not None and len(parts) == len(call) - 1 > 1
+    np.testing.assert_allclose(vec, model.inner.embed([medium])[0], atol=1e-6)  # its own vector, whole
+    _, [none] = embed_passages(model, [medium], from_chars=len(medium))
+    assert none is None and model.calls[-1] == [medium]
+    assert embed_in_full(model, [medium]).shape == (1, 64) and model.calls[-1] == [medium]

@@ -2,14 +2,15 @@
 
 Why: a sentence-transformer reads at most its window (all-MiniLM-L6-v2: 256 tokens, about 1,000 characters of
 English) and silently drops the rest, so a long message (a pasted document, a long story) was searchable by its
-opening only. A text longer than the window is cut at sentence ends twice, and every piece is embedded in the same
-batched call as the other texts:
-- into windows (pieces that fit the window): the text's vector is the normalized mean of theirs (what the whole
-  text is about, every part counted), so a round keeps exactly one user-side vector wherever one is expected
-  (restatement checks, the tail, the reply-less round);
-- into passages of a sentence or two: stored beside the round (``Passage`` rows, the ``round_passage`` derived
-  index), so search scores a round by the best of its vector and its passages', and a detail buried in the middle
-  of a long text is found although the mean dilutes it.
+opening only; and even a text it reads whole is one vector for everything it says, so one detail among several
+topics is diluted. Every piece below is embedded in the same batched call as the other texts:
+- a text longer than the window is cut at sentence ends into windows (pieces that fit the window): its vector is
+  the normalized mean of theirs (what the whole text is about, every part counted), so a round keeps exactly one
+  user-side vector wherever one is expected (restatement checks, the tail, the reply-less round);
+- a text longer than ``PASSAGE_FROM_CHARS`` (300; ``Settings.passage_from_chars``) or than the window is also cut
+  into passages of a sentence or two, stored beside the round (``Passage`` rows, the ``round_passage`` derived
+  index), so search scores a round by the best of its vector and its passages' (less a penalty), and a detail is
+  found although the whole text's vector dilutes it.
 
 Why not pool the short passages instead of embedding windows too: the mean of ~20 sentence vectors lies near the
 centroid of everything, so long turns drew near every question; on LongMemEval dev that pushed a gold session from
@@ -41,6 +42,12 @@ questions with 150-character passages, 0.524 with 250, 0.333 with 400 and 0.143 
 (``benchmarks/perf/passages.py``, docs/benchmarks.md)."""
 MAX_PASSAGES = 128
 """At most this many passages per text (~19k characters have a passage each)."""
+PASSAGE_FROM_CHARS = 300
+"""A text longer than this many characters gets passages even when the model reads it whole (``Settings.
+passage_from_chars``; a text longer than the window always does). Why below the window: a turn of a few sentences
+about several things is diluted too. Measured (docs/benchmarks.md "Long messages"): LoCoMo dev evidence recall@10
+0.709 -> 0.720, LongMemEval dev session ndcg@10 0.961 -> 0.965; from 200 characters LongMemEval turn ndcg@10 gains
+0.011 more but the user side costs 2.0x the embedding time instead of 1.6x."""
 MAX_WINDOWS = 64
 """At most this many windows are pooled into a text's vector (~48k characters are embedded in full)."""
 
@@ -114,14 +121,16 @@ def spread(passages: Sequence[str], limit: int) -> list[str]:
 
 
 def passage_texts(
-    embedder: Embedder, texts: Sequence[str], *, passages: bool = True
+    embedder: Embedder, texts: Sequence[str], *, passages: bool = True, from_chars: int = PASSAGE_FROM_CHARS
 ) -> tuple[list[str], list[tuple[int, int]], list[tuple[int, int] | None]]:
-    """What the model is sent for ``texts``: each text that fits the window as itself; in place of a longer one, its
-    windows (window-sized passages, at most ``MAX_WINDOWS``: their mean is its vector) and, unless ``passages`` is
-    false, its passages of at most ``PASSAGE_MAX_CHARS`` (at most ``MAX_PASSAGES``). Returns that list, the span
-    of each text's vector pieces in it, and the span of its passages (``None`` when it has none)."""
+    """What the model is sent for ``texts``: each text that fits the window as itself, in place of a longer one its
+    windows (window-sized passages, at most ``MAX_WINDOWS``: their mean is its vector); and, unless ``passages`` is
+    false, after a text longer than ``from_chars`` (or the window) its passages of at most ``PASSAGE_MAX_CHARS`` (at
+    most ``MAX_PASSAGES``). Returns that list, the span of each text's vector pieces in it, and the span of its
+    passages (``None`` when it has fewer than two)."""
     limit = passage_chars(embedder)
-    if limit is None or all(len(t) <= limit for t in texts):
+    start = limit if limit is None or not passages else min(limit, from_chars)
+    if start is None or limit is None or all(len(t) <= start for t in texts):
         return list(texts), [(i, i + 1) for i in range(len(texts))], [None] * len(texts)
     size = min(limit, PASSAGE_MAX_CHARS)
     flat: list[str] = []
@@ -131,14 +140,15 @@ def passage_texts(
         windows = (spread(split_passages(t, limit), MAX_WINDOWS) if len(t) > limit else []) or [t]
         spans.append((len(flat), len(flat) + len(windows)))
         flat.extend(windows)
-        if not passages or len(windows) < 2:
+        if not passages or len(t) <= start:
             part_spans.append(None)
         elif size >= limit:  # a window no longer than a passage: the windows are the passages
-            part_spans.append(spans[-1])
+            part_spans.append(spans[-1] if len(windows) > 1 else None)
         else:
             parts = spread(split_passages(t, size), MAX_PASSAGES)
-            part_spans.append((len(flat), len(flat) + len(parts)))
-            flat.extend(parts)
+            part_spans.append((len(flat), len(flat) + len(parts)) if len(parts) > 1 else None)
+            if len(parts) > 1:
+                flat.extend(parts)
     return flat, spans, part_spans
 
 
@@ -152,11 +162,15 @@ def embed_in_full(embedder: Embedder, texts: Sequence[str], *, kind: TextKind = 
 
 
 def embed_passages(
-    embedder: Embedder, texts: Sequence[str], *, kind: TextKind = "document"
+    embedder: Embedder,
+    texts: Sequence[str],
+    *,
+    kind: TextKind = "document",
+    from_chars: int = PASSAGE_FROM_CHARS,
 ) -> tuple[Vectors, list[Vectors | None]]:
     """``embed_in_full``'s vectors, and per text its passage vectors ((passages, dim), unit length) when it is
-    longer than the window, ``None`` when it was embedded whole. One ``embed`` call."""
-    flat, spans, part_spans = passage_texts(embedder, texts)
+    longer than ``from_chars`` or the window and has two passages or more, else ``None``. One ``embed`` call."""
+    flat, spans, part_spans = passage_texts(embedder, texts, from_chars=from_chars)
     vecs = embedder.embed(flat, kind=kind)
     if len(flat) == len(texts):
         return vecs, [None] * len(texts)
