@@ -65,8 +65,9 @@ class RetrievalConfig(BaseModel):
     use_reply_vectors: bool = True
     passage_vectors: bool = Field(
         default=True,
-        description="score a long user turn by the best of its vector and its passages' (embed.passages): a "
-        "detail in the middle of a long message is found although the turn's pooled vector dilutes it",
+        description="score a user turn that has passages (longer than Settings.passage_from_chars or the model's "
+        "window: embed.passages) by the best of its vector and its passages': a detail among several things a "
+        "turn says is found although the turn's vector dilutes it",
     )
     passage_penalty: float = Field(
         default=0.1,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import zlib
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -20,21 +21,27 @@ DIM = 384
 
 def turn(i: int, user: str = "", reply: str = "Noted.", dim: int = DIM) -> WriteEntry:
     """What ingest writes for one 2-message turn that starts session ``s<i>``, with seeded random vectors."""
-    sid = f"s{i}"
-    date = datetime(2024, 1, 1 + i % 28, 9, 0)
     msgs = [
         Message(role="user", content=user or f"turn {i} of the user"),
         Message(role="assistant", content=reply),
     ]
+    return session_entry(f"s{i}", datetime(2024, 1, 1 + i % 28, 9, 0), msgs, seed=i, dim=dim)
+
+
+def session_entry(
+    sid: str, date: datetime, msgs: list[Message], *, seed: int, dim: int = DIM, passages: Sequence[int] = ()
+) -> WriteEntry:
+    """The entry that starts session ``sid`` with ``msgs``; round ``j`` gets ``passages[j]`` passage vectors."""
     rows = message_rows(sid, msgs, start_idx=0, date=date)
     rounds = build_rounds(sid, rows)
-    rng = np.random.default_rng(i)
+    rng = np.random.default_rng(seed)
     return WriteEntry.from_rows(
         sessions=[(sid, date)],
         messages=rows,
         rounds=rounds,
         user_vectors=rng.standard_normal((len(rounds), dim)),
         reply_vectors=rng.standard_normal((len(rounds), dim)),
+        passages=[rng.standard_normal((c, dim)) if c else None for c in passages],
         dim=dim,
     )
 
@@ -178,22 +185,9 @@ def test_entries_check_their_vectors() -> None:
 
 
 def with_passages(i: int, counts: list[int]) -> WriteEntry:
-    """``turn(i)``'s session grown to ``len(counts)`` rounds, round ``j`` with ``counts[j]`` passage vectors."""
-    sid = f"p{i}"
-    date = datetime(2024, 2, 1 + i % 28, 9, 0)
+    """A session ``p<i>`` of ``len(counts)`` rounds, round ``j`` with ``counts[j]`` passage vectors."""
     msgs = [Message(role=r, content=f"{r} {j}") for j in range(len(counts)) for r in ("user", "assistant")]
-    rows = message_rows(sid, msgs, start_idx=0, date=date)
-    rounds = build_rounds(sid, rows)
-    rng = np.random.default_rng(i)
-    return WriteEntry.from_rows(
-        sessions=[(sid, date)],
-        messages=rows,
-        rounds=rounds,
-        user_vectors=rng.standard_normal((len(rounds), DIM)),
-        reply_vectors=rng.standard_normal((len(rounds), DIM)),
-        passages=[rng.standard_normal((c, DIM)) if c else None for c in counts],
-        dim=DIM,
-    )
+    return session_entry(f"p{i}", datetime(2024, 2, 1 + i % 28, 9, 0), msgs, seed=i, passages=counts)
 
 
 def test_passage_vectors_come_back_bit_for_bit_with_their_rounds(tmp_path: Path) -> None:
