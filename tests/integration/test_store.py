@@ -220,3 +220,28 @@ def test_concurrent_writers_to_different_scopes_and_readers_meanwhile(store_root
         for s in scopes:
             assert {x.id for x in mem.sessions(s)} == {"s0", "s1"}
         assert {x.id for x in mem.sessions(shared)} == {"r0", *(s.user_id for s in scopes)}
+
+
+def test_rounds_written_without_passages_have_none(tmp_path: Path) -> None:
+    """``write_batch``'s passages are optional (the benchmarks and any caller without long turns omit them)."""
+    import numpy as np
+
+    from graphrecall.ingest import build_rounds, message_rows
+    from graphrecall.models import Message
+    from graphrecall.store.rounds import write_batch
+
+    db = ScopeDatabase(tmp_path / "a.kuzu", embedder_id="hashing-64", dim=64)
+    try:
+        msgs = [Message(role="user", content="I adopted a puppy"), Message(role="assistant", content="Lovely!")]
+        rows = message_rows("s1", msgs, start_idx=0, date=None)
+        rounds = build_rounds("s1", rows)
+        vecs = np.eye(64, dtype=np.float32)[: len(rounds)]
+        with db.write() as txn:
+            write_batch(
+                txn, new_sessions=[("s1", rows[0].at)], messages=rows, rounds=rounds, user_vecs=vecs,
+                reply_vecs=vecs, replaced_round_ids=[], dim=64,
+            )  # fmt: skip
+        assert db.query("MATCH (r:Round) RETURN count(r)") == [[1]]
+        assert db.query("MATCH (p:Passage) RETURN count(p)") == [[0]]
+    finally:
+        db.close()

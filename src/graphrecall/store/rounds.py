@@ -154,7 +154,11 @@ def write_rounds(
     )
     txn.copy("ROUND_IN", edge_table([(r.id, r.session_id) for r in rounds]))
     txn.copy("HAS_MESSAGE", edge_table([(r.id, m) for r in rounds for m in r.message_ids]))
-    owned = [(r.id, p) for r, p in zip(rounds, passages, strict=True) if p is not None and len(p)]
+    owned = (
+        [(r.id, p) for r, p in zip(rounds, passages, strict=True) if p is not None and len(p)]
+        if passages
+        else []
+    )
     if owned:
         ids = [schema.passage_id(rid, i) for rid, p in owned for i in range(len(p))]
         txn.copy(
