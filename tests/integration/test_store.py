@@ -232,7 +232,10 @@ def test_rounds_written_without_passages_have_none(tmp_path: Path) -> None:
 
     db = ScopeDatabase(tmp_path / "a.kuzu", embedder_id="hashing-64", dim=64)
     try:
-        msgs = [Message(role="user", content="I adopted a puppy"), Message(role="assistant", content="Lovely!")]
+        msgs = [
+            Message(role="user", content="I adopted a puppy"),
+            Message(role="assistant", content="Lovely!"),
+        ]
         rows = message_rows("s1", msgs, start_idx=0, date=None)
         rounds = build_rounds("s1", rows)
         vecs = np.eye(64, dtype=np.float32)[: len(rounds)]
