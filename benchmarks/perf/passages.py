@@ -37,6 +37,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks.jsonfile import save_report
+from benchmarks.longmemeval import data as lme_data
+from benchmarks.longmemeval import harness
+from graphrecall import Scope, testing
+from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
 from graphrecall.embed.base import Embedder, normalize_rows
 from graphrecall.embed.passages import (
@@ -48,6 +52,7 @@ from graphrecall.embed.passages import (
     split_passages,
     spread,
 )
+from graphrecall.retrieve.retriever import HybridRetriever
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
@@ -220,6 +225,56 @@ def cost_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def latency(args: argparse.Namespace) -> dict[str, Any]:
+    """What searching the passages costs: one store of ``--latency`` LongMemEval questions' haystacks (ingested with
+    the default settings, flushed into Kuzu), every question asked with passages on and off alternately, through
+    the same retriever code (only ``RetrievalConfig.passage_vectors`` differs)."""
+    model = SentenceTransformerEmbedder()
+    embedder: Embedder = CachedEmbedder(model, path=args.embed_cache) if args.embed_cache else model
+    questions = lme_data.load(args.data, limit=args.latency)
+    scope = Scope(org_id="bench", user_id="passages")
+    seen: dict[str, dict[str, Any]] = {}
+    for q in questions:
+        for s in lme_data.session_inputs(q):
+            seen.setdefault(s["session_id"], s)
+    with harness.temporary_store("passages-latency-", embedder, Settings()) as mem:
+        mem.add_sessions(scope, list(seen.values()))
+        mem.flush()
+        retrievers = {
+            "on": HybridRetriever(embedder, RetrievalConfig()),
+            "off": HybridRetriever(embedder, RetrievalConfig(passage_vectors=False)),
+        }
+        ms: dict[str, list[float]] = {name: [] for name in retrievers}
+        with testing.database(mem, scope) as db:
+            counts = {"rounds": db.indexes.count("round_user"), "passages": db.indexes.count("round_passage")}
+            for r in range(args.rounds):
+                for q in questions:
+                    for name in retrievers if r % 2 == 0 else reversed(retrievers):
+                        t0 = time.perf_counter()
+                        retrievers[name].search(db, q.question, 10)
+                        ms[name].append((time.perf_counter() - t0) * 1000)
+    return {
+        **counts,
+        "searches": {name: len(v) for name, v in ms.items()},
+        "p50_ms": {name: round(float(np.percentile(v, 50)), 2) for name, v in ms.items()},
+        "p95_ms": {name: round(float(np.percentile(v, 95)), 2) for name, v in ms.items()},
+    }
+
+
+def latency_markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"# Searching passages: {result['rounds']:,} rounds, {result['passages']:,} passages",
+        "",
+        "| passages | searches | p50 ms | p95 ms |",
+        "|---|---|---|---|",
+    ]
+    for name in result["p50_ms"]:
+        lines.append(
+            f"| {name} | {result['searches'][name]} | {result['p50_ms'][name]} | {result['p95_ms'][name]} |"
+        )
+    return "\n".join(lines)
+
+
 def markdown(result: dict[str, Any], args: argparse.Namespace) -> str:
     lines = [
         f"# Long messages: passage sizes ({result['questions']} questions, message median "
@@ -258,10 +313,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--cost", type=int, default=0, help="instead: time embedding this many user turns as ingest does"
     )
     p.add_argument("--from-chars", type=int, nargs="+", default=[200, 300], help="--cost: passage thresholds")
-    p.add_argument("--rounds", type=int, default=3, help="--cost: timed rounds per system")
+    p.add_argument("--rounds", type=int, default=3, help="--cost, --latency: timed rounds per system")
+    p.add_argument(
+        "--latency", type=int, default=0, help="instead: search a store of this many questions' haystacks"
+    )
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = p.parse_args(argv)
+    if args.latency:
+        searched = latency(args)
+        save_report(args.out, "passages_latency", searched, latency_markdown(searched))
+        return
     if args.cost:
         timed = cost(args)
         save_report(args.out, "passages_cost", timed, cost_markdown(timed))
