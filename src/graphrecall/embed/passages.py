@@ -14,8 +14,8 @@ topics is diluted. Every piece below is embedded in the same batched call as the
 
 Why not pool the short passages instead of embedding windows too: the mean of ~20 sentence vectors lies near the
 centroid of everything, so long turns drew near every question; on LongMemEval dev that pushed a gold session from
-rank 8 to 22 and cost session recall_all@10 0.008 (docs/benchmarks.md). Embedding a long text twice costs its
-tokens twice; only texts longer than the window pay it.
+rank 8 to 22 and cost session recall_all@10 0.008 (docs/benchmarks.md). So a text with passages has its tokens
+embedded twice: 1.6x the embedding time of the user side of LongMemEval's turns.
 
 Why caps: a 1 MB message would be ~7,000 passages and a minute of CPU inside one write. Beyond ``MAX_WINDOWS`` or
 ``MAX_PASSAGES``, that many pieces spread evenly over the text stand for it (the embedding then samples the text;
@@ -55,7 +55,7 @@ _BREAK = re.compile(r"(?<=[.!?…;:])\s+|\n+")
 
 
 def passage_chars(embedder: Embedder) -> int | None:
-    """The longest text, in characters, that ``embedder`` reads whole (a longer one is split into passages);
+    """The longest text, in characters, that ``embedder`` reads whole (a longer one is cut into windows);
     ``None`` when it reads any length (or does not say). The window comes from ``max_tokens`` (``SentenceTransformerEmbedder`` knows it from the model's
     files before loading it), looked up through wrappers such as ``CachedEmbedder``."""
     for layer in layers(embedder):
