@@ -103,19 +103,19 @@ def write_messages(
 
 
 def delete_rounds(txn: WriteTxn, round_ids: Sequence[str]) -> None:
-    """Delete rounds and their passages (point deletes: ``UNWIND ... MATCH`` plans a scan of the whole table)."""
+    """Delete rounds with their passages: one statement per round, which returns the passage ids it deleted (point
+    deletes: ``UNWIND ... MATCH`` plans a scan of the whole table)."""
     if not round_ids:
         return
-    passages = [
-        r[0]
-        for rid in round_ids
-        for r in txn.execute("MATCH (p:Passage)-[:PASSAGE_OF]->(:Round {id: $i}) RETURN p.id", {"i": rid})
-    ]
-    for pid in passages:
-        txn.execute("MATCH (p:Passage {id: $i}) DETACH DELETE p", {"i": pid})
-    txn.unindex("Passage", passages)
+    passages: list[str] = []
     for rid in round_ids:
-        txn.execute("MATCH (r:Round {id: $i}) DETACH DELETE r", {"i": rid})
+        rows = txn.execute(
+            "MATCH (r:Round {id: $i}) OPTIONAL MATCH (p:Passage)-[:PASSAGE_OF]->(r) "
+            "WITH r, p, p.id AS pid DETACH DELETE p, r RETURN pid",
+            {"i": rid},
+        )
+        passages += [row[0] for row in rows if row[0] is not None]
+    txn.unindex("Passage", passages)
     txn.unindex("Round", round_ids)
 
 
