@@ -160,19 +160,23 @@ def write_rounds(
         else []
     )
     if owned:
-        ids = [schema.passage_id(rid, i) for rid, p in owned for i in range(len(p))]
+        keys = [
+            (rid, i) for rid, p in owned for i in range(len(p))
+        ]  # (round id, passage index), in row order
+        ids = [schema.passage_id(rid, i) for rid, i in keys]
+        owners = [rid for rid, _ in keys]
         txn.copy(
             "Passage",
             pa.table(
                 {
                     "id": ids,
-                    "round_id": [rid for rid, p in owned for _ in range(len(p))],
-                    "idx": pa.array([i for _, p in owned for i in range(len(p))], pa.int64()),
+                    "round_id": owners,
+                    "idx": pa.array([i for _, i in keys], pa.int64()),
                     "embedding": vector_column(np.concatenate([p for _, p in owned]), dim),
                 }
             ),
         )
-        txn.copy("PASSAGE_OF", edge_table([(pid, schema.round_of_passage(pid)) for pid in ids]))
+        txn.copy("PASSAGE_OF", edge_table(list(zip(ids, owners, strict=True))))
 
 
 def touch_sessions(txn: WriteTxn, messages: Sequence[MessageRow]) -> None:
