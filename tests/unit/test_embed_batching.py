@@ -12,18 +12,18 @@ import numpy as np
 import pytest
 
 from graphrecall.embed import BatchingEmbedder, CachedEmbedder, HashingEmbedder
-from graphrecall.embed.base import TextKind, Vectors, layers
+from graphrecall.embed.base import TextKind, Vectors, Wrapper, layers
 from graphrecall.embed.passages import passage_chars
 from graphrecall.server.metrics import batching_lines
 
 JOIN_S = 30  # only a hang would take this long
 
 
-class Gate:
+class Gate(Wrapper):
     """A recording inner embedder; while ``hold`` is set, each call blocks until ``release``."""
 
     def __init__(self, *, fail_on: str | None = None) -> None:
-        self.inner = HashingEmbedder(32)
+        super().__init__(HashingEmbedder(32))
         self.calls: list[tuple[TextKind, list[str]]] = []
         self.started = threading.Semaphore(0)
         self.hold = threading.Event()
@@ -31,14 +31,6 @@ class Gate:
         self.fail_on = fail_on
         self.max_tokens = 128
         self._lock = threading.Lock()
-
-    @property
-    def id(self) -> str:
-        return self.inner.id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
         with self._lock:

@@ -10,22 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, TextKind, Vectors
+from graphrecall.embed.base import Wrapper
 
 
-class Counting:
+class Counting(Wrapper):
     """Wraps an embedder and records every call that reaches it."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.calls: list[tuple[list[str], TextKind]] = []
-
-    @property
-    def id(self) -> str:
-        return self.inner.id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
         self.calls.append((list(texts), kind))
