@@ -211,17 +211,26 @@ def cost(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cost_markdown(result: dict[str, Any]) -> str:
-    lines = [
-        f"# Passages at ingest: {result['turns']} LongMemEval user turns, median of {result['rounds']} rounds",
-        "",
-        "| system | texts embedded | characters | seconds | x whole |",
-        "|---|---|---|---|---|",
-    ]
-    for name in result["texts"]:
-        lines.append(
-            f"| {name} | {result['texts'][name]:,} | {result['chars'][name]:,} | "
-            f"{result['seconds_median'][name]} | {result['ratio_to_whole'][name]} |"
-        )
+    return _table(
+        f"Passages at ingest: {result['turns']} LongMemEval user turns, median of {result['rounds']} rounds",
+        ["system", "texts embedded", "characters", "seconds", "x whole"],
+        [
+            [
+                name,
+                f"{result['texts'][name]:,}",
+                f"{result['chars'][name]:,}",
+                result["seconds_median"][name],
+                result["ratio_to_whole"][name],
+            ]
+            for name in result["texts"]
+        ],
+    )
+
+
+def _table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A report: a ``#`` title and one Markdown table."""
+    lines = [f"# {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
@@ -262,31 +271,24 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def latency_markdown(result: dict[str, Any]) -> str:
-    lines = [
-        f"# Searching passages: {result['rounds']:,} rounds, {result['passages']:,} passages",
-        "",
-        "| passages | searches | p50 ms | p95 ms |",
-        "|---|---|---|---|",
-    ]
-    for name in result["p50_ms"]:
-        lines.append(
-            f"| {name} | {result['searches'][name]} | {result['p50_ms'][name]} | {result['p95_ms'][name]} |"
-        )
-    return "\n".join(lines)
+    return _table(
+        f"Searching passages: {result['rounds']:,} rounds, {result['passages']:,} passages",
+        ["passages", "searches", "p50 ms", "p95 ms"],
+        [
+            [name, result["searches"][name], result["p50_ms"][name], result["p95_ms"][name]]
+            for name in result["p50_ms"]
+        ],
+    )
 
 
 def markdown(result: dict[str, Any], args: argparse.Namespace) -> str:
-    lines = [
-        f"# Long messages: passage sizes ({result['questions']} questions, message median "
+    return _table(
+        f"Long messages: passage sizes ({result['questions']} questions, message median "
         f"{result['message_chars_median']:,} characters, hay median {result['hay_median']} user turns, window "
         f"~{result['window_chars']} characters, passages from {args.passages_from} characters, seed {args.seed})",
-        "",
-        "| system | R@1 | R@5 | MRR |",
-        "|---|---|---|---|",
-    ]
-    for s, f in result["figures"].items():
-        lines.append(f"| {s} | {f['r@1']:.3f} | {f['r@5']:.3f} | {f['mrr']:.3f} |")
-    return "\n".join(lines)
+        ["system", "R@1", "R@5", "MRR"],
+        [[s, f"{f['r@1']:.3f}", f"{f['r@5']:.3f}", f"{f['mrr']:.3f}"] for s, f in result["figures"].items()],
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
