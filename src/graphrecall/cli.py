@@ -73,6 +73,7 @@ from graphrecall.errors import (
     Unreachable,
 )
 from graphrecall.models import Hit, IngestResult, SessionInput
+from graphrecall.retrieve.excerpt import excerpt, question_terms
 from graphrecall.server import shards
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.serve import add_arguments as serve_arguments
@@ -362,9 +363,15 @@ def _batches(items: Iterable[SessionInput], size: int) -> Iterator[list[SessionI
         yield batch
 
 
-def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+def _snippet(text: str, limit: int = SNIPPET_CHARS, query: str | None = None) -> str:
+    """``text`` on one line, cut to ``limit``: its opening, or with a ``query`` the sentences that share the most
+    of its words (a long round matched by a detail deep inside shows that detail, not its first lines)."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+    if len(flat) <= limit:
+        return flat
+    if query is not None:
+        return " ".join(excerpt(text, question_terms(query), limit).split())
+    return flat[: limit - 1].rstrip() + "…"
 
 
 # -- commands --------------------------------------------------------------------------------------------------------
@@ -498,14 +505,15 @@ def cmd_search(args: argparse.Namespace) -> int:
     if not hits:
         print(f"no hits for {p.query!r} in {scope}", file=sys.stderr)
     for h in hits:
-        print(_format_hit(h))
+        print(_format_hit(h, p.query))
     return EXIT_OK
 
 
-def _format_hit(h: Hit) -> str:
+def _format_hit(h: Hit, query: str) -> str:
     signals = " ".join(f"{k}={v:.3f}" for k, v in sorted(h.signals.items()))
     return (
-        f"{h.rank:>3}. {h.score:.4f}  {minute(h.date)}  {h.session_id}  [{signals}]\n     {_snippet(h.text)}"
+        f"{h.rank:>3}. {h.score:.4f}  {minute(h.date)}  {h.session_id}  [{signals}]\n"
+        f"     {_snippet(h.text, query=query)}"
     )
 
 

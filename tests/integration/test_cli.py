@@ -197,6 +197,34 @@ def test_search_finds_the_session_that_mentions_the_words(run: Run) -> None:
     assert puppy in first and "vector=" in first
 
 
+def test_a_long_round_is_shown_by_the_sentences_that_match(run: Run, tmp_path: Path) -> None:
+    filler = " ".join(f"Day {d} of the conference was talks and lunch with the team." for d in range(1, 20))
+    history = tmp_path / "long.json"
+    history.write_text(
+        json.dumps(
+            [
+                {
+                    "session_id": "trip",
+                    "date": "2024-05-01",
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": f"{filler} Also I am restoring a wooden sailboat called Albatross.",
+                        },
+                        {"role": "assistant", "content": "Sounds like a full week."},
+                    ],
+                }
+            ]
+        )
+    )
+    run.json("ingest", history, *SCOPE)
+    code, out, _ = run("search", "what is my sailboat called?", *SCOPE, "-k", "1")
+    assert code == 0
+    [_, shown] = out.splitlines()
+    assert "Albatross" in shown and len(shown.strip()) <= 160
+    assert "Day 1 " not in shown  # not the opening
+
+
 def test_question_date_hides_later_sessions(run: Run) -> None:
     run.json("ingest", EXAMPLE, *SCOPE)
     hits = run.json("search", "Denver", *SCOPE, "--question-date", "2024-03-01")
