@@ -223,6 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--yes", action="store_true", help="confirm (not needed with --dry-run): deleted for good")
 
+    sub.add_parser(
+        "backfill-passages",
+        parents=[common, scope, as_json],
+        help="embed the passage vectors of long user turns stored without them (by a graphrecall before storage "
+        "schema 4, or under a higher GRAPHRECALL_PASSAGE_FROM_CHARS)",
+    )
+
     s = sub.add_parser("serve", parents=[common], help="run the HTTP API")
     serve_arguments(s)
 
@@ -731,6 +738,22 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_backfill_passages(args: argparse.Namespace) -> int:
+    scope = scope_of(args)
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        rounds = mem.backfill_passages(scope)
+    if args.json:
+        print_json({"scope": str(scope), "rounds": rounds})
+    else:
+        print(
+            f"{scope}: {rounds} long rounds got passage vectors"
+            if rounds
+            else f"{scope}: nothing to backfill"
+        )
+    return EXIT_OK
+
+
 def _require_extra(extra: str, modules: Sequence[str], what: str) -> None:
     """Fail with the pip command to run when an optional dependency group is missing (servers import lazily, so
     a missing package would otherwise surface as a traceback halfway through start-up)."""
@@ -850,6 +873,7 @@ COMMANDS = {
     "export": cmd_export,
     "import": cmd_import,
     "forget": cmd_forget,
+    "backfill-passages": cmd_backfill_passages,
     "erase": cmd_erase,
     "serve": cmd_serve,
     "shard-config": cmd_shard_config,

@@ -25,6 +25,7 @@ from graphrecall import ingest as ing
 from graphrecall.config import ConsolidationConfig, RetrievalConfig, Settings
 from graphrecall.dates import parse_date
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
+from graphrecall.embed.passages import passage_chars, passage_vectors
 from graphrecall.errors import InvalidInput, NotAvailable, NotFound, StorageFull
 from graphrecall.extract.consolidate import Consolidator
 from graphrecall.extract.extractor import ExtractionConfig, Extractor
@@ -114,6 +115,10 @@ def _check_id(value: str, what: str, where: str | None = None) -> None:
         validate_identifier(value, what)
     except ValueError as e:
         raise InvalidInput(str(e), where=where or what) from None
+
+
+BACKFILL_PAGE = 256
+"""Rounds embedded and written per transaction by ``Memory.backfill_passages``."""
 
 
 class Memory:
@@ -611,6 +616,35 @@ class Memory:
                 if self._queue is not None or self._queue_file().exists():
                     self._extraction_queue(start=False).forget_sessions(s, plan.sessions)
         return Erasure(scope=s, dry_run=dry_run, **dataclasses.asdict(plan))
+
+    def backfill_passages(self, scope: ScopeLike) -> int:
+        """Give passage vectors to the scope's long user turns that have none: rounds stored before schema 4 (they
+        kept only their pooled vector) or while a higher ``Settings.passage_from_chars`` was set. Embeds only the
+        passages (the rounds' own vectors stay), a page of rounds per transaction, holding the scope's writes off
+        for one page at a time. Returns how many rounds got passages; running it again finds none left. Its cost
+        is one embedding per passage, so it is a command to run once after an upgrade, not something done on open."""
+        s = as_scope(scope)
+        if not self._logs.stored(s):
+            raise NotFound(f"scope {s} has no memory")
+        window = passage_chars(self.embedder)
+        if window is None:  # an embedder without a window (the hashing one) keeps no passages
+            return 0
+        longer_than = min(window, self._writer.passage_from_chars)
+        done, after = 0, ""
+        while True:
+            with self._logs.scope_lock(s), self._flushed(s) as db:
+                page = q.rounds_without_passages(db, longer_than, BACKFILL_PAGE, after)
+                if not page:
+                    return done
+                parts = passage_vectors(
+                    self.embedder, [text for _, text in page], from_chars=self._writer.passage_from_chars
+                )
+                with db.write() as txn:
+                    q.write_passages(
+                        txn, [(rid, p) for (rid, _), p in zip(page, parts, strict=True)], self.embedder.dim
+                    )
+            done += sum(p is not None for p in parts)
+            after = page[-1][0]
 
     def scopes(self) -> list[Scope]:
         """Every scope under the root (those still held in their write log too), by org and user."""

@@ -225,6 +225,16 @@ def test_a_long_round_is_shown_by_the_sentences_that_match(run: Run, tmp_path: P
     assert "Day 1 " not in shown  # not the opening
 
 
+def test_backfill_passages_reports_per_scope_and_names_an_unknown_one(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    # The hashing embedder has no window, so it keeps no passages: the command has nothing to do, and says so.
+    assert run.json("backfill-passages", *SCOPE) == {"scope": "/".join(SCOPE[1::2]), "rounds": 0}
+    code, out, _ = run("backfill-passages", *SCOPE)
+    assert code == 0 and "nothing to backfill" in out
+    code, _, err = run("backfill-passages", "--org", SCOPE[1], "--user", "nobody")
+    assert code == 1 and "nobody" in err
+
+
 def test_question_date_hides_later_sessions(run: Run) -> None:
     run.json("ingest", EXAMPLE, *SCOPE)
     hits = run.json("search", "Denver", *SCOPE, "--question-date", "2024-03-01")

@@ -180,6 +180,28 @@ def embed_passages(
     return _pooled(vecs, spans), parts
 
 
+def passage_vectors(
+    embedder: Embedder, texts: Sequence[str], *, from_chars: int = PASSAGE_FROM_CHARS
+) -> list[Vectors | None]:
+    """Per text, the passage vectors ``embed_passages`` would keep for it (``None`` where it keeps none), without
+    embedding the texts' own windows: for rounds whose vector is stored already (``Memory.backfill_passages``)."""
+    flat, _, part_spans = passage_texts(embedder, texts, from_chars=from_chars)
+    wanted = [ps for ps in part_spans if ps is not None]
+    if not wanted:
+        return [None] * len(texts)
+    vecs = embedder.embed([t for a, b in wanted for t in flat[a:b]])
+    out: list[Vectors | None] = []
+    at = 0
+    for ps in part_spans:
+        if ps is None:
+            out.append(None)
+            continue
+        n = ps[1] - ps[0]
+        out.append(normalize_rows(vecs[at : at + n]))
+        at += n
+    return out
+
+
 def _pooled(vecs: Vectors, spans: Sequence[tuple[int, int]]) -> Vectors:
     pooled = np.stack([vecs[a:b].mean(axis=0) for a, b in spans]) if spans else vecs[:0]
     return normalize_rows(pooled)

@@ -36,8 +36,9 @@ log = logging.getLogger(__name__)
 _UPGRADE_WORK = {
     1: "dropped Kuzu's full-text indexes, kept its vector indexes (no longer searched), added Fact.reinforcement"
     " and the Passage table",
-    2: "added Fact.reinforcement and the Passage table",
-    3: "added the Passage table (long rounds stored before keep their pooled vector only)",
+    2: "added Fact.reinforcement and the Passage table (`graphrecall backfill-passages` fills it)",
+    3: "added the Passage table (long rounds stored before keep their pooled vector only until "
+    "`graphrecall backfill-passages` or Memory.backfill_passages embeds their passages)",
 }
 
 DEFAULT_BUFFER_POOL = 64 << 20

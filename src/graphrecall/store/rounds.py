@@ -154,29 +154,46 @@ def write_rounds(
     )
     txn.copy("ROUND_IN", edge_table([(r.id, r.session_id) for r in rounds]))
     txn.copy("HAS_MESSAGE", edge_table([(r.id, m) for r in rounds for m in r.message_ids]))
-    owned = (
-        [(r.id, p) for r, p in zip(rounds, passages, strict=True) if p is not None and len(p)]
-        if passages
-        else []
+    if passages:
+        write_passages(txn, list(zip((r.id for r in rounds), passages, strict=True)), dim)
+
+
+def write_passages(txn: WriteTxn, owned: Sequence[tuple[str, Vectors | None]], dim: int) -> None:
+    """Passage rows and their ``PASSAGE_OF`` edges for rounds already written (or written in this transaction):
+    ``(round id, (passages, dim) vectors or None)`` per round."""
+    kept = [(rid, p) for rid, p in owned if p is not None and len(p)]
+    if not kept:
+        return
+    keys = [(rid, i) for rid, p in kept for i in range(len(p))]  # (round id, passage index), in row order
+    ids = [schema.passage_id(rid, i) for rid, i in keys]
+    owners = [rid for rid, _ in keys]
+    txn.copy(
+        "Passage",
+        pa.table(
+            {
+                "id": ids,
+                "round_id": owners,
+                "idx": pa.array([i for _, i in keys], pa.int64()),
+                "embedding": vector_column(np.concatenate([p for _, p in kept]), dim),
+            }
+        ),
     )
-    if owned:
-        keys = [
-            (rid, i) for rid, p in owned for i in range(len(p))
-        ]  # (round id, passage index), in row order
-        ids = [schema.passage_id(rid, i) for rid, i in keys]
-        owners = [rid for rid, _ in keys]
-        txn.copy(
-            "Passage",
-            pa.table(
-                {
-                    "id": ids,
-                    "round_id": owners,
-                    "idx": pa.array([i for _, i in keys], pa.int64()),
-                    "embedding": vector_column(np.concatenate([p for _, p in owned]), dim),
-                }
-            ),
-        )
-        txn.copy("PASSAGE_OF", edge_table(list(zip(ids, owners, strict=True))))
+    txn.copy("PASSAGE_OF", edge_table(list(zip(ids, owners, strict=True))))
+
+
+def rounds_without_passages(
+    db: ScopeDatabase, longer_than: int, limit: int, after: str = ""
+) -> list[tuple[str, str]]:
+    """``(id, user text)`` of rounds whose user side is longer than ``longer_than`` characters and that have no
+    passages: stored before schema 4, or while a higher ``passage_from_chars`` was set (``Memory.backfill_passages``).
+    At most ``limit``, by id, from the first id above ``after`` (a page's last id: a round that gets no passages,
+    one too short to split, is not read again)."""
+    rows = db.query(
+        "MATCH (r:Round) WHERE r.id > $after AND size(r.user_text) > $n "
+        "AND NOT EXISTS { MATCH (:Passage)-[:PASSAGE_OF]->(r) } RETURN r.id, r.user_text ORDER BY r.id LIMIT $k",
+        {"n": longer_than, "k": limit, "after": after},
+    )
+    return [(r[0], r[1]) for r in rows]
 
 
 def touch_sessions(txn: WriteTxn, messages: Sequence[MessageRow]) -> None:
