@@ -1,0 +1,140 @@
+"""What a retrieval setting costs per search, on LongMemEval haystacks (~500 rounds per question).
+
+Each question's haystack is ingested once through ``Memory.add_sessions`` and flushed into Kuzu; then every system
+(the defaults, ``ours``, and each ``--variant``) searches it ``--repeats`` times, the systems taking turns within
+each repeat so that machine noise falls on all of them alike. The query vector is in the embedding cache after
+the first search, so the figures are the search without the query's embedding: what a setting adds on top of it.
+Reported per system: p50 and p95 over every search, and the ratio of its p50 to ours (one run, one machine).
+
+    python -m benchmarks.longmemeval.latency --data ../shared/data/longmemeval/longmemeval_s_dev.json.gz \\
+        --types temporal-reasoning --limit 10 --variant 'ir={"in_range_weight": 0.5}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.longmemeval import data, harness
+from benchmarks.longmemeval.retrieval import RunSpec, _parse_variant, build_embedder
+from graphrecall import RetrievalConfig, Settings, testing
+from graphrecall.models import Scope
+from graphrecall.retrieve.retriever import HybridRetriever
+from graphrecall.retrieve.timeparse import parse_time_range
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.longmemeval.latency",
+        description="Search latency of retrieval settings side by side, on LongMemEval haystacks.",
+    )
+    p.add_argument("--data", type=Path, required=True, help="longmemeval_s*.json[.gz]")
+    p.add_argument("--types", default="", help="comma-separated question types to keep (default: all)")
+    p.add_argument("--limit", type=int, default=10, help="questions to use (default 10)")
+    p.add_argument(
+        "--time-range-only",
+        action="store_true",
+        help="keep only questions with a time expression the retriever parses (what time settings cost)",
+    )
+    p.add_argument("--repeats", type=int, default=5, help="searches per question and system (default 5)")
+    p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        type=_parse_variant,
+        metavar="NAME=JSON",
+        help="a system: RetrievalConfig overrides on the defaults (repeatable)",
+    )
+    p.add_argument("--out", type=Path, default=Path("benchmarks/results/longmemeval"))
+    return p
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.limit < 1 or args.repeats < 1:
+        raise SystemExit("--limit and --repeats must be at least 1")
+    types = {t.strip() for t in args.types.split(",") if t.strip()}
+    questions = data.load(args.data, types=types or None)
+    if args.time_range_only:
+        questions = [
+            q for q in questions if parse_time_range(q.question, data.parse_date(q.question_date)) is not None
+        ]
+    questions = questions[: args.limit]
+    if not questions:
+        raise SystemExit(f"no questions of types {sorted(types)} in {args.data}")
+    spec = RunSpec("default", str(args.embed_cache), None, {}, {}, [10], [], {})
+    embedder = build_embedder(spec)
+    settings = Settings.from_env()
+    systems = {"ours": {}, **dict(args.variant)}
+    times: dict[str, list[float]] = {name: [] for name in systems}
+    for i, q in enumerate(questions, start=1):
+        with harness.temporary_store("lme-latency-", embedder, settings) as mem:
+            scope = Scope(org_id="lme", user_id=q.question_id)
+            mem.add_sessions(scope, data.session_inputs(q))
+            mem.flush()
+            cutoff = mem.recall(scope, data.parse_date(q.question_date)).cutoff
+            retrievers = {
+                name: HybridRetriever(
+                    mem.embedder,
+                    RetrievalConfig.model_validate(settings.retrieval.model_dump() | overrides),
+                    testing.retriever(mem).reranker,
+                )
+                for name, overrides in systems.items()
+            }
+            with testing.database(mem, scope) as db:
+                for r in retrievers.values():  # warm: the query vector into the cache, the indexes loaded
+                    r.search(db, q.question, 10, cutoff=cutoff)
+                for _ in range(args.repeats):
+                    for name, r in retrievers.items():
+                        t0 = time.perf_counter()
+                        r.search(db, q.question, 10, cutoff=cutoff)
+                        times[name].append((time.perf_counter() - t0) * 1000)
+        print(f"[{i}/{len(questions)}] {q.question_id} {q.question_type}", flush=True)
+    base = statistics.median(times["ours"])
+    rows: list[dict[str, Any]] = [
+        {
+            "system": name,
+            "overrides": systems[name],
+            "p50_ms": statistics.median(ts),
+            "p95_ms": _percentile(ts, 0.95),
+            "ratio_p50": statistics.median(ts) / base,
+            "searches": len(ts),
+        }
+        for name, ts in times.items()
+    ]
+    lines = [
+        f"Command: `python -m benchmarks.longmemeval.latency {' '.join(sys.argv[1:] if argv is None else argv)}`",
+        "",
+        f"{len(questions)} questions x {args.repeats} searches per system (query vector cached).",
+        "",
+        "| system | overrides | p50 ms | p95 ms | p50 / ours |",
+        "|---|---|---:|---:|---:|",
+        *(
+            f"| {r['system']} | `{json.dumps(r['overrides'])}` | {r['p50_ms']:.1f} | {r['p95_ms']:.1f} | "
+            f"{r['ratio_p50']:.2f} |"
+            for r in rows
+        ),
+    ]
+    report = "\n".join(lines)
+    print("\n" + report)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "latency.md").write_text(report + "\n")
+    (args.out / "latency.json").write_text(json.dumps(rows, indent=1))
+    print(f"\nwrote {args.out / 'latency.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
