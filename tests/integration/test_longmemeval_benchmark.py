@@ -177,7 +177,11 @@ def test_run_question_ranks_and_scores_both_systems_and_leaves_no_scope(tmp_path
 def test_variants_are_searched_over_the_same_scope_and_scored_beside_ours(tmp_path: Path) -> None:
     (q,) = data.load(_write(tmp_path, [_raw_question()]))
     with Memory.open(tmp_path / "store", embedder=HashingEmbedder(64)) as mem:
-        lexical_only = {"weights": {"vector": 0.0, "bm25": 1.0, "bm25_user": 0.0}, "time_boost": 0.0}
+        lexical_only = {
+            "weights": {"vector": 0.0, "bm25": 1.0, "bm25_user": 0.0},
+            "time_boost": 0.0,
+            "in_range_weight": 0.0,
+        }
         variants = harness.variant_searchers(mem, RetrievalConfig(), {"lexical": lexical_only})
         r = run_question(mem, q, [1, 5], variants)
         assert mem.scopes() == []

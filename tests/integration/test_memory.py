@@ -203,9 +203,9 @@ def test_the_question_date_hides_what_was_said_after_it(mem: Memory, scope: Scop
 
 
 def test_time_expressions_boost_rounds_inside_the_range(store_root: Path, scope: Scope) -> None:
-    def ranked(time_boost: float) -> list[tuple[str, float | None]]:
-        root = store_root / f"boost-{time_boost}"
-        retrieval = RetrievalConfig(time_boost=time_boost)
+    def ranked(time_boost: float, in_range_weight: float = 0.0) -> list[tuple[str, float | None]]:
+        root = store_root / f"boost-{time_boost}-{in_range_weight}"
+        retrieval = RetrievalConfig(time_boost=time_boost, in_range_weight=in_range_weight)
         with Memory.open(
             root, embedder=HashingEmbedder(64), settings=Settings(root=root), retrieval=retrieval
         ) as m:
@@ -222,6 +222,7 @@ def test_time_expressions_boost_rounds_inside_the_range(store_root: Path, scope:
             return [(h.session_id, h.signals.get("time")) for h in hits]
 
     assert ranked(0.5) == [("z-recent", 1.0), ("a-old", 0.0)]
+    assert ranked(0.0, in_range_weight=0.5) == [("z-recent", 1.0), ("a-old", 0.0)]  # the in-range list alone
     assert [sid for sid, _ in ranked(0.0)] == ["a-old", "z-recent"]
 
 

@@ -4,8 +4,8 @@ Generators over raw history: HNSW over user-turn vectors and over reply vectors 
 two; replies hold what the assistant said, which "what did you recommend" questions ask for), and BM25 over the
 round text, then BM25 over the user side of that candidate pool (``retrieve.lexical``: what the user said in their
 own words, where a long reply on the same topic cannot crowd it out). A time range parsed from the question
-(relative to the cutoff's question date) boosts rounds inside it, and nothing recorded after the cutoff is
-returned (``graphrecall.dates.Cutoff``). Candidates from extracted memory (facts, events, entity expansion) come
+(relative to the cutoff's question date) boosts rounds inside it and adds a list of them ranked by similarity
+among themselves, and nothing recorded after the cutoff is returned (``graphrecall.dates.Cutoff``). Candidates from extracted memory (facts, events, entity expansion) come
 from ``retrieve.graph.GraphCandidates``.
 Independent store queries of one search run side by side (``retrieve.stages``).
 """
@@ -36,6 +36,7 @@ from graphrecall.retrieve.updates import newer_first
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.wal import TailSnapshot
+from graphrecall.store.wal.tail import Side
 from graphrecall.text import query_terms
 
 log = logging.getLogger(__name__)
@@ -171,17 +172,29 @@ class HybridRetriever:
         if self.graph is not None:
             with stage(timings, "graph"):
                 lists.update(self.graph(db, query, qvec, n, cutoff=cutoff, as_of=as_of))
+        tr = time_range or parse_time_range(query, cutoff.question_date if cutoff is not None else None)
+        in_range: set[str] = set()
+        if tr is not None and (cfg.time_boost > 0 or cfg.in_range_weight > 0):
+            with stage(timings, "time_range"):
+                until = cutoff.until if cutoff is not None else None
+                in_range = set(q.rounds_between(db, tr.start, tr.end, limit=5 * n, until=until))
+            if tail is not None:
+                in_range -= tail.shadowed
+                in_range |= {
+                    r.id
+                    for r in tail.rounds()
+                    if tr.start <= r.at <= tr.end and (cutoff is None or cutoff.admits(r.at))
+                }
+            if cfg.in_range_weight > 0 and in_range:
+                with stage(timings, "in_range"):
+                    lists["in_range"] = self._in_range_list(db, tail, sorted(in_range), qvec, reply_penalty)
+                    if tail is not None:  # Kuzu has no row for a round only the tail holds
+                        pool.update(tail.get([rid for rid, _ in lists["in_range"]]))
+                weights = {**weights, "in_range": cfg.in_range_weight}
         fused = (
             fusion.rrf(lists, weights, cfg.rrf_k) if cfg.fusion == "rrf" else fusion.weighted(lists, weights)
         )
-        tr = time_range or parse_time_range(query, cutoff.question_date if cutoff is not None else None)
-        in_range: set[str] = set()
-        if tr is not None and cfg.time_boost > 0:
-            with stage(timings, "time_range"):
-                in_range = set(q.rounds_between(db, tr.start, tr.end, limit=5 * n))
-            if tail is not None:
-                in_range -= tail.shadowed
-                in_range |= {r.id for r in tail.rounds() if tr.start <= r.at <= tr.end}
+        if in_range and cfg.time_boost > 0:
             unit = 1.0 / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else 1.0
             for rid in in_range:
                 if rid in fused:
@@ -306,6 +319,32 @@ class HybridRetriever:
         for rid, s in reply:
             vec[rid] = max(vec.get(rid, -1.0), s - reply_penalty)
         return vec
+
+    def _in_range_list(
+        self,
+        db: ScopeDatabase,
+        tail: TailSnapshot | None,
+        ids: list[str],
+        qvec: Vectors,
+        reply_penalty: float,
+    ) -> Ranked:
+        """The rounds inside the question's time range ranked by similarity alone (the better of the user side and
+        the reply less ``reply_penalty``, as the vector list scores them): a question anchored in time ("the
+        milestone I mentioned four weeks ago") has few candidates, and the best match among them may rank far
+        down the whole scope's vector list, where the time boost cannot reach it."""
+        qv = np.asarray(qvec, dtype=np.float32).reshape(-1)
+        qv = qv / (float(np.linalg.norm(qv)) or 1.0)
+        scores: dict[str, float] = {}
+        sides: tuple[Side, ...] = ("user", "reply") if self.config.use_reply_vectors else ("user",)
+        for side in sides:
+            vectors = tail.vectors(ids, side) if tail is not None else {}
+            vectors.update(q.round_vectors(db, [rid for rid in ids if rid not in vectors], side))
+            penalty = reply_penalty if side == "reply" else 0.0
+            for rid, v in vectors.items():
+                v = np.asarray(v, dtype=np.float32).reshape(-1)
+                s = float(v @ qv) / (float(np.linalg.norm(v)) or 1.0) - penalty
+                scores[rid] = max(scores.get(rid, -2.0), s)
+        return fusion.order(scores)
 
     def _user_side_list(
         self,
