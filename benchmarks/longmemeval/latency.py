@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonfile import data_file
 from benchmarks.longmemeval import data, harness
 from benchmarks.longmemeval.retrieval import RunSpec, _parse_variant, build_embedder
 from graphrecall import RetrievalConfig, Settings, testing
@@ -34,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m benchmarks.longmemeval.latency",
         description="Search latency of retrieval settings side by side, on LongMemEval haystacks.",
     )
-    p.add_argument("--data", type=Path, required=True, help="longmemeval_s*.json[.gz]")
+    p.add_argument("--data", type=data_file, required=True, help="longmemeval_s*.json[.gz]")
     p.add_argument("--types", default="", help="comma-separated question types to keep (default: all)")
     p.add_argument("--limit", type=int, default=10, help="questions to use (default 10)")
     p.add_argument(
@@ -44,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--repeats", type=int, default=5, help="searches per question and system (default 5)")
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
+    p.add_argument(
+        "--embedder",
+        choices=["default", "hashing"],
+        default="default",
+        help="hashing: the model-free embedder (plumbing checks; its timings say nothing about the model's)",
+    )
     p.add_argument(
         "--variant",
         action="append",
@@ -73,8 +80,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
     questions = questions[: args.limit]
     if not questions:
-        raise SystemExit(f"no questions of types {sorted(types)} in {args.data}")
-    spec = RunSpec("default", str(args.embed_cache), None, {}, {}, [10], [], {})
+        raise SystemExit(
+            f"no questions left in {args.data} (types {sorted(types) or 'all'}, --time-range-only {args.time_range_only})"
+        )
+    spec = RunSpec(args.embedder, str(args.embed_cache), None, {}, {}, [10], [], {})
     embedder = build_embedder(spec)
     settings = Settings.from_env()
     systems = {"ours": {}, **dict(args.variant)}

@@ -337,3 +337,20 @@ def test_the_packing_benchmark_scores_every_candidate_and_reuses_its_hits(tmp_pa
     assert packing.main(argv) == 0  # packs the cached hits again: nothing ingested, nothing appended
     assert (out / "hits.jsonl").read_text() == lines
     assert packing.main([*argv, "--budgets", "0"]) == 2
+
+
+def test_the_latency_benchmark_times_every_system_on_the_same_haystacks(tmp_path: Path) -> None:
+    from benchmarks.longmemeval import latency
+
+    timed = _raw_question("t1")
+    timed["question"] = "Which violin teacher did you recommend to me last week?"  # a time range
+    path = _write(tmp_path, [_raw_question("plain"), timed])
+    out = tmp_path / "out"
+    args = ["--data", str(path), "--embedder", "hashing", "--repeats", "2", "--out", str(out)]
+    assert latency.main([*args, "--time-range-only", "--variant", 'off={"in_range_weight": 0}']) == 0
+    rows = json.loads((out / "latency.json").read_text())
+    assert [r["system"] for r in rows] == ["ours", "off"]
+    assert all(r["searches"] == 2 and r["p50_ms"] > 0 for r in rows)  # one question kept: the timed one
+    assert "| off |" in (out / "latency.md").read_text()
+    with pytest.raises(SystemExit, match="at least 1"):
+        latency.main([*args, "--repeats", "0"])
