@@ -205,6 +205,9 @@ class AsyncMemory:
     async def forget(self, scope: ScopeLike) -> bool:
         return await asyncio.to_thread(self.memory.forget, scope)
 
+    async def backfill_passages(self, scope: ScopeLike) -> int:
+        return await asyncio.to_thread(self.memory.backfill_passages, scope)
+
     async def erase(
         self,
         scope: ScopeLike,
