@@ -40,7 +40,8 @@ from benchmarks.jsonfile import data_file
 from benchmarks.locomo import data
 from benchmarks.longmemeval import cv, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
-from benchmarks.longmemeval.retrieval import _parse_budgets, _parse_variant
+from benchmarks.longmemeval.retrieval import SYSTEMS, _parse_budgets
+from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, ingest, raymap
 from graphrecall.config import Settings
 from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
@@ -371,12 +372,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--context-budgets", type=_parse_budgets, default=[2000, 4000])
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds over questions (0: none)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        type=_parse_variant,
-        metavar="NAME=JSON",
+    add_variant_argument(
+        p,
+        reserved=SYSTEMS,
         help="an extra system: RetrievalConfig overrides, searched over the same stored conversation (repeatable)",
     )
     raymap.add_ray_arguments(p, what="conversations")

@@ -23,7 +23,8 @@ from typing import Any
 
 from benchmarks.jsonfile import data_file
 from benchmarks.longmemeval import data, harness
-from benchmarks.longmemeval.retrieval import RunSpec, _parse_variant, build_embedder
+from benchmarks.longmemeval.retrieval import RunSpec, build_embedder
+from benchmarks.variants import add_variant_argument
 from graphrecall import RetrievalConfig, Settings, testing
 from graphrecall.models import Scope
 from graphrecall.retrieve.retriever import HybridRetriever
@@ -51,13 +52,8 @@ def _parser() -> argparse.ArgumentParser:
         default="default",
         help="hashing: the model-free embedder (plumbing checks; its timings say nothing about the model's)",
     )
-    p.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        type=_parse_variant,
-        metavar="NAME=JSON",
-        help="a system: RetrievalConfig overrides on the defaults (repeatable)",
+    add_variant_argument(
+        p, reserved=("ours",), help="a system: RetrievalConfig overrides on the defaults (repeatable)"
     )
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/longmemeval"))
     return p

@@ -30,6 +30,7 @@ from typing import Any
 from benchmarks.jsonfile import data_file
 from benchmarks.longmemeval import cv, data, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
+from benchmarks.variants import add_variant_argument, config_overrides
 from graphrecall import Memory, raymap
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
@@ -132,39 +133,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the fold assignment")
     p.add_argument(
         "--config",
-        type=_parse_config,
+        type=config_overrides,
         default=None,
         help='RetrievalConfig overrides for "ours" as JSON, e.g. \'{"rrf_k": 30}\'',
     )
-    p.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        type=_parse_variant,
-        metavar="NAME=JSON",
+    add_variant_argument(
+        p,
+        reserved=SYSTEMS,
         help="an extra system: RetrievalConfig overrides on top of ours, searched over the same ingested scope "
         "and scored side by side (repeatable); e.g. --variant 'k30={\"rrf_k\": 30}'",
     )
     raymap.add_ray_arguments(p, what="questions")
     return p
-
-
-def _parse_config(text: str) -> dict[str, Any]:
-    try:
-        overrides = json.loads(text)
-        if not isinstance(overrides, dict):
-            raise ValueError("not a JSON object")
-        RetrievalConfig.model_validate(overrides)
-    except ValueError as e:  # json.JSONDecodeError and pydantic's ValidationError are ValueErrors
-        raise argparse.ArgumentTypeError(f"not a valid RetrievalConfig override: {text!r} ({e})") from None
-    return overrides
-
-
-def _parse_variant(text: str) -> tuple[str, dict[str, Any]]:
-    name, sep, body = text.partition("=")
-    if not sep or not name.strip() or name.strip() in SYSTEMS:
-        raise argparse.ArgumentTypeError(f"--variant must be NAME=JSON with a new name, got {text!r}")
-    return name.strip(), _parse_config(body)
 
 
 def score_question(

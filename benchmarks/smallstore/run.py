@@ -33,6 +33,7 @@ from typing import Any
 from benchmarks.longmemeval import metrics
 from benchmarks.longmemeval.bm25 import BM25
 from benchmarks.smallstore import data
+from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, testing
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
@@ -42,21 +43,6 @@ from graphrecall.retrieve.retriever import HybridRetriever
 SEARCH_K = 50  # more than any history has rounds: every round is ranked
 BASE_SYSTEMS = ("graphrecall", "bm25", "dense")
 DENSE_ONLY = {"vector": 1.0, "bm25": 0.0, "bm25_user": 0.0, "fact": 0.0, "event": 0.0, "entity": 0.0}
-
-
-def _parse_variant(text: str) -> tuple[str, dict[str, Any]]:
-    name, sep, body = text.partition("=")
-    name = name.strip()
-    if not sep or not name or name in BASE_SYSTEMS:
-        raise argparse.ArgumentTypeError(f"--variant must be NAME=JSON with a new name, got {text!r}")
-    try:
-        overrides = json.loads(body)
-        if not isinstance(overrides, dict):
-            raise ValueError("not a JSON object")
-        RetrievalConfig.model_validate(overrides)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"not a valid RetrievalConfig override: {body!r} ({e})") from None
-    return name, overrides
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -69,12 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--embed-cache", type=Path, default=Path("benchmarks/results/smallstore/embed_cache.sqlite")
     )
-    p.add_argument(
-        "--variant",
-        action="append",
-        default=[],
-        type=_parse_variant,
-        metavar="NAME=JSON",
+    add_variant_argument(
+        p,
+        reserved=BASE_SYSTEMS,
         help="an extra system: RetrievalConfig overrides on the defaults (repeatable)",
     )
     return p
