@@ -73,7 +73,6 @@ from graphrecall.errors import (
     Unreachable,
 )
 from graphrecall.models import Hit, IngestResult, SessionInput
-from graphrecall.retrieve.excerpt import excerpt, question_terms
 from graphrecall.server import shards
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.serve import add_arguments as serve_arguments
@@ -377,6 +376,9 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS, query: str | None = None) ->
     if len(flat) <= limit:
         return flat
     if query is not None:
+        # Here, not at the top: ``graphrecall.retrieve`` brings Kuzu and NumPy, which ``--help`` does not need.
+        from graphrecall.retrieve.excerpt import excerpt, question_terms
+
         return " ".join(excerpt(text, question_terms(query), limit).split())
     return flat[: limit - 1].rstrip() + "…"
 
