@@ -117,7 +117,7 @@ def _check_id(value: str, what: str, where: str | None = None) -> None:
         raise InvalidInput(str(e), where=where or what) from None
 
 
-BACKFILL_PAGE = 256
+BACKFILL_PAGE = 64
 """Rounds embedded and written per transaction by ``Memory.backfill_passages``."""
 
 
@@ -622,7 +622,9 @@ class Memory:
         kept only their pooled vector) or while a higher ``Settings.passage_from_chars`` was set. Embeds only the
         passages (the rounds' own vectors stay), a page of rounds per transaction, holding the scope's writes off
         for one page at a time. Returns how many rounds got passages; running it again finds none left. Its cost
-        is one embedding per passage, so it is a command to run once after an upgrade, not something done on open."""
+        is one embedding per passage, so it is a command to run once after an upgrade, not something done on open.
+        The embedding runs outside the scope's lock (writes go on meanwhile); a round rewritten or erased in between
+        is left out of that page's write."""
         s = as_scope(scope)
         if not self._logs.stored(s):
             raise NotFound(f"scope {s} has no memory")
@@ -632,18 +634,22 @@ class Memory:
         longer_than = min(window, self._writer.passage_from_chars)
         done, after = 0, ""
         while True:
-            with self._logs.scope_lock(s), self._flushed(s) as db:
+            with self._flushed(s) as db:
                 page = q.rounds_without_passages(db, longer_than, BACKFILL_PAGE, after)
-                if not page:
-                    return done
-                parts = passage_vectors(
-                    self.embedder, [text for _, text in page], from_chars=self._writer.passage_from_chars
-                )
+            if not page:
+                return done
+            parts = passage_vectors(
+                self.embedder, [text for _, text in page], from_chars=self._writer.passage_from_chars
+            )
+            with self._logs.scope_lock(s), self._flushed(s) as db:
+                ids = [rid for rid, _ in page]
+                still = dict(q.rounds_without_passages(db, longer_than, len(ids), among=ids))
+                kept = [
+                    (rid, p) for (rid, text), p in zip(page, parts, strict=True) if still.get(rid) == text
+                ]
                 with db.write() as txn:
-                    q.write_passages(
-                        txn, [(rid, p) for (rid, _), p in zip(page, parts, strict=True)], self.embedder.dim
-                    )
-            done += sum(p is not None for p in parts)
+                    q.write_passages(txn, kept, self.embedder.dim)
+            done += sum(p is not None for _, p in kept)
             after = page[-1][0]
 
     def scopes(self) -> list[Scope]:

@@ -182,16 +182,22 @@ def write_passages(txn: WriteTxn, owned: Sequence[tuple[str, Vectors | None]], d
 
 
 def rounds_without_passages(
-    db: ScopeDatabase, longer_than: int, limit: int, after: str = ""
+    db: ScopeDatabase, longer_than: int, limit: int, after: str = "", *, among: Sequence[str] | None = None
 ) -> list[tuple[str, str]]:
     """``(id, user text)`` of rounds whose user side is longer than ``longer_than`` characters and that have no
     passages: stored before schema 4, or while a higher ``passage_from_chars`` was set (``Memory.backfill_passages``).
     At most ``limit``, by id, from the first id above ``after`` (a page's last id: a round that gets no passages,
-    one too short to split, is not read again)."""
+    one too short to split, is not read again); with ``among``, only those ids."""
+    only = " AND r.id IN $among" if among is not None else ""
     rows = db.query(
-        "MATCH (r:Round) WHERE r.id > $after AND size(r.user_text) > $n "
+        f"MATCH (r:Round) WHERE r.id > $after AND size(r.user_text) > $n{only} "
         "AND NOT EXISTS { MATCH (:Passage)-[:PASSAGE_OF]->(r) } RETURN r.id, r.user_text ORDER BY r.id LIMIT $k",
-        {"n": longer_than, "k": limit, "after": after},
+        {
+            "n": longer_than,
+            "k": limit,
+            "after": after,
+            **({"among": list(among)} if among is not None else {}),
+        },
     )
     return [(r[0], r[1]) for r in rows]
 
