@@ -5,8 +5,8 @@ two; replies hold what the assistant said, which "what did you recommend" questi
 round text, then BM25 over the user side of that candidate pool (``retrieve.lexical``: what the user said in their
 own words, where a long reply on the same topic cannot crowd it out). A time range parsed from the question
 (relative to the cutoff's question date) boosts rounds inside it and adds a list of them ranked by similarity
-among themselves, and nothing recorded after the cutoff is returned (``graphrecall.dates.Cutoff``). Candidates from extracted memory (facts, events, entity expansion) come
-from ``retrieve.graph.GraphCandidates``.
+among themselves, and nothing recorded after the cutoff is returned (``graphrecall.dates.Cutoff``). Candidates
+from extracted memory (facts, events, entity expansion) come from ``retrieve.graph.GraphCandidates``.
 Independent store queries of one search run side by side (``retrieve.stages``).
 """
 
@@ -337,8 +337,7 @@ class HybridRetriever:
         scores: dict[str, float] = {}
         sides: tuple[Side, ...] = ("user", "reply") if self.config.use_reply_vectors else ("user",)
         for side in sides:
-            vectors = tail.vectors(ids, side) if tail is not None else {}
-            vectors.update(q.round_vectors(db, [rid for rid in ids if rid not in vectors], side))
+            vectors = _stored_vectors(db, tail, ids, side)
             penalty = reply_penalty if side == "reply" else 0.0
             for rid, v in vectors.items():
                 v = np.asarray(v, dtype=np.float32).reshape(-1)
@@ -396,12 +395,10 @@ class HybridRetriever:
     ) -> Ranked:
         top = self.config.restatement_top
         ids = [rid for rid, _ in ranked[:top]]
-        vectors = tail.vectors(ids) if tail is not None else {}
-        vectors.update(q.round_vectors(db, [rid for rid in ids if rid not in vectors]))
         return newer_first(
             ranked,
             {rid: rounds[rid].at for rid in ids},
-            vectors,
+            _stored_vectors(db, tail, ids, "user"),
             top=top,
             min_similarity=self.config.restatement_similarity,
         )
@@ -422,6 +419,16 @@ class HybridRetriever:
         }
         new_head = fusion.order(blended)
         return new_head + tail, {head[i][0]: float(scores[i]) for i in range(len(head))}
+
+
+def _stored_vectors(
+    db: ScopeDatabase, tail: TailSnapshot | None, ids: list[str], side: Side
+) -> dict[str, Vectors]:
+    """The stored user-side (or reply-side) vectors of these rounds, by id: the write log's tail's version where it
+    holds one, else Kuzu's (from the derived index)."""
+    vectors = tail.vectors(ids, side) if tail is not None else {}
+    vectors.update(q.round_vectors(db, [rid for rid in ids if rid not in vectors], side))
+    return vectors
 
 
 def _hit(r: Round, score: float, rank: int, signals: dict[str, Any]) -> Hit:
