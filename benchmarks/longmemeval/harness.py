@@ -46,10 +46,8 @@ def variant_searchers(
     The variant retrievers share ``mem``'s embedder and reranker, and see what ``Memory.search`` would see: the
     same cutoff for the question date, and the scope's write log flushed into Kuzu first."""
     out: list[tuple[str, VariantSearch]] = []
-    reranker = testing.retriever(mem).reranker
     for name, overrides in variants.items():
-        config = RetrievalConfig.model_validate(base.model_dump() | dict(overrides))
-        retriever = HybridRetriever(mem.embedder, config, reranker)
+        retriever = variant_retriever(mem, base, overrides)
 
         def search(
             scope: Scope, query: str, k: int, qd: datetime | None, _r: HybridRetriever = retriever
@@ -61,6 +59,12 @@ def variant_searchers(
 
         out.append((name, search))
     return out
+
+
+def variant_retriever(mem: Memory, base: RetrievalConfig, overrides: Mapping[str, Any]) -> HybridRetriever:
+    """A retriever with ``base`` + ``overrides`` that shares ``mem``'s embedder and reranker."""
+    config = RetrievalConfig.model_validate(base.model_dump() | dict(overrides))
+    return HybridRetriever(mem.embedder, config, testing.retriever(mem).reranker)
 
 
 def context_probe(

@@ -25,9 +25,8 @@ from benchmarks.jsonfile import data_file
 from benchmarks.longmemeval import data, harness
 from benchmarks.longmemeval.retrieval import RunSpec, build_embedder
 from benchmarks.variants import add_variant_argument
-from graphrecall import RetrievalConfig, Settings, testing
+from graphrecall import Settings, testing
 from graphrecall.models import Scope
-from graphrecall.retrieve.retriever import HybridRetriever
 from graphrecall.retrieve.timeparse import parse_time_range
 
 
@@ -91,11 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             mem.flush()
             cutoff = mem.recall(scope, data.parse_date(q.question_date)).cutoff
             retrievers = {
-                name: HybridRetriever(
-                    mem.embedder,
-                    RetrievalConfig.model_validate(settings.retrieval.model_dump() | overrides),
-                    testing.retriever(mem).reranker,
-                )
+                name: harness.variant_retriever(mem, settings.retrieval, overrides)
                 for name, overrides in systems.items()
             }
             with testing.database(mem, scope) as db:
