@@ -37,7 +37,9 @@ from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, testing
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
+from graphrecall.llm.factory import llm_from_settings
 from graphrecall.models import Scope
+from graphrecall.retrieve.llm_rerank import LLMReranker
 from graphrecall.retrieve.retriever import HybridRetriever
 
 SEARCH_K = 50  # more than any history has rounds: every round is ranked
@@ -55,12 +57,45 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--embed-cache", type=Path, default=Path("benchmarks/results/smallstore/embed_cache.sqlite")
     )
+    p.add_argument(
+        "--llm-rerank",
+        metavar="SPEC",
+        help="add a system 'llm-rerank': the defaults with graphrecall.retrieve.llm_rerank.LLMReranker over this "
+        "LLM (provider:model, as GRAPHRECALL_LLM; base URL from GRAPHRECALL_LLM_BASE_URL)",
+    )
+    p.add_argument(
+        "--llm-rerank-top",
+        type=int,
+        default=8,
+        help="how many fused candidates the LLM grades per question (default 8)",
+    )
     add_variant_argument(
         p,
         reserved=BASE_SYSTEMS,
         help="an extra system: RetrievalConfig overrides on the defaults (repeatable)",
     )
     return p
+
+
+class MemoReranker:
+    """Asks the wrapped reranker once per (question, document): several systems rerank the same candidates."""
+
+    def __init__(self, inner: LLMReranker) -> None:
+        self.inner = inner
+        self.max_documents = inner.max_documents
+        self.memo: dict[tuple[str, str], float] = {}
+        self.seconds = 0.0
+        self.calls = 0
+
+    def score(self, query: str, documents: Sequence[str]) -> list[float]:
+        todo = [d for d in dict.fromkeys(documents) if (query, d) not in self.memo]
+        if todo:
+            t0 = time.perf_counter()
+            for d, s in zip(todo, self.inner.score(query, todo), strict=True):
+                self.memo[(query, d)] = s
+            self.seconds += time.perf_counter() - t0
+            self.calls += len(todo)
+        return [self.memo[(query, d)] for d in documents]
 
 
 def score(ranked_sessions: Sequence[str], gold: Sequence[str]) -> dict[str, float]:
@@ -205,12 +240,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                     for name, overrides in args.variant
                 ),
             ]
+            if args.llm_rerank:
+                reranker = MemoReranker(
+                    LLMReranker(llm_from_settings(args.llm_rerank), max_documents=args.llm_rerank_top)
+                )
+                retrievers.append(("llm-rerank", HybridRetriever(mem.embedder, settings.retrieval, reranker)))
+                # the variants are reranked by the same model (a grade is asked for once per pair)
+                retrievers[1:-1] = [
+                    (n, HybridRetriever(r.embedder, r.config, reranker)) for n, r in retrievers[1:-1]
+                ]
             for split, h in histories:
                 rows += run_history(mem, h, split, retrievers)
                 print(f"{split} {h.id}: {len(h.sessions)} sessions, {len(h.questions)} questions", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     systems = [*BASE_SYSTEMS, *(name for name, _ in args.variant)]
+    if args.llm_rerank:
+        systems.append("llm-rerank")
     summary = summarize(rows, systems)
     config: dict[str, Any] = {
         "command": "python -m benchmarks.smallstore.run " + " ".join(sys.argv[1:] if argv is None else argv),

@@ -148,3 +148,85 @@ def test_a_model_that_cannot_be_loaded_is_not_available(tmp_path: Path) -> None:
     reranker = CrossEncoderReranker(str(tmp_path / "no-such-model"))
     with pytest.raises(NotAvailable, match="no-such-model"):
         reranker.score("q", ["d"])
+
+
+def test_a_reranker_with_max_documents_reads_no_more_than_that(tmp_path: Path) -> None:
+    scope = Scope(org_id="acme", user_id="alice")
+    keyword = KeywordReranker("Biscuit")
+    keyword.max_documents = 2  # type: ignore[attr-defined]
+    with Memory.open(
+        tmp_path, embedder=HashingEmbedder(64), settings=Settings(root=tmp_path), reranker=keyword
+    ) as mem:
+        mem.add_sessions(
+            scope,
+            [
+                {"session_id": f"s{i}", "messages": [{"role": "user", "content": f"garden note {i}"}]}
+                for i in range(6)
+            ],
+        )
+        hits = mem.search(scope, "garden note", 6)
+    assert len(hits) == 6
+    assert [len(docs) for _, docs in keyword.calls] == [2]
+    assert sum("rerank" in h.signals for h in hits) == 2
+
+
+def test_equal_rerank_scores_keep_the_fused_order_between_them(tmp_path: Path) -> None:
+    scope = Scope(org_id="acme", user_id="alice")
+    sessions = [
+        {
+            "session_id": f"s{i:02d}",
+            "messages": [{"role": "user", "content": f"garden note {'odd' if i % 2 else 'even'}" + " x" * i}],
+        }
+        for i in range(24)
+    ]
+
+    def order(reranker: Reranker | None, root: Path) -> list[str]:
+        with Memory.open(
+            root,
+            embedder=HashingEmbedder(64),
+            settings=Settings(root=root),
+            reranker=reranker,
+            retrieval=RetrievalConfig(rerank_weight=3.0),
+        ) as m:
+            m.add_sessions(scope, sessions)
+            return [h.session_id for h in m.search(scope, "garden", 24)]
+
+    # a reranker with coarse grades (an LLM's 0-3 scale) ties many candidates: ties keep the fused order
+    plain = order(None, tmp_path / "plain")
+    graded = order(KeywordReranker("odd"), tmp_path / "graded")
+    assert graded != plain
+    odd = {s["session_id"] for s in sessions if "odd" in s["messages"][0]["content"]}  # type: ignore[index]
+    assert [x for x in graded if x in odd] == [x for x in plain if x in odd]
+    assert [x for x in graded if x not in odd] == [x for x in plain if x not in odd]
+
+
+def test_an_llm_reranker_reorders_by_its_grades(tmp_path: Path) -> None:
+    from graphrecall.llm import ScriptedLLM, Step
+    from graphrecall.retrieve.llm_rerank import LLMReranker
+
+    def grade(messages: list) -> str:  # type: ignore[type-arg]
+        return "3" if "Biscuit" in messages[-1].content.split("Excerpt:", 1)[1] else "1"
+
+    llm = ScriptedLLM([Step(None, grade)], ordered=False)
+    scope = Scope(org_id="acme", user_id="alice")
+    with Memory.open(
+        tmp_path,
+        embedder=HashingEmbedder(64),
+        settings=Settings(root=tmp_path),
+        reranker=LLMReranker(llm, max_documents=4),
+        retrieval=RetrievalConfig(rerank_weight=2.0),
+    ) as mem:
+        mem.add_sessions(
+            scope,
+            [
+                {
+                    "session_id": "a",
+                    "messages": [{"role": "user", "content": "garden garden garden tomatoes"}],
+                },
+                {"session_id": "b", "messages": [{"role": "user", "content": "garden notes, see Biscuit"}]},
+            ],
+        )
+        hits = mem.search(scope, "garden tomatoes", 2)
+    assert [h.session_id for h in hits] == ["b", "a"]
+    assert [h.signals["rerank"] for h in hits] == [3.0, 1.0]
+    assert len(llm.calls) == 2

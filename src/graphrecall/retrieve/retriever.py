@@ -408,11 +408,13 @@ class HybridRetriever:
     ) -> tuple[Ranked, dict[str, float]]:
         assert self.reranker is not None
         cfg = self.config
-        head, tail = ranked[: cfg.rerank_top], ranked[cfg.rerank_top :]
+        top = min(cfg.rerank_top, getattr(self.reranker, "max_documents", cfg.rerank_top))
+        head, tail = ranked[:top], ranked[top:]
         scores = self.reranker.score(query, [rounds[rid].text for rid, _ in head])
         z = np.asarray(scores, dtype=np.float64)
-        # Blend in rank space so that a weak cross-encoder cannot throw away what fusion found.
-        rerank_rank = {head[i][0]: r for r, i in enumerate(np.argsort(-z), start=1)}
+        # Blend in rank space so that a weak cross-encoder cannot throw away what fusion found; equal scores
+        # (an LLM's coarse grades) keep the fused order between them.
+        rerank_rank = {head[i][0]: r for r, i in enumerate(np.argsort(-z, kind="stable"), start=1)}
         blended = {
             rid: 1.0 / (cfg.rrf_k + pos) + cfg.rerank_weight / (cfg.rrf_k + rerank_rank[rid])
             for pos, (rid, _) in enumerate(head, start=1)
