@@ -158,7 +158,7 @@ class Memory:
             buffer_pool_size=self.settings.buffer_pool_bytes,
         )
         if reranker is None:
-            reranker = load_reranker(self.settings.reranker)
+            reranker = load_reranker(self.settings.reranker, llm)
         self._logs = ScopeLogs(
             self._pool,
             embedder.dim,

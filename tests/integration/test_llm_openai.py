@@ -205,3 +205,26 @@ def test_sync_wrapper_talks_http(server: FakeHTTPServer) -> None:
     city, _ = llm.parse_sync("Capital of Portugal?", City)
 
     assert city.country == "Portugal"
+
+
+def test_first_token_log_probabilities_are_asked_for_and_read() -> None:
+    def with_logprobs(req: Recorded) -> Reply:
+        body = completion("No")
+        if (req.body or {}).get("logprobs"):
+            alts = [
+                {"token": "No", "logprob": -0.4, "bytes": None},
+                {"token": "Yes", "logprob": -1.1, "bytes": None},
+            ]
+            body["choices"][0]["logprobs"] = {
+                "content": [{"token": "No", "logprob": -0.4, "bytes": None, "top_logprobs": alts}]
+            }
+        return 200, body
+
+    with FakeHTTPServer(with_logprobs) as srv:
+        llm = make_llm(srv)
+        resp = llm.complete_sync("Does it answer?", max_tokens=1, top_logprobs=5)
+        plain = llm.complete_sync("Does it answer?")
+        sent = [r.body for r in srv.requests]
+    assert resp.first_token_logprobs == {"No": -0.4, "Yes": -1.1}
+    assert (sent[0]["logprobs"], sent[0]["top_logprobs"]) == (True, 5)
+    assert plain.first_token_logprobs == {} and "logprobs" not in sent[1]

@@ -205,7 +205,7 @@ def test_an_llm_reranker_reorders_by_its_grades(tmp_path: Path) -> None:
     from graphrecall.retrieve.llm_rerank import LLMReranker
 
     def grade(messages: list) -> str:  # type: ignore[type-arg]
-        return "3" if "Biscuit" in messages[-1].content.split("Excerpt:", 1)[1] else "1"
+        return "yes" if "Biscuit" in messages[-1].content.split("Text:", 1)[1] else "no"
 
     llm = ScriptedLLM([Step(None, grade)], ordered=False)
     scope = Scope(org_id="acme", user_id="alice")
@@ -228,5 +228,33 @@ def test_an_llm_reranker_reorders_by_its_grades(tmp_path: Path) -> None:
         )
         hits = mem.search(scope, "garden tomatoes", 2)
     assert [h.session_id for h in hits] == ["b", "a"]
-    assert [h.signals["rerank"] for h in hits] == [3.0, 1.0]
+    assert [h.signals["rerank"] for h in hits] == [1.0, 0.0]
     assert len(llm.calls) == 2
+
+
+def test_the_llm_spec_builds_an_llm_reranker_over_the_memorys_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphrecall.errors import ConfigurationError
+    from graphrecall.llm import ScriptedLLM
+    from graphrecall.retrieve.llm_rerank import DEFAULT_MAX_DOCUMENTS, LLMReranker
+
+    llm = ScriptedLLM()
+    loaded = load_reranker("llm", llm)
+    assert isinstance(loaded, LLMReranker)
+    assert (loaded.llm, loaded.max_documents) == (llm, DEFAULT_MAX_DOCUMENTS)
+    three = load_reranker("llm:3", llm)
+    assert isinstance(three, LLMReranker) and three.max_documents == 3
+    for bad in ("llm:0", "llm:many"):
+        with pytest.raises(ConfigurationError, match="llm:N") as err:
+            load_reranker(bad, llm)
+        assert err.value.where == "GRAPHRECALL_RERANKER"
+    monkeypatch.delenv("GRAPHRECALL_LLM", raising=False)
+    with pytest.raises(ConfigurationError, match="GRAPHRECALL_LLM"):
+        load_reranker("llm")
+    settings = Settings(root=tmp_path, reranker="llm:2")
+    with Memory.open(tmp_path, embedder=HashingEmbedder(64), settings=settings, llm=llm) as mem:
+        from graphrecall import testing
+
+        reranker = testing.retriever(mem).reranker
+        assert isinstance(reranker, LLMReranker) and reranker.max_documents == 2

@@ -102,6 +102,10 @@ class LLMResponse(BaseModel):
     model: str = ""
     latency_s: float = 0.0
     finish_reason: str | None = None
+    first_token_logprobs: dict[str, float] = Field(default_factory=dict)
+    """The likeliest tokens for the first generated position and their log probabilities, when the call asked
+    for them (``complete(..., top_logprobs=n)``) and the provider returns them; empty otherwise. A judge that
+    answers with one word reads its confidence here instead of a bare yes or no."""
 
 
 MessagesIn = str | Sequence[ChatMessage | Mapping[str, Any]]
@@ -135,6 +139,7 @@ class LLM(Protocol):
         temperature: float = 0.0,
         max_tokens: int | None = None,
         purpose: str | None = None,
+        top_logprobs: int = 0,
     ) -> LLMResponse: ...
 
     async def parse(
@@ -155,6 +160,7 @@ class LLM(Protocol):
         temperature: float = 0.0,
         max_tokens: int | None = None,
         purpose: str | None = None,
+        top_logprobs: int = 0,
     ) -> LLMResponse: ...
 
     def parse_sync(
@@ -221,6 +227,18 @@ class BaseLLM(ABC):
             max_tokens=max_tokens,
         )
 
+    async def _complete_logprobs(
+        self,
+        messages: list[ChatMessage],
+        *,
+        temperature: float,
+        max_tokens: int | None,
+        top_logprobs: int,
+    ) -> LLMResponse:
+        """A completion that also fills ``first_token_logprobs``. The default cannot (the provider has no such
+        thing) and answers a plain completion; providers that can override it."""
+        return await self._complete(messages, tools=[], temperature=temperature, max_tokens=max_tokens)
+
     # -- public API -----------------------------------------------------------------------------------
 
     async def complete(
@@ -231,12 +249,21 @@ class BaseLLM(ABC):
         temperature: float = 0.0,
         max_tokens: int | None = None,
         purpose: str | None = None,
+        top_logprobs: int = 0,
     ) -> LLMResponse:
-        """Free-text completion, optionally offering ``tools`` (then check ``response.tool_calls``)."""
+        """Free-text completion, optionally offering ``tools`` (then check ``response.tool_calls``).
+        ``top_logprobs`` > 0 asks for that many alternatives of the first generated token
+        (``response.first_token_logprobs``) from providers that can give them; the others ignore it."""
         started = time.perf_counter()
-        resp = await self._complete(
-            to_messages(messages), tools=list(tools or ()), temperature=temperature, max_tokens=max_tokens
-        )
+        msgs = to_messages(messages)
+        if top_logprobs > 0 and not tools:
+            resp = await self._complete_logprobs(
+                msgs, temperature=temperature, max_tokens=max_tokens, top_logprobs=top_logprobs
+            )
+        else:
+            resp = await self._complete(
+                msgs, tools=list(tools or ()), temperature=temperature, max_tokens=max_tokens
+            )
         return self._account(resp, started, purpose)
 
     async def parse(
@@ -292,11 +319,17 @@ class BaseLLM(ABC):
         temperature: float = 0.0,
         max_tokens: int | None = None,
         purpose: str | None = None,
+        top_logprobs: int = 0,
     ) -> LLMResponse:
         """Blocking ``complete`` for sync callers (CLI, scripts, worker threads)."""
         return run_sync(
             self.complete(
-                messages, tools=tools, temperature=temperature, max_tokens=max_tokens, purpose=purpose
+                messages,
+                tools=tools,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                purpose=purpose,
+                top_logprobs=top_logprobs,
             )
         )
 

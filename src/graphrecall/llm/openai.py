@@ -213,6 +213,19 @@ class OpenAILLM(BaseLLM):
             kwargs["tools"] = [t.as_function() for t in tools]
         return _from_openai(await self._request(kwargs))
 
+    async def _complete_logprobs(
+        self,
+        messages: list[ChatMessage],
+        *,
+        temperature: float,
+        max_tokens: int | None,
+        top_logprobs: int,
+    ) -> LLMResponse:
+        kwargs = self._base_kwargs(messages, temperature, max_tokens)
+        kwargs["logprobs"] = True
+        kwargs["top_logprobs"] = top_logprobs
+        return _from_openai(await self._request(kwargs))
+
     async def _structured(
         self,
         messages: list[ChatMessage],
@@ -336,4 +349,19 @@ def _from_openai(completion: Any) -> LLMResponse:
         ),
         model=completion.model or "",
         finish_reason=choice.finish_reason,
+        first_token_logprobs=_first_token_logprobs(choice),
     )
+
+
+def _first_token_logprobs(choice: Any) -> dict[str, float]:
+    """``choice.logprobs.content[0].top_logprobs`` as {token: logprob} (the likeliest spelling wins a repeat);
+    empty when the server sent none."""
+    content = getattr(getattr(choice, "logprobs", None), "content", None) or []
+    if not content:
+        return {}
+    out: dict[str, float] = {}
+    for alt in getattr(content[0], "top_logprobs", None) or []:
+        token, logprob = getattr(alt, "token", None), getattr(alt, "logprob", None)
+        if isinstance(token, str) and isinstance(logprob, (int, float)):
+            out[token] = max(float(logprob), out.get(token, float("-inf")))
+    return out

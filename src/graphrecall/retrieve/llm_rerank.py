@@ -1,44 +1,68 @@
-"""Reranking by a language model's graded judgement, for deployments with an LLM but no cross-encoder.
+"""Reranking by a language model's judgement, for deployments with an LLM but no cross-encoder.
 
-A trained cross-encoder reads the question and a round together; where none is installed, the LLM that the
-Reader already uses can do the same job, pointwise: one short request per candidate ("how well does this excerpt
-answer the question? 0-3"), the grade as the score. Pointwise rather than one listwise prompt because a small
-model keeps a single excerpt in view reliably and a list invites position bias; the question comes first in the
-prompt so a local server reuses its cached prefix across the candidates of one search.
+A trained cross-encoder reads the question and a round together; where none is installed, the LLM the Reader
+already uses can do the same job, pointwise: one short request per candidate, "does the text answer the
+question? yes or no", and the score is the model's probability of "yes" against "no" for its first token
+(``complete(..., top_logprobs=...)``). The probability rather than the word: a small model says "no" to most
+excerpts, yet its "yes" is measurably likelier for the one that answers, and that margin is what ranks. A
+provider that returns no log probabilities still works, at the coarser 1 (yes) / 0 (no).
 
-It is slow next to a cross-encoder (a request per candidate), so its ``max_documents`` caps how many fused
-candidates it reads, whatever ``RetrievalConfig.rerank_top`` says. A reply without a grade scores 0 and is
-counted in ``unparsed`` (logged once): a model that cannot follow the format degrades to the fused order, never
-to an error in search.
+Pointwise rather than one listwise prompt because a small model keeps a single excerpt in view reliably and a
+list invites position bias; the question comes first so a local server reuses its cached prefix across the
+candidates of one search. A request per candidate is slow next to a cross-encoder, so ``max_documents`` caps how
+many fused candidates it reads, whatever ``RetrievalConfig.rerank_top`` says. A reply that is neither yes nor no
+scores 0.5 (no information) and is counted in ``unparsed`` (logged once): a model that cannot follow the format
+degrades to the fused order, never to an error in search.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from graphrecall.llm.base import LLM, ChatMessage
+from graphrecall.llm.base import LLM, ChatMessage, run_sync
 from graphrecall.prompts import Prompt, load_prompt
 
 log = logging.getLogger(__name__)
 
-PROMPT = "rerank_relevance"
-MAX_GRADE = 3
+PROMPT = "rerank_answers"
 DEFAULT_MAX_DOCUMENTS = 8
-DOCUMENT_MAX_CHARS = 2000
-_GRADE = re.compile(r"[0-3]")
+DOCUMENT_MAX_CHARS = 1500
+TOP_LOGPROBS = 10
+UNKNOWN = 0.5
+_WORD = re.compile(r"[a-z]+")
 
 
-def parse_grade(reply: str) -> int | None:
-    """The first digit 0-3 in ``reply`` (models add words or punctuation around it), or None."""
-    m = _GRADE.search(reply)
-    return int(m.group(0)) if m else None
+def yes_probability(first_token_logprobs: Mapping[str, float]) -> float | None:
+    """P(yes) / (P(yes) + P(no)) over the first token's alternatives (any case, any surrounding space or
+    punctuation), or None when neither word is among them."""
+    yes = no = 0.0
+    for token, logprob in first_token_logprobs.items():
+        word = _word(token)
+        if word == "yes":
+            yes += math.exp(logprob)
+        elif word == "no":
+            no += math.exp(logprob)
+    return yes / (yes + no) if yes + no > 0 else None
+
+
+def parse_answer(reply: str) -> float | None:
+    """1.0 for a reply that starts with yes, 0.0 for no, None for anything else."""
+    word = _word(reply)
+    return 1.0 if word == "yes" else 0.0 if word == "no" else None
+
+
+def _word(text: str) -> str:
+    m = _WORD.search(text.lower())
+    return m.group(0) if m else ""
 
 
 class LLMReranker:
-    """Scores each (question, round) pair by an LLM's grade 0-3 (see module docstring)."""
+    """Scores each (question, round) pair by an LLM's probability that the round answers it."""
 
     def __init__(
         self,
@@ -59,22 +83,36 @@ class LLMReranker:
         return f"LLMReranker(llm={self.llm!r}, max_documents={self.max_documents})"
 
     def score(self, query: str, documents: Sequence[str]) -> list[float]:
-        return [float(self.grade(query, doc)) for doc in documents]
+        """All candidates' requests at once: a hosted model answers them in parallel (up to the provider's
+        concurrency limit); a local single-slot server queues them, no slower than one by one."""
+        if not documents:
+            return []
+        return run_sync(self._score_all(query, documents))
 
-    def grade(self, query: str, document: str) -> int:
+    async def _score_all(self, query: str, documents: Sequence[str]) -> list[float]:
+        return list(await asyncio.gather(*(self.judge(query, doc) for doc in documents)))
+
+    async def judge(self, query: str, document: str) -> float:
+        """The probability (or, without log probabilities, 1/0) that ``document`` answers ``query``."""
         text = self.prompt.render(question=query, document=_clip(document))
-        reply = self.llm.complete_sync(
-            [ChatMessage.user(text)], temperature=0.0, max_tokens=4, purpose="rerank"
-        ).text
-        grade = parse_grade(reply or "")
-        if grade is None:
+        resp = await self.llm.complete(
+            [ChatMessage.user(text)],
+            temperature=0.0,
+            max_tokens=1,
+            purpose="rerank",
+            top_logprobs=TOP_LOGPROBS,
+        )
+        p = yes_probability(resp.first_token_logprobs)
+        if p is None:
+            p = parse_answer(resp.text or "")
+        if p is None:
             with self._lock:
                 self.unparsed += 1
                 first = self.unparsed == 1
             if first:
-                log.warning("LLM reranker: reply without a grade 0-%d: %r (scored 0)", MAX_GRADE, reply)
-            return 0
-        return grade
+                log.warning("LLM reranker: reply is neither yes nor no: %r (scored %.1f)", resp.text, UNKNOWN)
+            return UNKNOWN
+        return p
 
 
 def _clip(document: str) -> str:

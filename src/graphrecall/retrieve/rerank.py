@@ -1,4 +1,5 @@
-"""Cross-encoder reranking through the ``rerankers`` package, configurable by model name or local path.
+"""Cross-encoder reranking through the ``rerankers`` package, configurable by model name or local path; or the
+LLM reranker (``llm_rerank``) where an LLM is configured and no cross-encoder is.
 
 No trained cross-encoder ships offline here, so reranking is optional: when no model is configured, or it cannot
 be loaded, the retriever says so once (a log warning) and keeps the fused order.
@@ -9,9 +10,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from graphrecall.errors import NotAvailable
+from graphrecall.errors import ConfigurationError, NotAvailable
+
+if TYPE_CHECKING:
+    from graphrecall.llm.base import LLM
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +78,43 @@ class _Warned:
     done = False
 
 
-def load_reranker(spec: str | None) -> Reranker | None:
-    """``spec`` is a model name or a local path; None/empty means reranking is off (said once, in the log)."""
+LLM_SPEC = "llm"
+
+
+def load_reranker(spec: str | None, llm: LLM | None = None) -> Reranker | None:
+    """``spec`` is a cross-encoder's model name or local path, or ``llm`` / ``llm:N`` for the LLM reranker
+    (``graphrecall.retrieve.llm_rerank``; N candidates per search, default 8) over ``llm``, else the model
+    ``GRAPHRECALL_LLM`` names. None/empty means reranking is off (said once, in the log)."""
     if not spec:
         if not _Warned.done:
             log.info("reranker: off (set GRAPHRECALL_RERANKER to a cross-encoder name or path to enable it)")
             _Warned.done = True
         return None
-    return CrossEncoderReranker(spec)
+    name, _, count = spec.partition(":")
+    if name != LLM_SPEC:
+        return CrossEncoderReranker(spec)
+    from graphrecall.retrieve.llm_rerank import DEFAULT_MAX_DOCUMENTS, LLMReranker
+
+    try:
+        top = int(count) if count else DEFAULT_MAX_DOCUMENTS
+        if top < 1:
+            raise ValueError
+    except ValueError:
+        raise ConfigurationError(
+            f"reranker {spec!r}: write llm or llm:N with N a positive number of candidates",
+            where="GRAPHRECALL_RERANKER",
+        ) from None
+    if llm is None:
+        from graphrecall.llm import LLMError, llm_from_settings
+
+        try:
+            llm = llm_from_settings()
+        except LLMError as e:  # LLMNotConfigured included: nothing set, a malformed spec, no key
+            raise ConfigurationError(
+                f"reranker {spec!r} needs an LLM: set GRAPHRECALL_LLM (e.g. openai:gpt-4o-mini) or pass "
+                f"Memory(llm=...) ({e})",
+                where="GRAPHRECALL_RERANKER",
+            ) from None
+        except ImportError as e:  # the provider's SDK is an optional extra
+            raise NotAvailable(f"reranker {spec!r}: {e}") from None
+    return LLMReranker(llm, max_documents=top)
