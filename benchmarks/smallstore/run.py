@@ -240,14 +240,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                     for name, overrides in args.variant
                 ),
             ]
-            if os.environ.get("PROTO_YESNO"):
-                sys.path.insert(0, "/tmp/proto")
-                import yesno
-
-                proto = yesno.YesNo()
-                retrievers[1:] = [
-                    (n, HybridRetriever(r.embedder, r.config, proto)) for n, r in retrievers[1:]
-                ]
             if args.llm_rerank:
                 reranker = MemoReranker(
                     LLMReranker(llm_from_settings(args.llm_rerank), max_documents=args.llm_rerank_top)
