@@ -69,6 +69,12 @@ def _parser() -> argparse.ArgumentParser:
         default=8,
         help="how many fused candidates the LLM grades per question (default 8)",
     )
+    p.add_argument(
+        "--llm-rerank-cache",
+        type=Path,
+        help="JSON file of the LLM's judgements, read first and written after each history (a rerun with other "
+        "blend settings asks the model nothing it was asked before); keyed by question and text, not by model",
+    )
     add_variant_argument(
         p,
         reserved=BASE_SYSTEMS,
@@ -80,12 +86,20 @@ def _parser() -> argparse.ArgumentParser:
 class MemoReranker:
     """Asks the wrapped reranker once per (question, document): several systems rerank the same candidates."""
 
-    def __init__(self, inner: LLMReranker) -> None:
+    def __init__(self, inner: LLMReranker, path: Path | None = None) -> None:
         self.inner = inner
         self.max_documents = inner.max_documents
+        self.path = path
         self.memo: dict[tuple[str, str], float] = {}
+        if path is not None and path.exists():
+            self.memo = {(q, d): s for q, d, s in json.loads(path.read_text())["judgements"]}
         self.seconds = 0.0
         self.calls = 0
+
+    def save(self) -> None:
+        if self.path is not None:
+            rows = [[q, d, s] for (q, d), s in self.memo.items()]
+            self.path.write_text(json.dumps({"llm": self.inner.llm.model, "judgements": rows}))
 
     def score(self, query: str, documents: Sequence[str]) -> list[float]:
         todo = [d for d in dict.fromkeys(documents) if (query, d) not in self.memo]
@@ -188,6 +202,13 @@ def render_markdown(summary: dict[str, Any], rows: Sequence[dict[str, Any]], con
         n = next(iter(by_sys.values()))["n"]
         cells = [f"{m['r@1']:.3f} / {m['r@3']:.3f} / {m['mrr']:.3f}" for m in by_sys.values()]
         lines.append(f"| {group} | {n} | " + " | ".join(cells) + " |")
+    if config.get("llm_rerank"):
+        c = config["llm_rerank"]
+        lines += [
+            "",
+            f"LLM reranker `{c['spec']}`: {c['candidates']} candidates per question, {c['requests']} requests in "
+            f"{c['seconds']:.0f} s ({c['seconds'] / max(c['requests'], 1):.2f} s each), {c['unparsed']} unparsed.",
+        ]
     variants = config.get("variants") or {}
     if variants:
         lines += ["", "Variants (RetrievalConfig overrides on the defaults):", ""]
@@ -240,9 +261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     for name, overrides in args.variant
                 ),
             ]
+            reranker: MemoReranker | None = None
             if args.llm_rerank:
                 reranker = MemoReranker(
-                    LLMReranker(llm_from_settings(args.llm_rerank), max_documents=args.llm_rerank_top)
+                    LLMReranker(llm_from_settings(args.llm_rerank), max_documents=args.llm_rerank_top),
+                    args.llm_rerank_cache,
                 )
                 retrievers.append(("llm-rerank", HybridRetriever(mem.embedder, settings.retrieval, reranker)))
                 # the variants are reranked by the same model (a grade is asked for once per pair)
@@ -251,6 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ]
             for split, h in histories:
                 rows += run_history(mem, h, split, retrievers)
+                if reranker is not None:
+                    reranker.save()
                 print(f"{split} {h.id}: {len(h.sessions)} sessions, {len(h.questions)} questions", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -258,6 +283,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.llm_rerank:
         systems.append("llm-rerank")
     summary = summarize(rows, systems)
+    llm_cost = (
+        None
+        if reranker is None
+        else {
+            "spec": args.llm_rerank,
+            "candidates": args.llm_rerank_top,
+            "requests": reranker.calls,
+            "seconds": round(reranker.seconds, 1),
+            "unparsed": reranker.inner.unparsed,
+        }
+    )
     config: dict[str, Any] = {
         "command": "python -m benchmarks.smallstore.run " + " ".join(sys.argv[1:] if argv is None else argv),
         "splits": splits,
@@ -269,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_start": load_start,
         "load_end": _load(),
         "wall_s": time.perf_counter() - t0,
+        "llm_rerank": llm_cost,
     }
     (args.out / "smallstore.json").write_text(
         json.dumps({"config": config, "summary": summary, "questions": rows}, indent=1)

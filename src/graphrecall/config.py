@@ -151,7 +151,13 @@ class RetrievalConfig(BaseModel):
     rerank_top: int = Field(
         default=30, ge=1, description="how many fused candidates the cross-encoder re-scores"
     )
-    rerank_weight: float = Field(default=1.0, ge=0.0)
+    rerank_weight: float = Field(
+        default=1.0,
+        ge=0.0,
+        description="how much the reranker counts against the fused order: the weight of its rank beside the "
+        "fused rank, or, for a reranker whose scores are probabilities (the LLM reranker), the boost in rank-1 "
+        "units that a probability of 1 adds",
+    )
     question_date_slack_hours: float = Field(
         default=24.0,
         ge=0.0,

@@ -258,3 +258,39 @@ def test_the_llm_spec_builds_an_llm_reranker_over_the_memorys_model(
 
         reranker = testing.retriever(mem).reranker
         assert isinstance(reranker, LLMReranker) and reranker.max_documents == 2
+
+
+class ProbabilityReranker:
+    """A stand-in whose scores are probabilities: fixed per keyword found in the document."""
+
+    probabilities = True
+
+    def __init__(self, by_keyword: dict[str, float]) -> None:
+        self.by_keyword = by_keyword
+
+    def score(self, query: str, documents: Sequence[str]) -> list[float]:
+        return [next((p for k, p in self.by_keyword.items() if k in d), 0.0) for d in documents]
+
+
+def test_probabilities_move_a_round_by_their_margin_not_their_rank(tmp_path: Path) -> None:
+    scope = Scope(org_id="acme", user_id="alice")
+    sessions = [
+        {"session_id": "a", "messages": [{"role": "user", "content": "garden garden garden tomatoes"}]},
+        {"session_id": "b", "messages": [{"role": "user", "content": "garden notes, see Biscuit"}]},
+    ]
+
+    def order(reranker: Reranker, name: str) -> list[str]:
+        root = tmp_path / name
+        with Memory.open(
+            root,
+            embedder=HashingEmbedder(64),
+            settings=Settings(root=root),
+            reranker=reranker,
+            retrieval=RetrievalConfig(rerank_weight=2.0),
+        ) as m:
+            m.add_sessions(scope, sessions)
+            return [h.session_id for h in m.search(scope, "garden tomatoes", 2)]
+
+    # ranked by rank, 0.31 over 0.30 would count as much as 1 over 0
+    assert order(ProbabilityReranker({"tomatoes": 0.30, "Biscuit": 0.31}), "close") == ["a", "b"]
+    assert order(ProbabilityReranker({"tomatoes": 0.05, "Biscuit": 0.95}), "clear") == ["b", "a"]

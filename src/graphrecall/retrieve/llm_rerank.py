@@ -64,6 +64,9 @@ def _word(text: str) -> str:
 class LLMReranker:
     """Scores each (question, round) pair by an LLM's probability that the round answers it."""
 
+    probabilities = True
+    """Scores are probabilities: the retriever adds them to the fused score instead of blending ranks."""
+
     def __init__(
         self,
         llm: LLM,

@@ -22,7 +22,12 @@ log = logging.getLogger(__name__)
 
 @runtime_checkable
 class Reranker(Protocol):
-    """Scores (query, document) pairs; higher is more relevant. One score per document, in input order."""
+    """Scores (query, document) pairs; higher is more relevant. One score per document, in input order.
+
+    Two optional attributes change how the retriever uses it: ``max_documents`` (int) caps how many fused
+    candidates it is given, below ``RetrievalConfig.rerank_top``, for a reranker that is slow per document;
+    ``probabilities`` (bool) says its scores are probabilities in [0, 1], which the retriever then adds to the
+    fused scores (times ``rerank_weight`` in rank-1 units) instead of blending ranks."""
 
     def score(self, query: str, documents: Sequence[str]) -> list[float]: ...
 

@@ -412,13 +412,24 @@ class HybridRetriever:
         head, tail = ranked[:top], ranked[top:]
         scores = self.reranker.score(query, [rounds[rid].text for rid, _ in head])
         z = np.asarray(scores, dtype=np.float64)
-        # Blend in rank space so that a weak cross-encoder cannot throw away what fusion found; equal scores
-        # (an LLM's coarse grades) keep the fused order between them.
-        rerank_rank = {head[i][0]: r for r, i in enumerate(np.argsort(-z, kind="stable"), start=1)}
-        blended = {
-            rid: 1.0 / (cfg.rrf_k + pos) + cfg.rerank_weight / (cfg.rrf_k + rerank_rank[rid])
-            for pos, (rid, _) in enumerate(head, start=1)
-        }
+        if getattr(self.reranker, "probabilities", False):
+            # Probabilities (the LLM reranker's P(yes)) are added to the fused score in rank-1 units, like the
+            # time boost: a small margin moves little, a confident one moves a round up; ranks would turn the
+            # noise between 0.30 and 0.31 into a full step.
+            unit = 1.0 / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else 1.0
+            p = np.clip(z, 0.0, 1.0)
+            blended = {
+                rid: float(fused) + cfg.rerank_weight * unit * float(p[i])
+                for i, (rid, fused) in enumerate(head)
+            }
+        else:
+            # Blend in rank space so that a weak cross-encoder cannot throw away what fusion found; equal
+            # scores keep the fused order between them.
+            rerank_rank = {head[i][0]: r for r, i in enumerate(np.argsort(-z, kind="stable"), start=1)}
+            blended = {
+                rid: 1.0 / (cfg.rrf_k + pos) + cfg.rerank_weight / (cfg.rrf_k + rerank_rank[rid])
+                for pos, (rid, _) in enumerate(head, start=1)
+            }
         new_head = fusion.order(blended)
         return new_head + tail, {head[i][0]: float(scores[i]) for i in range(len(head))}
 
