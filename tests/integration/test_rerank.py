@@ -249,15 +249,32 @@ def test_the_llm_spec_builds_an_llm_reranker_over_the_memorys_model(
         with pytest.raises(ConfigurationError, match="llm:N") as err:
             load_reranker(bad, llm)
         assert err.value.where == "GRAPHRECALL_RERANKER"
-    monkeypatch.delenv("GRAPHRECALL_LLM", raising=False)
-    with pytest.raises(ConfigurationError, match="GRAPHRECALL_LLM"):
-        load_reranker("llm")
     settings = Settings(root=tmp_path, reranker="llm:2")
     with Memory.open(tmp_path, embedder=HashingEmbedder(64), settings=settings, llm=llm) as mem:
         from graphrecall import testing
 
         reranker = testing.retriever(mem).reranker
         assert isinstance(reranker, LLMReranker) and reranker.max_documents == 2
+        assert reranker.llm is llm
+
+
+def test_the_llm_reranker_without_an_llm_fails_at_search_and_names_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphrecall.errors import ConfigurationError
+
+    monkeypatch.delenv("GRAPHRECALL_LLM", raising=False)
+    scope = Scope(org_id="acme", user_id="alice")
+    settings = Settings(root=tmp_path, reranker="llm")
+    # opening the store, writing and listing need no model: only a search that reranks does
+    with Memory.open(tmp_path, embedder=HashingEmbedder(64), settings=settings) as mem:
+        mem.add_sessions(
+            scope, [{"session_id": "s", "messages": [{"role": "user", "content": "hello there"}]}]
+        )
+        assert mem.scopes() == [scope]
+        with pytest.raises(ConfigurationError, match="GRAPHRECALL_LLM") as err:
+            mem.search(scope, "hello", 3)
+    assert err.value.where == "GRAPHRECALL_LLM"
 
 
 class ProbabilityReranker:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -69,21 +70,31 @@ class LLMReranker:
 
     def __init__(
         self,
-        llm: LLM,
+        llm: LLM | None = None,
         *,
         max_documents: int = DEFAULT_MAX_DOCUMENTS,
         prompt: Prompt | None = None,
     ) -> None:
+        """``llm`` None: the model ``GRAPHRECALL_LLM`` names, built when the first search needs it, so that a
+        store opened to list, export or erase never imports a provider or fails for want of a key."""
         if max_documents < 1:
             raise ValueError(f"max_documents must be at least 1, got {max_documents}")
-        self.llm = llm
+        self._llm = llm
         self.max_documents = max_documents
         self.prompt = prompt or load_prompt(PROMPT)
         self.unparsed = 0
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"LLMReranker(llm={self.llm!r}, max_documents={self.max_documents})"
+        return f"LLMReranker(llm={self._llm!r}, max_documents={self.max_documents})"
+
+    @property
+    def llm(self) -> LLM:
+        if self._llm is None:
+            with self._lock:
+                if self._llm is None:
+                    self._llm = _configured_llm()
+        return self._llm
 
     def score(self, query: str, documents: Sequence[str]) -> list[float]:
         """All candidates' requests at once: a hosted model answers them in parallel (up to the provider's
@@ -116,6 +127,25 @@ class LLMReranker:
                 log.warning("LLM reranker: reply is neither yes nor no: %r (scored %.1f)", resp.text, UNKNOWN)
             return UNKNOWN
         return p
+
+
+def _configured_llm() -> LLM:
+    from graphrecall.errors import ConfigurationError, NotAvailable
+    from graphrecall.llm import LLMError, llm_from_settings
+    from graphrecall.llm.factory import ENV_SPEC
+
+    if not os.environ.get(ENV_SPEC, "").strip():
+        raise ConfigurationError(
+            f"GRAPHRECALL_RERANKER=llm needs an LLM: set {ENV_SPEC} (e.g. openai:gpt-4o-mini; "
+            "GRAPHRECALL_LLM_BASE_URL for a local server) or pass Memory(llm=...)",
+            where=ENV_SPEC,
+        )
+    try:
+        return llm_from_settings()
+    except LLMError as e:  # a malformed spec, an unknown provider, no key
+        raise ConfigurationError(f"the llm reranker: {e}", where=ENV_SPEC) from None
+    except ImportError as e:  # the provider's SDK is an optional extra
+        raise NotAvailable(f"the llm reranker: {e}") from None
 
 
 def _clip(document: str) -> str:

@@ -89,7 +89,8 @@ LLM_SPEC = "llm"
 def load_reranker(spec: str | None, llm: LLM | None = None) -> Reranker | None:
     """``spec`` is a cross-encoder's model name or local path, or ``llm`` / ``llm:N`` for the LLM reranker
     (``graphrecall.retrieve.llm_rerank``; N candidates per search, default 8) over ``llm``, else the model
-    ``GRAPHRECALL_LLM`` names. None/empty means reranking is off (said once, in the log)."""
+    ``GRAPHRECALL_LLM`` names (built on the first search). None/empty means reranking is off (said once, in the
+    log)."""
     if not spec:
         if not _Warned.done:
             log.info("reranker: off (set GRAPHRECALL_RERANKER to a cross-encoder name or path to enable it)")
@@ -109,17 +110,4 @@ def load_reranker(spec: str | None, llm: LLM | None = None) -> Reranker | None:
             f"reranker {spec!r}: write llm or llm:N with N a positive number of candidates",
             where="GRAPHRECALL_RERANKER",
         ) from None
-    if llm is None:
-        from graphrecall.llm import LLMError, llm_from_settings
-
-        try:
-            llm = llm_from_settings()
-        except LLMError as e:  # LLMNotConfigured included: nothing set, a malformed spec, no key
-            raise ConfigurationError(
-                f"reranker {spec!r} needs an LLM: set GRAPHRECALL_LLM (e.g. openai:gpt-4o-mini) or pass "
-                f"Memory(llm=...) ({e})",
-                where="GRAPHRECALL_RERANKER",
-            ) from None
-        except ImportError as e:  # the provider's SDK is an optional extra
-            raise NotAvailable(f"reranker {spec!r}: {e}") from None
     return LLMReranker(llm, max_documents=top)
