@@ -63,3 +63,21 @@ def test_a_gold_id_that_names_no_session_is_refused_with_its_question(tmp_path: 
         data.load("dev", tmp_path)
     with pytest.raises(ValueError, match="unknown split"):
         data.load("train")
+
+
+def test_the_llm_judgements_are_asked_once_and_kept_for_the_next_run(tmp_path: Path) -> None:
+    from benchmarks.smallstore.run import MemoReranker
+
+    from graphrecall.llm import ScriptedLLM, Step
+    from graphrecall.retrieve.llm_rerank import LLMReranker
+
+    llm = ScriptedLLM([Step(None, lambda m: "yes" if "Miso" in m[-1].content else "no")], ordered=False)
+    cache = tmp_path / "judgements.json"
+    memo = MemoReranker(LLMReranker(llm, max_documents=3), cache)
+    assert memo.score("cat?", ["Miso", "risotto", "Miso"]) == [1.0, 0.0, 1.0]
+    assert memo.score("cat?", ["risotto"]) == [0.0]
+    assert (len(llm.calls), memo.calls) == (2, 2)
+    memo.save()
+    again = MemoReranker(LLMReranker(ScriptedLLM(), max_documents=3), cache)  # a model that answers nothing
+    assert again.score("cat?", ["risotto", "Miso"]) == [0.0, 1.0]
+    assert again.calls == 0 and again.max_documents == 3
