@@ -1,8 +1,9 @@
 """Cross-encoder reranking through the ``rerankers`` package, configurable by model name or local path; or the
 LLM reranker (``llm_rerank``) where an LLM is configured and no cross-encoder is.
 
-No trained cross-encoder ships offline here, so reranking is optional: when no model is configured, or it cannot
-be loaded, the retriever says so once (a log warning) and keeps the fused order.
+No trained cross-encoder ships offline here, so reranking is optional: when none is configured the retriever says
+so once (a log line) and keeps the fused order; one that is configured but cannot be loaded fails the search with
+``NotAvailable`` naming it, rather than quietly ranking without it.
 """
 
 from __future__ import annotations
