@@ -72,7 +72,7 @@ from graphrecall.errors import (
     StoreBusy,
     Unreachable,
 )
-from graphrecall.models import Hit, IngestResult, SessionInput
+from graphrecall.models import Hit, IngestResult, Scope, SessionInput
 from graphrecall.server import shards
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.serve import add_arguments as serve_arguments
@@ -222,12 +222,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--yes", action="store_true", help="confirm (not needed with --dry-run): deleted for good")
 
-    sub.add_parser(
+    s = sub.add_parser(
         "backfill-passages",
-        parents=[common, scope, as_json],
+        parents=[common, as_json],
         help="embed the passage vectors of long user turns stored without them (by a graphrecall before storage "
-        "schema 4, or under a higher GRAPHRECALL_PASSAGE_FROM_CHARS)",
+        "schema 4, or under a higher GRAPHRECALL_PASSAGE_FROM_CHARS): one scope, an organisation's, or all",
     )
+    s.add_argument(
+        "--org", help="organisation id (alone: every scope of that organisation; neither: every scope)"
+    )
+    s.add_argument("--user", help="user id (needs --org)")
 
     s = sub.add_parser("serve", parents=[common], help="run the HTTP API")
     serve_arguments(s)
@@ -741,17 +745,47 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill_passages(args: argparse.Namespace) -> int:
-    scope = scope_of(args)
+    """One scope (``--org`` and ``--user``), an organisation's scopes (``--org``) or every scope: an upgrade is
+    usually for the whole store, and a loop over ``stats --json`` is not what an operator should have to write."""
+    if args.user is not None and args.org is None:
+        raise CliError("--user needs --org", where="--user")
+    done: list[tuple[Scope, int]] = []
     with open_memory(args) as mem:
-        require_scope(mem, scope)
-        rounds = mem.backfill_passages(scope)
+        if args.user is not None:
+            scopes = [scope_of(args)]
+            require_scope(mem, scopes[0])
+        else:
+            known = mem.scopes()
+            scopes = [s for s in known if args.org is None or s.org_id == args.org]
+            if args.org is not None and not scopes:
+                orgs = ", ".join(sorted({s.org_id for s in known})[:10]) or "none"
+                message = f"no organisation {args.org!r} under {mem.root}; stored: {orgs}"
+                raise CliError(message, EXIT_FAIL, error_code=NotFound.code, where="--org")
+        for scope in scopes:
+            rounds = mem.backfill_passages(scope)
+            done.append((scope, rounds))
+            if not args.json and (rounds or args.user is not None):
+                print(
+                    f"{scope}: {rounds} long rounds got passage vectors"
+                    if rounds
+                    else f"{scope}: nothing to backfill"
+                )
     if args.json:
-        print_json({"scope": str(scope), "rounds": rounds})
-    else:
+        if args.user is not None:
+            print_json({"scope": str(done[0][0]), "rounds": done[0][1]})
+        else:
+            print_json(
+                {
+                    "scopes": [{"scope": str(s), "rounds": n} for s, n in done],
+                    "rounds": sum(n for _, n in done),
+                }
+            )
+    elif args.user is None:
+        total = sum(n for _, n in done)
         print(
-            f"{scope}: {rounds} long rounds got passage vectors"
-            if rounds
-            else f"{scope}: nothing to backfill"
+            f"{len(done)} scopes: {total} long rounds got passage vectors"
+            if total
+            else f"{len(done)} scopes: nothing to backfill"
         )
     return EXIT_OK
 

@@ -235,6 +235,24 @@ def test_backfill_passages_reports_per_scope_and_names_an_unknown_one(run: Run) 
     assert code == 1 and "nobody" in err
 
 
+def test_backfill_passages_runs_over_an_organisation_or_every_scope(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    run.json("ingest", EXAMPLE, "--org", "other", "--user", "bo")
+    every = run.json("backfill-passages")
+    assert sorted(every["scopes"], key=lambda s: s["scope"]) == [
+        {"scope": "/".join(SCOPE[1::2]), "rounds": 0},
+        {"scope": "other/bo", "rounds": 0},
+    ]
+    assert every["rounds"] == 0
+    assert [s["scope"] for s in run.json("backfill-passages", "--org", "other")["scopes"]] == ["other/bo"]
+    code, out, _ = run("backfill-passages")
+    assert code == 0 and "2 scopes: nothing to backfill" in out
+    code, _, err = run("backfill-passages", "--org", "nope")
+    assert code == 1 and "nope" in err and "other" in err
+    code, _, err = run("backfill-passages", "--user", "bo")
+    assert code == 2 and "--user needs --org" in err
+
+
 def test_question_date_hides_later_sessions(run: Run) -> None:
     run.json("ingest", EXAMPLE, *SCOPE)
     hits = run.json("search", "Denver", *SCOPE, "--question-date", "2024-03-01")
