@@ -89,6 +89,7 @@ class MemoReranker:
     def __init__(self, inner: LLMReranker, path: Path | None = None) -> None:
         self.inner = inner
         self.max_documents = inner.max_documents
+        self.probabilities = inner.probabilities
         self.path = path
         self.memo: dict[tuple[str, str], float] = {}
         if path is not None and path.exists():

@@ -81,3 +81,4 @@ def test_the_llm_judgements_are_asked_once_and_kept_for_the_next_run(tmp_path: P
     again = MemoReranker(LLMReranker(ScriptedLLM(), max_documents=3), cache)  # a model that answers nothing
     assert again.score("cat?", ["risotto", "Miso"]) == [0.0, 1.0]
     assert again.calls == 0 and again.max_documents == 3
+    assert again.probabilities  # the retriever adds its scores, as it would the LLM reranker's own
