@@ -66,8 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--llm-rerank-top",
         type=int,
-        default=8,
-        help="how many fused candidates the LLM grades per question (default 8)",
+        default=4,
+        help="how many fused candidates the LLM judges per question (default 4, the library's)",
     )
     p.add_argument(
         "--llm-rerank-cache",

@@ -31,7 +31,9 @@ from graphrecall.prompts import Prompt, load_prompt
 log = logging.getLogger(__name__)
 
 PROMPT = "rerank_answers"
-DEFAULT_MAX_DOCUMENTS = 8
+DEFAULT_MAX_DOCUMENTS = (
+    4  # the setting measured on the small-store set (docs/benchmarks.md "An LLM as the reranker")
+)
 DOCUMENT_MAX_CHARS = 1500
 TOP_LOGPROBS = 10
 UNKNOWN = 0.5

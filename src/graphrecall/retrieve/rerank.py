@@ -89,7 +89,7 @@ LLM_SPEC = "llm"
 
 def load_reranker(spec: str | None, llm: LLM | None = None) -> Reranker | None:
     """``spec`` is a cross-encoder's model name or local path, or ``llm`` / ``llm:N`` for the LLM reranker
-    (``graphrecall.retrieve.llm_rerank``; N candidates per search, default 8) over ``llm``, else the model
+    (``graphrecall.retrieve.llm_rerank``; N candidates per search, default 4) over ``llm``, else the model
     ``GRAPHRECALL_LLM`` names (built on the first search). None/empty means reranking is off (said once, in the
     log)."""
     if not spec:
