@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -21,6 +22,27 @@ from graphrecall.retrieve.rerank import CrossEncoderReranker, Reranker, load_rer
 
 WORDS = "i my a the puppy dog name called biscuit what is cat adopted pasta recipe garden tomatoes".split()
 DOCS = ["I adopted a puppy called Biscuit", "a pasta recipe", "my cat", "tomatoes in the garden"]
+
+
+def session_order(
+    root: Path,
+    sessions: list[dict[str, Any]],
+    query: str,
+    k: int,
+    reranker: Reranker | None,
+    rerank_weight: float,
+) -> list[str]:
+    """The session ids of ``query``'s hits in a fresh store at ``root`` holding ``sessions``."""
+    scope = Scope(org_id="acme", user_id="alice")
+    with Memory.open(
+        root,
+        embedder=HashingEmbedder(64),
+        settings=Settings(root=root),
+        reranker=reranker,
+        retrieval=RetrievalConfig(rerank_weight=rerank_weight),
+    ) as m:
+        m.add_sessions(scope, sessions)
+        return [h.session_id for h in m.search(scope, query, k)]
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +123,6 @@ class KeywordReranker:
 
 
 def test_reranking_can_reorder_what_fusion_found(tmp_path: Path) -> None:
-    scope = Scope(org_id="acme", user_id="alice")
     sessions = [
         {"session_id": "a", "messages": [{"role": "user", "content": "garden garden garden tomatoes"}]},
         {"session_id": "b", "messages": [{"role": "user", "content": "garden notes, see Biscuit"}]},
@@ -109,15 +130,8 @@ def test_reranking_can_reorder_what_fusion_found(tmp_path: Path) -> None:
 
     # With rerank_weight 1 (the default) fusion rank and rerank rank weigh the same, so swapping two neighbours
     # is a tie; a deployment that trusts its cross-encoder raises the weight.
-    retrieval = RetrievalConfig(rerank_weight=2.0)
-
     def order(reranker: Reranker | None, root: Path) -> list[str]:
-        settings = Settings(root=root)
-        with Memory.open(
-            root, embedder=HashingEmbedder(64), settings=settings, reranker=reranker, retrieval=retrieval
-        ) as m:
-            m.add_sessions(scope, sessions)
-            return [h.session_id for h in m.search(scope, "garden tomatoes", 2)]
+        return session_order(root, sessions, "garden tomatoes", 2, reranker, 2.0)
 
     assert order(None, tmp_path / "plain") == ["a", "b"]
     keyword = KeywordReranker("Biscuit")
@@ -171,7 +185,6 @@ def test_a_reranker_with_max_documents_reads_no_more_than_that(tmp_path: Path) -
 
 
 def test_equal_rerank_scores_keep_the_fused_order_between_them(tmp_path: Path) -> None:
-    scope = Scope(org_id="acme", user_id="alice")
     sessions = [
         {
             "session_id": f"s{i:02d}",
@@ -181,15 +194,7 @@ def test_equal_rerank_scores_keep_the_fused_order_between_them(tmp_path: Path) -
     ]
 
     def order(reranker: Reranker | None, root: Path) -> list[str]:
-        with Memory.open(
-            root,
-            embedder=HashingEmbedder(64),
-            settings=Settings(root=root),
-            reranker=reranker,
-            retrieval=RetrievalConfig(rerank_weight=3.0),
-        ) as m:
-            m.add_sessions(scope, sessions)
-            return [h.session_id for h in m.search(scope, "garden", 24)]
+        return session_order(root, sessions, "garden", 24, reranker, 3.0)
 
     # a reranker with coarse grades (an LLM's 0-3 scale) ties many candidates: ties keep the fused order
     plain = order(None, tmp_path / "plain")
@@ -290,23 +295,13 @@ class ProbabilityReranker:
 
 
 def test_probabilities_move_a_round_by_their_margin_not_their_rank(tmp_path: Path) -> None:
-    scope = Scope(org_id="acme", user_id="alice")
     sessions = [
         {"session_id": "a", "messages": [{"role": "user", "content": "garden garden garden tomatoes"}]},
         {"session_id": "b", "messages": [{"role": "user", "content": "garden notes, see Biscuit"}]},
     ]
 
     def order(reranker: Reranker, name: str) -> list[str]:
-        root = tmp_path / name
-        with Memory.open(
-            root,
-            embedder=HashingEmbedder(64),
-            settings=Settings(root=root),
-            reranker=reranker,
-            retrieval=RetrievalConfig(rerank_weight=2.0),
-        ) as m:
-            m.add_sessions(scope, sessions)
-            return [h.session_id for h in m.search(scope, "garden tomatoes", 2)]
+        return session_order(tmp_path / name, sessions, "garden tomatoes", 2, reranker, 2.0)
 
     # ranked by rank, 0.31 over 0.30 would count as much as 1 over 0
     assert order(ProbabilityReranker({"tomatoes": 0.30, "Biscuit": 0.31}), "close") == ["a", "b"]
