@@ -94,3 +94,14 @@ def test_yes_probability_adds_up_spellings_and_knows_when_it_has_nothing() -> No
 )
 def test_parse_answer_reads_the_replies_models_give(reply: str, value: float | None) -> None:
     assert parse_answer(reply) == value
+
+
+def test_a_failing_model_leaves_the_fused_order_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    from graphrecall.llm import LLMError
+
+    llm = ScriptedLLM([Step(None, LLMError("connection refused", status=None))], ordered=False)
+    reranker = LLMReranker(llm)
+    with caplog.at_level(logging.WARNING, logger="graphrecall.retrieve.llm_rerank"):
+        assert reranker.score("q", ["a", "b"]) == [0.5, 0.5]  # equal scores: the retriever keeps its order
+    assert reranker.failures == 1
+    assert any("keeps the fused order" in r.getMessage() for r in caplog.records)

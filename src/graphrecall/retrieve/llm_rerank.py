@@ -12,7 +12,10 @@ list invites position bias; the question comes first so a local server reuses it
 candidates of one search. A request per candidate is slow next to a cross-encoder, so ``max_documents`` caps how
 many fused candidates it reads, whatever ``RetrievalConfig.rerank_top`` says. A reply that is neither yes nor no
 scores 0.5 (no information) and is counted in ``unparsed`` (logged once): a model that cannot follow the format
-degrades to the fused order, never to an error in search.
+degrades to the fused order, never to an error in search. So does a model that fails (unreachable, overloaded,
+an error status after the provider's retries): the search logs a warning, counts it in ``failures`` and returns
+the fused order, because a reranker improves a search and must not take it down. A reranker that is not
+configured at all (``GRAPHRECALL_RERANKER=llm`` with no LLM) is a configuration error and says so.
 """
 
 from __future__ import annotations
@@ -26,14 +29,14 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from graphrecall.llm.base import LLM, ChatMessage, run_sync
+from graphrecall.llm.errors import LLMError
 from graphrecall.prompts import Prompt, load_prompt
 
 log = logging.getLogger(__name__)
 
 PROMPT = "rerank_answers"
-DEFAULT_MAX_DOCUMENTS = (
-    4  # the setting measured on the small-store set (docs/benchmarks.md "An LLM as the reranker")
-)
+# The setting measured on the small-store set (docs/benchmarks.md "An LLM as the reranker").
+DEFAULT_MAX_DOCUMENTS = 4
 DOCUMENT_MAX_CHARS = 1500
 TOP_LOGPROBS = 10
 UNKNOWN = 0.5
@@ -85,6 +88,7 @@ class LLMReranker:
         self.max_documents = max_documents
         self.prompt = prompt or load_prompt(PROMPT)
         self.unparsed = 0
+        self.failures = 0
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -103,15 +107,22 @@ class LLMReranker:
         concurrency limit); a local single-slot server queues them, no slower than one by one."""
         if not documents:
             return []
-        return run_sync(self._score_all(query, documents))
+        llm = self.llm  # a configuration error surfaces here, not as a failed request
+        try:
+            return run_sync(self._score_all(llm, query, documents))
+        except LLMError as e:
+            with self._lock:
+                self.failures += 1
+            log.warning("LLM reranker: %s failed (%s); this search keeps the fused order", llm.model, e)
+            return [UNKNOWN] * len(documents)
 
-    async def _score_all(self, query: str, documents: Sequence[str]) -> list[float]:
-        return list(await asyncio.gather(*(self.judge(query, doc) for doc in documents)))
+    async def _score_all(self, llm: LLM, query: str, documents: Sequence[str]) -> list[float]:
+        return list(await asyncio.gather(*(self.judge(query, doc, llm) for doc in documents)))
 
-    async def judge(self, query: str, document: str) -> float:
+    async def judge(self, query: str, document: str, llm: LLM | None = None) -> float:
         """The probability (or, without log probabilities, 1/0) that ``document`` answers ``query``."""
         text = self.prompt.render(question=query, document=_clip(document))
-        resp = await self.llm.complete(
+        resp = await (llm or self.llm).complete(
             [ChatMessage.user(text)],
             temperature=0.0,
             max_tokens=1,
