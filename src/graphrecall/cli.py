@@ -780,12 +780,15 @@ def cmd_backfill_passages(args: argparse.Namespace) -> int:
                     "rounds": sum(n for _, n in done),
                 }
             )
+    elif args.user is None and not done:
+        print(f"no scopes under {root_of(args)}", file=sys.stderr)
     elif args.user is None:
         total = sum(n for _, n in done)
+        counted = f"{len(done)} scope{'s' if len(done) != 1 else ''}"
         print(
-            f"{len(done)} scopes: {total} long rounds got passage vectors"
+            f"{counted}: {total} long rounds got passage vectors"
             if total
-            else f"{len(done)} scopes: nothing to backfill"
+            else f"{counted}: nothing to backfill"
         )
     return EXIT_OK
 

@@ -247,6 +247,8 @@ def test_backfill_passages_runs_over_an_organisation_or_every_scope(run: Run) ->
     assert [s["scope"] for s in run.json("backfill-passages", "--org", "other")["scopes"]] == ["other/bo"]
     code, out, _ = run("backfill-passages")
     assert code == 0 and "2 scopes: nothing to backfill" in out
+    code, out, _ = run("backfill-passages", "--org", SCOPE[1])
+    assert code == 0 and "1 scope: nothing to backfill" in out
     code, _, err = run("backfill-passages", "--org", "nope")
     assert code == 1 and "nope" in err and "other" in err
     code, _, err = run("backfill-passages", "--user", "bo")
