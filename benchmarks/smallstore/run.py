@@ -9,7 +9,10 @@ R@1, R@3 and MRR. The systems, over the same stored rounds:
 - ``bm25``: the plain Okapi baseline of the LongMemEval harness (``benchmarks/longmemeval/bm25.py``) over the same
   round texts (no stopwords, no stemming);
 - ``dense``: the library's retriever with only the vector list weighted (``RetrievalConfig.weights``);
-- each ``--variant NAME=JSON``: RetrievalConfig overrides on the defaults, searched over the same scope.
+- each ``--variant NAME=JSON``: RetrievalConfig overrides on the defaults, searched over the same scope;
+- ``llm-rerank`` with ``--llm-rerank SPEC``: the defaults with the LLM reranker (``retrieve/llm_rerank.py``) over
+  that model, which then reranks the variants too; ``--llm-rerank-cache FILE`` keeps its judgements, so blends
+  are compared over the same judgements without asking the model again.
 
 Questions and gold labels never reach the store. Only the dev split is for looking at misses; the test split is
 for reporting (the markdown lists misses for dev only).
@@ -37,6 +40,7 @@ from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, testing
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
+from graphrecall.llm import LLMError
 from graphrecall.llm.factory import llm_from_settings
 from graphrecall.models import Scope
 from graphrecall.retrieve.llm_rerank import LLMReranker
@@ -44,6 +48,7 @@ from graphrecall.retrieve.retriever import HybridRetriever
 
 SEARCH_K = 50  # more than any history has rounds: every round is ranked
 BASE_SYSTEMS = ("graphrecall", "bm25", "dense")
+LLM_SYSTEM = "llm-rerank"
 DENSE_ONLY = {"vector": 1.0, "bm25": 0.0, "bm25_user": 0.0, "fact": 0.0, "event": 0.0, "entity": 0.0}
 
 
@@ -77,7 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_variant_argument(
         p,
-        reserved=BASE_SYSTEMS,
+        reserved=(*BASE_SYSTEMS, LLM_SYSTEM),
         help="an extra system: RetrievalConfig overrides on the defaults (repeatable)",
     )
     return p
@@ -264,12 +269,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
             reranker: MemoReranker | None = None
             if args.llm_rerank:
+                try:
+                    llm = llm_from_settings(args.llm_rerank)
+                except LLMError as e:
+                    _parser().error(f"--llm-rerank {args.llm_rerank}: {e}")
                 reranker = MemoReranker(
-                    LLMReranker(llm_from_settings(args.llm_rerank), max_documents=args.llm_rerank_top),
-                    args.llm_rerank_cache,
+                    LLMReranker(llm, max_documents=args.llm_rerank_top), args.llm_rerank_cache
                 )
-                retrievers.append(("llm-rerank", HybridRetriever(mem.embedder, settings.retrieval, reranker)))
-                # the variants are reranked by the same model (a grade is asked for once per pair)
+                retrievers.append((LLM_SYSTEM, HybridRetriever(mem.embedder, settings.retrieval, reranker)))
+                # the variants are reranked by the same model (a judgement is asked for once per pair)
                 retrievers[1:-1] = [
                     (n, HybridRetriever(r.embedder, r.config, reranker)) for n, r in retrievers[1:-1]
                 ]
@@ -282,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(root, ignore_errors=True)
     systems = [*BASE_SYSTEMS, *(name for name, _ in args.variant)]
     if args.llm_rerank:
-        systems.append("llm-rerank")
+        systems.append(LLM_SYSTEM)
     summary = summarize(rows, systems)
     llm_cost = (
         None
