@@ -109,20 +109,20 @@ class LLMReranker:
             return []
         llm = self.llm  # a configuration error surfaces here, not as a failed request
         try:
-            return run_sync(self._score_all(llm, query, documents))
+            return run_sync(self._score_all(query, documents))
         except LLMError as e:
             with self._lock:
                 self.failures += 1
             log.warning("LLM reranker: %s failed (%s); this search keeps the fused order", llm.model, e)
             return [UNKNOWN] * len(documents)
 
-    async def _score_all(self, llm: LLM, query: str, documents: Sequence[str]) -> list[float]:
-        return list(await asyncio.gather(*(self.judge(query, doc, llm) for doc in documents)))
+    async def _score_all(self, query: str, documents: Sequence[str]) -> list[float]:
+        return list(await asyncio.gather(*(self.judge(query, doc) for doc in documents)))
 
-    async def judge(self, query: str, document: str, llm: LLM | None = None) -> float:
+    async def judge(self, query: str, document: str) -> float:
         """The probability (or, without log probabilities, 1/0) that ``document`` answers ``query``."""
         text = self.prompt.render(question=query, document=_clip(document))
-        resp = await (llm or self.llm).complete(
+        resp = await self.llm.complete(
             [ChatMessage.user(text)],
             temperature=0.0,
             max_tokens=1,
