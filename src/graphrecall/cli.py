@@ -34,7 +34,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from graphrecall import __version__, cli_extract, formats, params
 from graphrecall.cli_common import (
@@ -76,6 +76,9 @@ from graphrecall.models import Hit, IngestResult, Scope, SessionInput
 from graphrecall.server import shards
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.serve import add_arguments as serve_arguments
+
+if TYPE_CHECKING:
+    from graphrecall.memory import Memory
 
 __all__ = [
     "EXIT_BUSY",
@@ -548,25 +551,35 @@ def cmd_context(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_stats(args: argparse.Namespace) -> int:
+def selected_scopes(mem: Memory, args: argparse.Namespace) -> list[Scope]:
+    """The scopes a command over "one, an organisation's or all" acts on: ``--org`` and ``--user`` one (which
+    must exist), ``--org`` alone that organisation's (at least one, else the stored organisations are named),
+    neither every scope (possibly none)."""
     if args.user is not None and args.org is None:
         raise CliError("--user needs --org", where="--user")
+    if args.user is not None:
+        scope = scope_of(args)
+        require_scope(mem, scope)
+        return [scope]
+    known = mem.scopes()
+    scopes = [s for s in known if args.org is None or s.org_id == args.org]
+    if args.org is not None and not scopes:
+        orgs = ", ".join(sorted({s.org_id for s in known})[:10]) or "none"
+        message = f"no organisation {args.org!r} under {mem.root}; stored: {orgs}"
+        raise CliError(message, EXIT_FAIL, error_code=NotFound.code, where="--org")
+    return scopes
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
     with open_memory(args) as mem:
+        scopes = selected_scopes(mem, args)
         if args.user is not None:
-            scope = scope_of(args)
-            require_scope(mem, scope)
-            one = mem.stats(scope)
+            one = mem.stats(scopes[0])
             if args.json:
                 print_json(one.model_dump(mode="json"))
             else:
                 print(_stats_text(one))
             return EXIT_OK
-        known = mem.scopes()
-        scopes = [s for s in known if args.org is None or s.org_id == args.org]
-        if args.org is not None and not scopes and known:
-            orgs = sorted({s.org_id for s in known})
-            message = f"no organisation {args.org!r} under {mem.root}; stored: {', '.join(orgs[:10])}"
-            raise CliError(message, EXIT_FAIL, error_code=NotFound.code, where="--org")
         rows = [mem.stats(s) for s in scopes]
     if args.json:
         print_json([r.model_dump(mode="json") for r in rows])
@@ -747,21 +760,9 @@ def cmd_forget(args: argparse.Namespace) -> int:
 def cmd_backfill_passages(args: argparse.Namespace) -> int:
     """One scope (``--org`` and ``--user``), an organisation's scopes (``--org``) or every scope: an upgrade is
     usually for the whole store, and a loop over ``stats --json`` is not what an operator should have to write."""
-    if args.user is not None and args.org is None:
-        raise CliError("--user needs --org", where="--user")
     done: list[tuple[Scope, int]] = []
     with open_memory(args) as mem:
-        if args.user is not None:
-            scopes = [scope_of(args)]
-            require_scope(mem, scopes[0])
-        else:
-            known = mem.scopes()
-            scopes = [s for s in known if args.org is None or s.org_id == args.org]
-            if args.org is not None and not scopes:
-                orgs = ", ".join(sorted({s.org_id for s in known})[:10]) or "none"
-                message = f"no organisation {args.org!r} under {mem.root}; stored: {orgs}"
-                raise CliError(message, EXIT_FAIL, error_code=NotFound.code, where="--org")
-        for scope in scopes:
+        for scope in selected_scopes(mem, args):
             rounds = mem.backfill_passages(scope)
             done.append((scope, rounds))
             if not args.json and (rounds or args.user is not None):

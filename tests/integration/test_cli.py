@@ -291,6 +291,18 @@ def test_read_commands_never_create_the_store_root(run: Run) -> None:
     assert not run.root.exists()
 
 
+def test_an_organisation_on_an_empty_root_is_not_found_by_every_command_over_scopes(run: Run) -> None:
+    # stats and backfill-passages select their scopes alike: nothing stored is "no such organisation", not an
+    # empty success
+    for command in ("stats", "backfill-passages"):
+        code, out, err = run(command, "--org", "acme")
+        assert code == 1 and out == "", command
+        assert "no organisation 'acme'" in err and "stored: none" in err, command
+    code, _, err = run("stats")
+    assert code == 0 and "no scopes under" in err
+    assert not run.root.exists()
+
+
 # -- administration ------------------------------------------------------------------------------------------------------
 def test_stats_without_a_scope_lists_every_scope(run: Run) -> None:
     run.json("ingest", EXAMPLE, *SCOPE)
