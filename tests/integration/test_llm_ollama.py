@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import math
 from typing import Any
 
 import pytest
@@ -33,6 +35,13 @@ def chat(content: str = "", tool_calls: list[dict[str, Any]] | None = None) -> d
         "prompt_eval_count": 50,
         "eval_count": 12,
     }
+
+
+def with_logprobs(reply: dict[str, Any], first: list[tuple[str, float]]) -> dict[str, Any]:
+    """``reply`` with Ollama's ``logprobs``: the first token is the first pair, its alternatives all of them."""
+    token, logprob = first[0]
+    alts = [{"token": t, "logprob": lp} for t, lp in first]
+    return {**reply, "logprobs": [{"token": token, "logprob": logprob, "top_logprobs": alts}]}
 
 
 def make_llm(srv: FakeHTTPServer) -> OllamaLLM:
@@ -96,3 +105,40 @@ async def test_server_errors_are_retried_and_missing_models_are_not() -> None:
         with pytest.raises(LLMError, match="not found"):
             await OllamaLLM("missing", host=srv.url, retry_base_delay=0.001).complete("hi")
         assert calls == 3
+
+
+async def test_log_probabilities_are_asked_for_and_read_as_the_first_tokens_alternatives() -> None:
+    reply = with_logprobs(chat("No"), [("No", -0.4), ("Yes", -1.2), ("no", -3.0)])
+    with FakeHTTPServer(lambda req: (200, reply)) as srv:
+        llm = make_llm(srv)
+        resp = await llm.complete("Does the text answer the question?", max_tokens=1, top_logprobs=5)
+        plain = await llm.complete("Hello")
+        sent = srv.bodies("/api/chat")
+
+    assert (sent[0]["logprobs"], sent[0]["top_logprobs"]) == (True, 5)
+    assert "logprobs" not in sent[1] and "top_logprobs" not in sent[1]
+    assert resp.text == "No"
+    assert resp.first_token_logprobs == {"No": -0.4, "Yes": -1.2, "no": -3.0}
+    assert plain.first_token_logprobs == {"No": -0.4, "Yes": -1.2, "no": -3.0}  # what the server sent is read
+
+
+async def test_a_server_that_sends_no_log_probabilities_gives_none() -> None:
+    with FakeHTTPServer(lambda req: (200, chat("yes"))) as srv:
+        resp = await make_llm(srv).complete("q", top_logprobs=5)
+    assert resp.text == "yes" and resp.first_token_logprobs == {}
+
+
+async def test_the_llm_reranker_reads_ollamas_probabilities() -> None:
+    from graphrecall.retrieve.llm_rerank import LLMReranker
+
+    def handler(req: Recorded) -> Reply:
+        named = "Miso" in req.body["messages"][-1]["content"]
+        first = [("No", -0.9), ("Yes", -0.5)] if named else [("No", -0.1), ("Yes", -2.5)]
+        return 200, with_logprobs(chat(first[0][0]), first)
+
+    with FakeHTTPServer(handler) as srv:
+        scores = await asyncio.to_thread(
+            LLMReranker(make_llm(srv)).score, "what's my cat called?", ["I named her Miso", "risotto"]
+        )
+    assert scores[0] > 0.5 > scores[1]
+    assert scores[1] == pytest.approx(math.exp(-2.5) / (math.exp(-2.5) + math.exp(-0.1)))

@@ -2,7 +2,10 @@
 
 Structured output uses Ollama's ``format=<JSON schema>`` (grammar-constrained); the schema is also put in the
 system prompt because small local models fill fields better when they can read the descriptions. Ollama has
-no tool-call ids, so ids are synthesised (``call_0``...) and tool results are matched back by tool name.
+no tool-call ids, so ids are synthesised (``call_0``...) and tool results are matched back by tool name. Log
+probabilities (``complete(..., top_logprobs=n)``, which the LLM reranker reads) are Ollama's ``logprobs`` /
+``top_logprobs`` (the SDK has them from 0.6.1; a server too old to know them sends none, and the reranker then
+reads the word).
 """
 
 from __future__ import annotations
@@ -95,6 +98,19 @@ class OllamaLLM(BaseLLM):
             kwargs["tools"] = [t.as_function() for t in tools]
         return _from_ollama(await self._request(kwargs))
 
+    async def _complete_logprobs(
+        self,
+        messages: list[ChatMessage],
+        *,
+        temperature: float,
+        max_tokens: int | None,
+        top_logprobs: int,
+    ) -> LLMResponse:
+        kwargs = self._kwargs(messages, temperature, max_tokens)
+        kwargs["logprobs"] = True
+        kwargs["top_logprobs"] = top_logprobs
+        return _from_ollama(await self._request(kwargs))
+
     async def _structured(
         self,
         messages: list[ChatMessage],
@@ -129,4 +145,20 @@ def _from_ollama(resp: Any) -> LLMResponse:
         usage=Usage(input_tokens=resp.prompt_eval_count or 0, output_tokens=resp.eval_count or 0),
         model=resp.model or "",
         finish_reason=resp.done_reason,
+        first_token_logprobs=_first_token_logprobs(resp),
     )
+
+
+def _first_token_logprobs(resp: Any) -> dict[str, float]:
+    """The first generated token's alternatives as {token: logprob} (the token itself included; the likeliest
+    spelling wins a repeat); empty when the server sent none."""
+    tokens = getattr(resp, "logprobs", None) or []
+    if not tokens:
+        return {}
+    first = tokens[0]
+    out: dict[str, float] = {}
+    for alt in [first, *(getattr(first, "top_logprobs", None) or [])]:
+        token, logprob = getattr(alt, "token", None), getattr(alt, "logprob", None)
+        if isinstance(token, str) and isinstance(logprob, (int, float)):
+            out[token] = max(float(logprob), out.get(token, float("-inf")))
+    return out
