@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 
 from graphrecall.llm import ChatMessage, LLMResponse, ScriptedLLM, Step
 from graphrecall.prompts import load_prompt
-from graphrecall.retrieve.llm_rerank import LLMReranker, parse_answer, yes_probability
+from graphrecall.retrieve.llm_rerank import (
+    DOCUMENT_MAX_CHARS,
+    LLMReranker,
+    parse_answer,
+    yes_probability,
+)
 from graphrecall.retrieve.rerank import Reranker
 
 
@@ -58,10 +63,25 @@ def test_a_reply_that_is_neither_scores_one_half_and_is_logged_once(caplog: pyte
     assert len([r for r in caplog.records if "neither yes nor no" in r.getMessage()]) == 1
 
 
-def test_a_long_document_is_clipped_before_it_is_sent() -> None:
+def test_a_long_document_is_cut_before_it_is_sent() -> None:
     llm = ScriptedLLM([Step(None, "no")], ordered=False)
     LLMReranker(llm).score("q", ["word " * 2000])
     assert len(llm.calls[0].last_user) < 2000
+
+
+def test_a_long_round_is_shown_by_what_bears_on_the_question_not_by_its_opening() -> None:
+    advice = " ".join(f"Tip {i}: keep the strings clean and the humidity steady." for i in range(60))
+    round_text = (
+        "user: my guitar buzzes on the third fret\n"
+        f"assistant: {advice} The shop on Elm Street, Fretworks, did your setup last spring. {advice}"
+    )
+    assert round_text.index("Fretworks") > DOCUMENT_MAX_CHARS
+    llm = ScriptedLLM([Step(None, "no")], ordered=False)
+    LLMReranker(llm).score("which shop did the setup on my guitar?", [round_text])
+    sent = llm.calls[0].last_user
+    assert "my guitar buzzes on the third fret" in sent  # the user's words whole
+    assert "Fretworks" in sent  # the reply's sentence that shares the question's words
+    assert len(sent) < DOCUMENT_MAX_CHARS + 200  # the prompt's own words besides the excerpt
 
 
 def test_max_documents_must_be_positive() -> None:

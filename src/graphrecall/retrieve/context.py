@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Literal
 
 from graphrecall.models import Context, Hit
-from graphrecall.retrieve.excerpt import CHARS_PER_TOKEN, excerpt, question_terms, split_turns
+from graphrecall.retrieve.excerpt import CHARS_PER_TOKEN, excerpt, question_terms, round_excerpt
 
 Packing = Literal["evidence", "whole"]
 
@@ -26,9 +26,6 @@ limit: with one hit from *every* session first, the 20-30 sessions of a long his
 weak sessions' best hits and pushed out the second and third evidence rounds of the gold sessions. Chosen by
 5-fold cross-validation over the LongMemEval dev questions (limits 4-12 and none), maximizing evidence rounds inside
 and evidence shown whole at 2,000 and 4,000 tokens (docs/benchmarks.md, context packing)."""
-USER_SHARE = 0.7
-"""Of a round cut to fit, the user's messages may take up to 70% of the room, whole when they fit."""
-MIN_TURN_CHARS = 40  # no message is cut below this, whatever its share
 
 
 def estimate_tokens(text: str) -> int:
@@ -70,30 +67,12 @@ class _Piece:
 
 
 def _shown(h: Hit, terms: frozenset[str], max_tokens: int) -> tuple[str, bool]:
-    """The hit's text within ``max_tokens``: whole if it fits. Otherwise every message of a round keeps its
-    ``role:`` line; the user's messages come first, whole up to ``USER_SHARE`` of the room (what the user said is
-    the memory; the reply is mostly advice), the other messages share the rest, and each message that does not fit
-    its share is cut to its best window by ``excerpt``. Messages of one side share their side's room by length."""
+    """The hit's text within ``max_tokens`` (``excerpt.round_excerpt``; a hit that is not a round is cut to its
+    best window), and whether that is a part of it."""
     max_chars = max_tokens * CHARS_PER_TOKEN
-    if len(h.text) <= max_chars:
-        return h.text, False
-    turns = split_turns(h.text) if h.kind == "round" else []
-    if not turns:
-        return excerpt(h.text, terms, max_chars), True
-    room = max_chars - sum(len(t.role) + 3 for t in turns)  # "role: " and the joining newline
-    user_len = sum(len(t.text) for t in turns if t.role == "user")
-    other_len = sum(len(t.text) for t in turns if t.role != "user")
-    user_room = min(user_len, int(room * USER_SHARE)) if other_len else room
-    other_room = room - user_room
-    lines = []
-    for t in turns:
-        side_len, side_room = (user_len, user_room) if t.role == "user" else (other_len, other_room)
-        cap = max(MIN_TURN_CHARS, side_room * len(t.text) // max(1, side_len))
-        lines.append(f"{t.role}: {excerpt(t.text, terms, cap) if t.text else ''}")
-    body = "\n".join(lines)
-    if len(body) > max_chars:  # the per-message floors overshot: cut the whole
-        body = excerpt(body, terms, max_chars)
-    return body, True
+    if h.kind != "round":
+        return excerpt(h.text, terms, max_chars), len(h.text) > max_chars
+    return round_excerpt(h.text, terms, max_chars)
 
 
 def build_context(

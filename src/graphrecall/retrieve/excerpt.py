@@ -20,6 +20,9 @@ CHARS_PER_TOKEN = 4
 """The context's token estimate (``context.estimate_tokens``): about four characters per token."""
 
 ELLIPSIS = "…"
+USER_SHARE = 0.7
+"""Of a round cut to fit, the user's messages may take up to 70% of the room, whole when they fit."""
+MIN_TURN_CHARS = 40  # no message is cut below this, whatever its share
 
 _ROLE_LINE = re.compile(r"^(user|assistant|system|tool): ", re.MULTILINE)
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
@@ -104,6 +107,33 @@ def excerpt(text: str, terms: frozenset[str], max_chars: int) -> str:
     tail = " " + ELLIPSIS if hi < len(spans) - 1 or text[spans[hi][1] :].strip() else ""
     out = head + body + tail
     return out if len(out) <= max_chars else out[: max_chars - len(ELLIPSIS)] + ELLIPSIS
+
+
+def round_excerpt(text: str, terms: frozenset[str], max_chars: int) -> tuple[str, bool]:
+    """A round's text within ``max_chars``, and whether that is a part of it: whole if it fits. Otherwise every
+    message keeps its ``role:`` line; the user's messages come first, whole up to ``USER_SHARE`` of the room (what
+    the user said is the memory; the reply is mostly advice), the other messages share the rest, and each message
+    that does not fit its share is cut to its best window by ``excerpt``. Messages of one side share their side's
+    room by length. Text that is not a round's (no ``role:`` line) is cut to its best window as a whole."""
+    if len(text) <= max_chars:
+        return text, False
+    turns = split_turns(text)
+    if not turns:
+        return excerpt(text, terms, max_chars), True
+    room = max_chars - sum(len(t.role) + 3 for t in turns)  # "role: " and the joining newline
+    user_len = sum(len(t.text) for t in turns if t.role == "user")
+    other_len = sum(len(t.text) for t in turns if t.role != "user")
+    user_room = min(user_len, int(room * USER_SHARE)) if other_len else room
+    other_room = room - user_room
+    lines = []
+    for t in turns:
+        side_len, side_room = (user_len, user_room) if t.role == "user" else (other_len, other_room)
+        cap = max(MIN_TURN_CHARS, side_room * len(t.text) // max(1, side_len))
+        lines.append(f"{t.role}: {excerpt(t.text, terms, cap) if t.text else ''}")
+    body = "\n".join(lines)
+    if len(body) > max_chars:  # the per-message floors overshot: cut the whole
+        body = excerpt(body, terms, max_chars)
+    return body, True
 
 
 def _cut_sentence(text: str, start: int, end: int, terms: frozenset[str], budget: int) -> str:

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from graphrecall.llm.base import LLM, ChatMessage, run_sync
 from graphrecall.llm.errors import LLMError
 from graphrecall.prompts import Prompt, load_prompt
+from graphrecall.retrieve.excerpt import question_terms, round_excerpt
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class LLMReranker:
 
     async def judge(self, query: str, document: str) -> float:
         """The probability (or, without log probabilities, 1/0) that ``document`` answers ``query``."""
-        text = self.prompt.render(question=query, document=_clip(document))
+        text = self.prompt.render(question=query, document=shorten(document, query))
         resp = await self.llm.complete(
             [ChatMessage.user(text)],
             temperature=0.0,
@@ -161,7 +162,8 @@ def _configured_llm() -> LLM:
         raise NotAvailable(f"the llm reranker: {e}") from None
 
 
-def _clip(document: str) -> str:
-    if len(document) <= DOCUMENT_MAX_CHARS:
-        return document
-    return document[:DOCUMENT_MAX_CHARS].rsplit(" ", 1)[0] + " …"
+def shorten(document: str, question: str) -> str:
+    """``document`` within ``DOCUMENT_MAX_CHARS``: a long round keeps the user's words and the reply's sentences
+    that share the question's content words (``excerpt.round_excerpt``, as the Reader's context shows it), not its
+    opening characters: the answer in a long reply is often far from its start."""
+    return round_excerpt(document, question_terms(question), DOCUMENT_MAX_CHARS)[0]
