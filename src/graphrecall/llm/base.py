@@ -15,7 +15,7 @@ import re
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, Field, ValidationError
@@ -116,6 +116,17 @@ def to_messages(messages: MessagesIn) -> list[ChatMessage]:
     if isinstance(messages, str):
         return [ChatMessage(role="user", content=messages)]
     return [m if isinstance(m, ChatMessage) else ChatMessage.model_validate(m) for m in messages]
+
+
+def logprob_table(alternatives: Iterable[Any]) -> dict[str, float]:
+    """Token alternatives (objects with ``token`` and ``logprob``, as OpenAI's and Ollama's SDKs return them) as
+    {token: logprob}; the likeliest wins a repeated token, entries without both fields are skipped."""
+    out: dict[str, float] = {}
+    for alt in alternatives:
+        token, logprob = getattr(alt, "token", None), getattr(alt, "logprob", None)
+        if isinstance(token, str) and isinstance(logprob, (int, float)):
+            out[token] = max(float(logprob), out.get(token, float("-inf")))
+    return out
 
 
 def tool_name(name: str) -> str:

@@ -16,7 +16,15 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from ._http import Limiter, LoopLocal, RetryPolicy, call_with_retries, status_error
-from .base import BaseLLM, ChatMessage, LLMResponse, ToolCall, ToolSpec, with_schema_instructions
+from .base import (
+    BaseLLM,
+    ChatMessage,
+    LLMResponse,
+    ToolCall,
+    ToolSpec,
+    logprob_table,
+    with_schema_instructions,
+)
 from .errors import LLMError, LLMTimeout
 from .usage import Usage, UsageTracker
 
@@ -156,9 +164,4 @@ def _first_token_logprobs(resp: Any) -> dict[str, float]:
     if not tokens:
         return {}
     first = tokens[0]
-    out: dict[str, float] = {}
-    for alt in [first, *(getattr(first, "top_logprobs", None) or [])]:
-        token, logprob = getattr(alt, "token", None), getattr(alt, "logprob", None)
-        if isinstance(token, str) and isinstance(logprob, (int, float)):
-            out[token] = max(float(logprob), out.get(token, float("-inf")))
-    return out
+    return logprob_table([first, *(getattr(first, "top_logprobs", None) or [])])

@@ -30,7 +30,16 @@ from pydantic import BaseModel
 
 from ._http import Limiter, LoopLocal, RetryPolicy, call_with_retries, parse_retry_after, status_error
 from ._schema import NotStrictable, strict_json_schema
-from .base import BaseLLM, ChatMessage, LLMResponse, ToolCall, ToolSpec, tool_name, with_schema_instructions
+from .base import (
+    BaseLLM,
+    ChatMessage,
+    LLMResponse,
+    ToolCall,
+    ToolSpec,
+    logprob_table,
+    tool_name,
+    with_schema_instructions,
+)
 from .errors import LLMError, LLMNotConfigured, LLMTimeout
 from .usage import Usage, UsageTracker
 
@@ -357,11 +366,4 @@ def _first_token_logprobs(choice: Any) -> dict[str, float]:
     """``choice.logprobs.content[0].top_logprobs`` as {token: logprob} (the likeliest spelling wins a repeat);
     empty when the server sent none."""
     content = getattr(getattr(choice, "logprobs", None), "content", None) or []
-    if not content:
-        return {}
-    out: dict[str, float] = {}
-    for alt in getattr(content[0], "top_logprobs", None) or []:
-        token, logprob = getattr(alt, "token", None), getattr(alt, "logprob", None)
-        if isinstance(token, str) and isinstance(logprob, (int, float)):
-            out[token] = max(float(logprob), out.get(token, float("-inf")))
-    return out
+    return logprob_table(getattr(content[0], "top_logprobs", None) or []) if content else {}

@@ -195,7 +195,7 @@ class HybridRetriever:
             fusion.rrf(lists, weights, cfg.rrf_k) if cfg.fusion == "rrf" else fusion.weighted(lists, weights)
         )
         if in_range and cfg.time_boost > 0:
-            unit = 1.0 / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else 1.0
+            unit = _rank1_unit(cfg)
             for rid in in_range:
                 if rid in fused:
                     fused[rid] += cfg.time_boost * unit
@@ -416,7 +416,7 @@ class HybridRetriever:
             # Probabilities (the LLM reranker's P(yes)) are added to the fused score in rank-1 units, like the
             # time boost: a small margin moves little, a confident one moves a round up; ranks would turn the
             # noise between 0.30 and 0.31 into a full step.
-            unit = 1.0 / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else 1.0
+            unit = _rank1_unit(cfg)
             p = np.clip(z, 0.0, 1.0)
             blended = {
                 rid: float(fused) + cfg.rerank_weight * unit * float(p[i])
@@ -432,6 +432,12 @@ class HybridRetriever:
             }
         new_head = fusion.order(blended)
         return new_head + tail, {head[i][0]: float(scores[i]) for i in range(len(head))}
+
+
+def _rank1_unit(cfg: RetrievalConfig) -> float:
+    """What first place in one list is worth in the fused score (RRF: 1 / (k + 1); weighted fusion: 1): the unit of
+    the boosts added after fusion (the time boost, a reranker's probabilities)."""
+    return 1.0 / (cfg.rrf_k + 1) if cfg.fusion == "rrf" else 1.0
 
 
 def _stored_vectors(
