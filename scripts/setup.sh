@@ -1,20 +1,50 @@
 #!/usr/bin/env bash
-# Creates ./.venv (if needed) and installs graphrecall with every extra and the dev tools.
+# Creates ./.venv (if needed) and installs graphrecall into it.
+#
+#   bash scripts/setup.sh          the library alone (what scripts/demo.sh needs: the bundled model, no servers)
+#   bash scripts/setup.sh --dev    every extra, the dev tools, Ray and (best effort, as root) nginx: what the test
+#                                  suite needs (scripts/test.sh)
+#
 # torch is installed first and pinned: an unpinned torch pulls a multi-GB CUDA build, and everything else
 # (sentence-transformers, rerankers) must find this CPU wheel already in place.
+# SETUP_DRY_RUN=1 prints the install commands instead of running them (tests/unit/test_scripts.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
+dev=""
+case "${1:-}" in
+  --dev) dev=1 ;;
+  "") ;;
+  *) echo "usage: bash scripts/setup.sh [--dev]" >&2; exit 2 ;;
+esac
+
+run() {
+  if [ -n "${SETUP_DRY_RUN:-}" ]; then
+    echo "+ $*"
+  else
+    "$@" 2>&1 | grep -v "^WARNING: Location" || true
+  fi
+}
+
+if [ -z "${SETUP_DRY_RUN:-}" ] && [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install -q -e ".[all,dev]" 2>&1 | grep -v "^WARNING: Location" || true
-# Ray (the `ray` extra, kept out of `all` for its size; ~20 s here) so tests/integration/test_ray_batch.py runs the
-# two-node loopback cluster instead of skipping.
-.venv/bin/python -m pip install -q -e ".[ray]" 2>&1 | grep -v "^WARNING: Location" || true
+run .venv/bin/python -m pip install -q --upgrade pip
+run .venv/bin/python -m pip install -q "torch==2.13.0"
+if [ -z "$dev" ]; then
+  run .venv/bin/python -m pip install -q -e .
+else
+  run .venv/bin/python -m pip install -q -e ".[all,dev]"
+  # Ray (the `ray` extra, kept out of `all` for its size; ~20 s here) so tests/integration/test_ray_batch.py runs
+  # the two-node loopback cluster instead of skipping.
+  run .venv/bin/python -m pip install -q -e ".[ray]"
+fi
+if [ -n "${SETUP_DRY_RUN:-}" ]; then
+  [ -z "$dev" ] || echo "+ apt-get install nginx (best effort: as root, when missing)"
+  exit 0
+fi
 .venv/bin/python -c "import graphrecall, kuzu, torch; print(f'graphrecall {graphrecall.__version__}, kuzu {kuzu.__version__}, torch {torch.__version__}')"
+[ -n "$dev" ] || exit 0
 
 # nginx, for tests/integration/test_shard_proxy.py (docs/scaling.md): best effort and idempotent. Only when nginx is
 # missing, apt-get exists and we are root; never fails the setup (the test then skips and says why). policy-rc.d

@@ -3,6 +3,6 @@
 # `.venv/bin/pytest -m e2e`, see docs/e2e.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --dev
 export HF_HUB_OFFLINE=1
 .venv/bin/python -m pytest -q "$@"
