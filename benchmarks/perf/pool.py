@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.jsonfile import save_report
-from graphrecall import Memory, Scope, Settings
+from graphrecall import Memory, Scope, Settings, testing
 from graphrecall.cli_common import positive_int, positive_int_list
 from graphrecall.embed import HashingEmbedder
 
@@ -57,7 +57,7 @@ def run(root: Path, users: int, rounds: int, sizes: list[int], queries: int, pai
             rng = random.Random(1)
             for s in scopes:  # warm: every scope opened once, the pool full
                 m.search(s, "bakery rye", k=10)
-            opened = m._pool.opens
+            opened = testing.pool(m).opens
             times = []
             for i in range(queries):
                 t0 = time.perf_counter()
@@ -66,7 +66,7 @@ def run(root: Path, users: int, rounds: int, sizes: list[int], queries: int, pai
             row = out["search"].setdefault(str(size), {"mean_ms": [], "p50_ms": [], "opens": []})
             row["mean_ms"].append(statistics.mean(times))
             row["p50_ms"].append(statistics.median(times))
-            row["opens"].append(m._pool.opens - opened)
+            row["opens"].append(testing.pool(m).opens - opened)
     with _open(root, users) as m:
         base = _rss_mb()
         for s in scopes:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.jsonfile import save_report
-from graphrecall import Memory, Scope, Settings
+from graphrecall import Memory, Scope, Settings, testing
 from graphrecall.cli_common import positive_int, positive_int_list
 from graphrecall.embed import HashingEmbedder
 
@@ -46,7 +46,7 @@ def measure(root: Path, rounds: int, resident: bool, queries: int) -> dict[str, 
             m.add_session(SCOPE, _turn(i), session_id=f"s{i}")
         if not resident:
             m.flush()
-        assert m._logs.resident(SCOPE) is resident  # the path measured is the one named
+        assert testing.logs(m).resident(SCOPE) is resident  # the path measured is the one named
         for i in range(20):  # warm-up: the empty database, reader connections
             m.search(SCOPE, f"which bakery {i} sold rye", k=10)
         times = []

@@ -36,7 +36,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from graphrecall import __version__, cli_extract, formats, params
+from graphrecall import __version__, cli_extract, cli_ops, formats, params
+from graphrecall import operations as ops
 from graphrecall.cli_common import (
     EXIT_BUSY,
     EXIT_FAIL,
@@ -72,7 +73,7 @@ from graphrecall.errors import (
     StoreBusy,
     Unreachable,
 )
-from graphrecall.models import Hit, IngestResult, Scope, SessionInput
+from graphrecall.models import IngestResult, Scope, SessionInput
 from graphrecall.server import shards
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.serve import add_arguments as serve_arguments
@@ -91,9 +92,7 @@ __all__ = [
     "main",
 ]
 
-SNIPPET_CHARS = 160
 EXPORT_FORMATS = ("sessions", "json", "graphml")
-_COUNTERS = ("sessions_added", "messages_added", "messages_skipped", "rounds_written")
 
 
 class _UsageError(Exception):
@@ -130,6 +129,11 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 # -- parser ----------------------------------------------------------------------------------------------------------
+def _help(op: ops.Operation[Any]) -> str:
+    assert op.cli is not None
+    return op.cli.help
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument(
@@ -178,25 +182,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bar, no notices")
     s.add_argument("--extract", action="store_true", help="also extract facts/events with the configured LLM")
     add_llm_options(s)  # -- extraction (cli_common.py) --
+    GENERIC.update(cli_ops.register(sub, [common, scope, as_json]))  # the operation table's commands
 
-    # search, context, answer, facts: options derived from graphrecall.params, shared with HTTP and MCP.
-    s = sub.add_parser("search", parents=[common, scope, as_json], help="hybrid search over a scope")
-    params.add_arguments(s, params.SearchParams, aliases={"k": ["-k"]})
-
-    s = sub.add_parser("context", parents=[common, scope, as_json], help="evidence rendered for a reader")
-    params.add_arguments(s, params.ContextParams, aliases={"token_budget": ["--budget"], "k": ["-k"]})
-
-    s = sub.add_parser("stats", parents=[common, as_json], help="counts for one scope, or for all scopes")
+    # The table's custom commands: files, or one scope, an organisation's or all of them.
+    s = sub.add_parser("stats", parents=[common, as_json], help=_help(ops.STATS))
     s.add_argument("--org", help="organisation id (alone: list that organisation's scopes)")
     s.add_argument("--user", help="user id (needs --org)")
 
-    sub.add_parser("sessions", parents=[common, scope, as_json], help="list a scope's sessions")
-
-    s = sub.add_parser(
-        "export",
-        parents=[common, scope],
-        help="write a scope's sessions as re-ingestable JSON, or everything it holds (--format json, graphml)",
-    )
+    s = sub.add_parser("export", parents=[common, scope], help=_help(ops.EXPORT_SESSIONS))
     s.add_argument("-o", "--output", type=Path, help="output file (.gz compresses); default stdout")
     s.add_argument(
         "--format",
@@ -207,30 +200,13 @@ def build_parser() -> argparse.ArgumentParser:
         "networkx, Gephi or yEd",
     )
 
-    s = sub.add_parser(
-        "import", parents=[common, scope, as_json], help="restore a whole-scope export (export --format json)"
-    )
+    s = sub.add_parser("import", parents=[common, scope, as_json], help=_help(ops.IMPORT_SCOPE))
     s.add_argument("file", type=Path, help="what `graphrecall export --format json` wrote (may be .gz)")
 
-    s = sub.add_parser("forget", parents=[common, scope, as_json], help="erase a scope's memory")
+    s = sub.add_parser("forget", parents=[common, scope, as_json], help=_help(ops.FORGET))
     s.add_argument("--yes", action="store_true", help="confirm: the scope's data is deleted for good")
 
-    s = sub.add_parser(
-        "erase",
-        parents=[common, scope, as_json],
-        help="forget part of a scope: sessions, facts, everything before a date or matching words (--dry-run first)",
-    )
-    params.add_arguments(
-        s, params.EraseParams, aliases={"session_ids": ["--session"], "fact_ids": ["--fact"]}
-    )
-    s.add_argument("--yes", action="store_true", help="confirm (not needed with --dry-run): deleted for good")
-
-    s = sub.add_parser(
-        "backfill-passages",
-        parents=[common, as_json],
-        help="embed the passage vectors of long user turns stored without them (by a graphrecall before storage "
-        "schema 4, or under a higher GRAPHRECALL_PASSAGE_FROM_CHARS): one scope, an organisation's, or all",
-    )
+    s = sub.add_parser("backfill-passages", parents=[common, as_json], help=_help(ops.BACKFILL_PASSAGES))
     s.add_argument(
         "--org", help="organisation id (alone: every scope of that organisation; neither: every scope)"
     )
@@ -246,8 +222,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_shard_arguments(s)
 
-    _add_answer_parser(sub, [common, scope, as_json])  # see the "answer" block below
-
     s = sub.add_parser("mcp", parents=[common], help="run the MCP server")
     s.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
     s.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
@@ -262,9 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="http without keys, on a loopback address only; refused together with keys",
     )
-    # -- extraction commands: extract, facts (see cli_extract.py) --------------------------------------------------
-    cli_extract.register(sub, common=common, scope=scope, as_json=as_json)
-    # -- end extraction commands -----------------------------------------------------------------------------------
+    cli_extract.register(sub, common=common, as_json=as_json, help=_help(ops.EXTRACT))
     for command in sub.choices.values():
         command.formatter_class = _HelpFormatter
     return p
@@ -292,10 +264,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = bool(getattr(args, "json", False))
     remove_notice = _announce_model_loads(quiet=getattr(args, "quiet", False))
     try:
-        return int(COMMANDS[args.command](args))
+        return int({**COMMANDS, **GENERIC}[args.command](args))
     except KeyboardInterrupt:
         _fail("interrupted")
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Whoever read our output stopped reading (``| head``): their choice, not a failure. What is left for
+        # stdout goes nowhere, so the interpreter's final flush does not fail a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception as e:
         if args.debug:
             raise
@@ -376,20 +353,6 @@ def _batches(items: Iterable[SessionInput], size: int) -> Iterator[list[SessionI
         yield batch
 
 
-def _snippet(text: str, limit: int = SNIPPET_CHARS, query: str | None = None) -> str:
-    """``text`` on one line, cut to ``limit``: its opening, or with a ``query`` the sentences that share the most
-    of its words (a long round matched by a detail deep inside shows that detail, not its first lines)."""
-    flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    if query is not None:
-        # Here, not at the top: ``graphrecall.retrieve`` brings Kuzu and NumPy, which ``--help`` does not need.
-        from graphrecall.retrieve.excerpt import excerpt, question_terms
-
-        return " ".join(excerpt(text, question_terms(query), limit).split())
-    return flat[: limit - 1].rstrip() + "…"
-
-
 # -- commands --------------------------------------------------------------------------------------------------------
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Validate the whole file first (one streaming pass), then write it batch by batch: a bad file changes
@@ -421,16 +384,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     with open_memory(args) as mem, progress(total_sessions, quiet=args.quiet) as bar:
         started = time.perf_counter()  # after the model has loaded: the rate is the store's, not start-up's
         for batch in _batches(sessions, args.batch):
-            r = mem.add_sessions(scope, batch, batch_sessions=args.batch)
-            for field in _COUNTERS:
-                setattr(result, field, getattr(result, field) + getattr(r, field))
+            result = result + mem.add_sessions(scope, batch, batch_sessions=args.batch)
             bar(len(batch))
         extracted = cli_extract.run_extract(mem, scope, llm, quiet=args.quiet) if llm is not None else None
     seconds = time.perf_counter() - started
     rate = result.messages_added / seconds if seconds > 0 else 0.0
     if args.json:
         out = {
-            **result.model_dump(include=set(_COUNTERS)),
+            **result.model_dump(include=set(IngestResult.COUNTERS)),
             "sessions_in_file": total_sessions,
             "messages_in_file": total_messages,
         }
@@ -509,48 +470,6 @@ def _embedding_window(args: argparse.Namespace) -> _Window | None:
     return None if info is None or info.max_tokens is None else _Window(info.max_tokens)
 
 
-def cmd_search(args: argparse.Namespace) -> int:
-    scope = scope_of(args)
-    p = params.from_cli(params.SearchParams, args)
-    with open_memory(args) as mem:
-        require_scope(mem, scope)
-        hits = mem.search(scope, p.query, p.k, question_date=p.question_date)
-    if args.json:
-        print_json([h.model_dump(mode="json") for h in hits])
-        return EXIT_OK
-    if not hits:
-        print(f"no hits for {p.query!r} in {scope}", file=sys.stderr)
-    for h in hits:
-        print(_format_hit(h, p.query))
-    return EXIT_OK
-
-
-def _format_hit(h: Hit, query: str) -> str:
-    signals = " ".join(f"{k}={v:.3f}" for k, v in sorted(h.signals.items()))
-    return (
-        f"{h.rank:>3}. {h.score:.4f}  {minute(h.date)}  {h.session_id}  [{signals}]\n"
-        f"     {_snippet(h.text, query=query)}"
-    )
-
-
-def cmd_context(args: argparse.Namespace) -> int:
-    scope = scope_of(args)
-    p = params.from_cli(params.ContextParams, args)
-    with open_memory(args) as mem:
-        require_scope(mem, scope)
-        ctx = mem.context(
-            scope, p.query, p.token_budget, k=p.k, question_date=p.question_date,
-            include_profile=p.include_profile,
-        )  # fmt: skip
-    if args.json:
-        print_json(ctx.model_dump(mode="json"))
-        return EXIT_OK
-    sys.stdout.write(ctx.text)
-    note = f"{len(ctx.hits)} hits, {ctx.token_count}/{ctx.token_budget} tokens"
-    print(f"({note}{', truncated' if ctx.truncated else ''})", file=sys.stderr)
-    return EXIT_OK
-
-
 def selected_scopes(mem: Memory, args: argparse.Namespace) -> list[Scope]:
     """The scopes a command over "one, an organisation's or all" acts on: ``--org`` and ``--user`` one (which
     must exist), ``--org`` alone that organisation's (at least one, else the stored organisations are named),
@@ -619,29 +538,14 @@ def _stats_text(st: Any) -> str:
     return "\n".join(f"{name:<9} {value}" for name, value in rows)
 
 
-def cmd_sessions(args: argparse.Namespace) -> int:
-    scope = scope_of(args)
-    with open_memory(args) as mem:
-        require_scope(mem, scope)
-        listed = mem.sessions(scope, limit=10**9)
-    if args.json:
-        print_json([s.model_dump(mode="json", exclude={"messages"}) for s in listed])
-        return EXIT_OK
-    for s in listed:
-        print(f"{minute(s.started_at)}  {s.id}  (extract: {s.extract_status})")
-    if not listed:
-        print(f"no sessions in {scope}", file=sys.stderr)
-    return EXIT_OK
-
-
 def cmd_export(args: argparse.Namespace) -> int:
     scope = scope_of(args)
     with open_memory(args) as mem:
         require_scope(mem, scope)
-        if args.format == "sessions":
-            data = [formats.session_to_json(s) for s in mem.export_sessions(scope)]
-            text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
-            what = f"{len(data)} sessions"
+        if args.format == "sessions":  # the HTTP API's export document, which ingest and /import read back
+            found = mem.export_sessions(scope)
+            text = ops.EXPORT_SESSIONS.wire(scope, params.NoParams(), found).model_dump_json(indent=1) + "\n"
+            what = f"{len(found)} sessions"
         else:
             doc = mem.export_scope(scope)
             if args.format == "json":
@@ -698,45 +602,6 @@ def _write_atomically(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-def cmd_erase(args: argparse.Namespace) -> int:
-    scope = scope_of(args)
-    p = params.from_cli(params.EraseParams, args)
-    if not (p.session_ids or p.fact_ids or p.before or p.matching):
-        raise CliError(
-            "say what to erase: --session ID, --fact ID, --before DATE or --matching WORDS (`forget` erases a whole "
-            "scope)",
-            where="erase",
-        )
-    if not (p.dry_run or args.yes):
-        raise CliError(
-            f"refusing to erase from {scope} without --yes (see what would go with --dry-run)", where="--yes"
-        )
-    with open_memory(args) as mem:
-        require_scope(mem, scope)
-        e = mem.erase(scope, **p.erase_kwargs())
-    if args.json:
-        print_json(jsonable(e))
-        return EXIT_OK
-    verb = "would erase" if e.dry_run else "erased"
-    counts = ", ".join(
-        f"{len(ids)} {name}"
-        for name, ids in (
-            ("sessions", e.sessions),
-            ("messages", e.messages),
-            ("rounds", e.rounds),
-            ("facts", e.facts),
-            ("events", e.events),
-            ("entities", e.entities),
-        )
-    )
-    print(f"{verb} from {scope}: {counts}")
-    for sid in e.sessions:
-        print(f"  session {sid}")
-    for fid in e.facts:
-        print(f"  fact {fid}")
-    return EXIT_OK
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
@@ -904,68 +769,20 @@ def cmd_shard_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+GENERIC: dict[str, Callable[[argparse.Namespace], int]] = {}
+"""The operation table's commands (``cli_ops``), filled in when the parser is built."""
 COMMANDS = {
     "ingest": cmd_ingest,
-    "search": cmd_search,
-    "context": cmd_context,
     "stats": cmd_stats,
-    "sessions": cmd_sessions,
     "export": cmd_export,
     "import": cmd_import,
     "forget": cmd_forget,
     "backfill-passages": cmd_backfill_passages,
-    "erase": cmd_erase,
     "serve": cmd_serve,
     "shard-config": cmd_shard_config,
     "mcp": cmd_mcp,
-    **cli_extract.COMMANDS,  # -- extraction commands (cli_extract.py) --
+    "extract": cli_extract.cmd_extract,
 }
-
-
-# == answer: the Reader (owned by the reader; keep this block self-contained) ========================================
-def _add_answer_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    s = sub.add_parser(
-        "answer", parents=parents, help="answer a question from a scope's memory (needs an LLM)"
-    )
-    params.add_arguments(s, params.AnswerParams)
-    s.add_argument("--llm", help="provider:model, e.g. openai:gpt-4o-mini (default: $GRAPHRECALL_LLM)")
-    s.add_argument(
-        "--llm-base-url", help="OpenAI-compatible server or Ollama host (default: $GRAPHRECALL_LLM_BASE_URL)"
-    )
-
-
-def cmd_answer(args: argparse.Namespace) -> int:
-    scope = scope_of(args)
-    p = params.from_cli(params.AnswerParams, args)
-    llm = llm_from_args(args, "answer")
-    with open_memory(args) as mem:
-        require_scope(mem, scope)
-        ans = mem.answer(
-            scope, p.question, question_date=p.question_date, mode=p.mode, llm=llm,
-            tools=p.tools, max_tool_steps=p.max_tool_steps, token_budget=p.token_budget,
-        )  # fmt: skip
-    if args.json:
-        print_json({**ans.model_dump(mode="json"), "usage": ans.usage.model_dump()})
-        return EXIT_OK
-    print(ans.text)
-    verdict = f", verifier {ans.verdict}" if ans.verdict else ""
-    print(
-        f"\nmode: {ans.mode} ({ans.question_type}), abstained: {'yes' if ans.abstained else 'no'}{verdict}, "
-        f"{len(ans.tool_trace)} tool calls, {ans.usage.total_tokens} tokens, {ans.latency_s:.1f} s"
-    )
-    if ans.preferences:
-        print("preferences used:")
-        for p in ans.preferences:
-            print(f"  - {p}")
-    if ans.citations:
-        print("evidence:")
-        for c in ans.citations:
-            print(f"  [{c.hit_id}] {minute(c.date)}  session {c.session_id}: {_snippet(c.snippet, 120)}")
-    return EXIT_OK
-
-
-COMMANDS["answer"] = cmd_answer
-# == end of the answer block ===========================================================================================
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ from pydantic import ValidationError
 
 from graphrecall.config import default_root
 from graphrecall.errors import ConfigurationError, InvalidInput, NotAvailable, NotFound
-from graphrecall.models import Scope
+from graphrecall.models import Scope, Session
+from graphrecall.params import MAX_LISTED
 
 if TYPE_CHECKING:
     from graphrecall.embed import Embedder
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 PROG = "graphrecall"
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUSY, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 LLM_CONNECT_TIMEOUT_S = 3.0
+SNIPPET_CHARS = 160
 
 
 class CliError(Exception):
@@ -127,6 +129,17 @@ def require_scope(mem: Memory, scope: Scope) -> None:
     raise CliError(message, EXIT_FAIL, error_code=NotFound.code, where="--user")
 
 
+def every_session(mem: Memory, scope: Scope) -> Iterator[Session]:
+    """Every session of a scope without its messages, a page (the operation's largest) at a time."""
+    offset = 0
+    while True:
+        page = mem.sessions(scope, limit=MAX_LISTED, offset=offset)
+        yield from page
+        if len(page) < MAX_LISTED:
+            return
+        offset += len(page)
+
+
 # -- LLM -------------------------------------------------------------------------------------------------------------
 def add_llm_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm", help="provider:model, e.g. openai:gpt-4o-mini (default: $GRAPHRECALL_LLM)")
@@ -178,6 +191,20 @@ def jsonable(value: Any) -> Any:
 def minute(d: datetime | None) -> str:
     """Dates in human output: to the minute; seconds and microseconds are noise to a person reading a list."""
     return d.strftime("%Y-%m-%d %H:%M") if d else "?"
+
+
+def snippet(text: str, limit: int = SNIPPET_CHARS, query: str | None = None) -> str:
+    """``text`` on one line, cut to ``limit``: its opening, or with a ``query`` the sentences that share the most
+    of its words (a long round matched by a detail deep inside shows that detail, not its first lines)."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    if query is not None:
+        # Here, not at the top: ``graphrecall.retrieve`` brings Kuzu and NumPy, which ``--help`` does not need.
+        from graphrecall.retrieve.excerpt import excerpt, question_terms
+
+        return " ".join(excerpt(text, question_terms(query), limit).split())
+    return flat[: limit - 1].rstrip() + "…"
 
 
 def notice(message: str) -> None:

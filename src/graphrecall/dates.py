@@ -7,6 +7,7 @@ below everything that uses them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,6 +18,7 @@ from graphrecall.models import ensure_utc, utcnow
 # Question dates are often only day-precise: LongMemEval dates evidence hours after the question, on the same day.
 # Items recorded up to this long after the question date stay visible.
 DEFAULT_SLACK_HOURS = 24.0
+_ISO_SHAPED = re.compile(r"^\d{4}-\d{2}-\d{2}")
 
 
 def parse_date(value: Any, *, where: str) -> datetime:
@@ -28,8 +30,9 @@ def parse_date(value: Any, *, where: str) -> datetime:
     text = value.strip()
     try:
         return ensure_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
-    except ValueError:
-        pass
+    except ValueError as e:
+        if _ISO_SHAPED.match(text):  # the right shape, an impossible value: say which part is wrong
+            raise InvalidInput(f"date {value!r} is not a valid date: {e}", where=where) from None
     for fmt in ("%Y/%m/%d (%a) %H:%M", "%Y/%m/%d %H:%M", "%Y/%m/%d"):
         try:
             return datetime.strptime(text, fmt)

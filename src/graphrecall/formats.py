@@ -40,10 +40,10 @@ from graphrecall.models import (
     SCOPE_EXPORT_FORMAT,
     Role,
     ScopeExport,
-    Session,
     SessionInput,
     validate_identifier,
 )
+from graphrecall.params import SESSIONS_FORMAT, invalid
 
 Format = Literal["json", "jsonl", "longmemeval", "messages"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -91,34 +91,15 @@ def parse_bytes(
     return list(src.sessions(fmt, default_date))
 
 
-def session_to_json(session: Session) -> dict[str, Any]:
-    """A stored session in the ``json`` ingest format, message ids and times included, so re-ingesting an export
-    into the same store changes nothing and into a new store reproduces it."""
-    return {
-        "session_id": session.id,
-        "date": session.started_at.isoformat(),
-        "messages": [
-            {
-                "role": m.role.value,
-                "content": m.content,
-                **({"id": m.id} if m.id else {}),
-                **({"at": m.at.isoformat()} if m.at else {}),
-            }
-            for m in session.messages
-        ],
-    }
-
-
-# -- a whole scope: ``graphrecall export --format json|graphml`` and ``graphrecall import`` ---------------------------
 def read_scope_export(path: str | Path) -> ScopeExport:
     """A whole-scope export (``graphrecall export --format json``, gzip too), validated; a problem names the file
-    and the field (``alice.json: facts.3.kind``)."""
+    and the field (``alice.json: facts[3].kind``)."""
     p = Path(path)
     src = _Source(_file_opener(p), p.name)
     doc = src._load()
-    if isinstance(doc, list):
+    if isinstance(doc, list) or (isinstance(doc, dict) and doc.get("format") == SESSIONS_FORMAT):
         raise InvalidInput(
-            "is a list of sessions, not a whole-scope export: add it with graphrecall ingest", where=p.name
+            "holds sessions only, not a whole-scope export: add them with graphrecall ingest", where=p.name
         )
     if not isinstance(doc, dict) or doc.get("format") != SCOPE_EXPORT_FORMAT:
         raise InvalidInput(
@@ -129,9 +110,9 @@ def read_scope_export(path: str | Path) -> ScopeExport:
     try:
         return ScopeExport.model_validate(doc)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        raise InvalidInput(err["msg"], where=f"{p.name}: {loc}" if loc else p.name) from None
+        err = invalid(e)
+        message = str(err).removeprefix(f"{err.where}: ")
+        raise InvalidInput(message, where=f"{p.name}: {err.where}" if err.where else p.name) from None
 
 
 _GRAPHML_NS = "http://graphml.graphdrawing.org/xmlns"
@@ -276,6 +257,20 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
+def _exported_sessions(doc: dict[str, Any], name: str) -> list[Any]:
+    """The sessions of an ``export_sessions`` document (``{"format", "sessions": [{"id", "started_at",
+    "messages"}]}``: the HTTP API's and ``graphrecall export``'s shape) in the ``json`` format's shape."""
+    sessions = doc.get("sessions")
+    if not isinstance(sessions, list):
+        raise InvalidInput(f"expected a list of sessions, got {_kind(sessions)}", where=f"{name}: sessions")
+    return [
+        {"session_id": s.get("id"), "date": s.get("started_at"), "messages": s.get("messages")}
+        if isinstance(s, dict)
+        else s
+        for s in sessions
+    ]
+
+
 class _Source:
     """One input (file or bytes) that can be opened repeatedly: once to peek at it, once to parse it."""
 
@@ -330,6 +325,8 @@ class _Source:
             first = json.loads(first_line)
         except (ValueError, RecursionError):
             first = None  # a pretty-printed object spans several lines: parse the whole document
+        if isinstance(first, dict) and first.get("format") in (SESSIONS_FORMAT, SCOPE_EXPORT_FORMAT):
+            return "json", first  # an export document written on one line is one document, not JSON lines
         if isinstance(first, dict):
             return ("longmemeval", self._load()) if "haystack_sessions" in first else ("jsonl", None)
         doc = self._load()
@@ -362,7 +359,9 @@ class _Source:
                 "is a whole-scope export (sessions and extracted memory): restore it with graphrecall import",
                 where=self.name,
             )
-        if isinstance(doc, dict):  # one session object on its own
+        if isinstance(doc, dict) and doc.get("format") == SESSIONS_FORMAT:  # what export_sessions wrote
+            doc = _exported_sessions(doc, self.name)
+        elif isinstance(doc, dict):  # one session object on its own
             doc = [doc]
         if not isinstance(doc, list):
             raise InvalidInput(f"expected a JSON list of sessions, got {_kind(doc)}", where=self.name)

@@ -10,7 +10,7 @@ import re
 import unicodedata
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -471,6 +471,18 @@ class IngestResult(BaseModel):
     rounds_written: int = 0
     extraction: ExtractionResult | None = None
     extraction_job: ExtractionJob | None = None
+
+    COUNTERS: ClassVar[tuple[str, ...]] = (
+        "sessions_added",
+        "messages_added",
+        "messages_skipped",
+        "rounds_written",
+    )
+
+    def __add__(self, other: IngestResult) -> IngestResult:
+        """The counts of two ingest calls together (batches of one call, files of one command); what a single
+        call queued or extracted is not summed and stays with that call's result."""
+        return IngestResult(**{name: getattr(self, name) + getattr(other, name) for name in self.COUNTERS})
 
 
 class ExtractionResult(BaseModel):

@@ -1,71 +1,281 @@
-"""The parameters of ``search``, ``context``, ``answer``, ``facts``, ``profile``, ``add_fact``, ``erase`` and
-``consolidate``, written down once
-for every surface.
+"""The parameters of every public operation, written down once for every surface.
 
-Why one spec: the HTTP API, the MCP tools and the CLI each used to declare these parameters by hand, and they drifted
-(different names, defaults, bounds and wording for the same thing). Each surface now derives its own form from the
-models below: FastAPI uses them as query/body models, the MCP server builds its tool signatures from their fields,
-and the CLI builds its argparse options from them (``graphrecall.params.add_arguments``). A test compares the three
-surfaces against these models, so a parameter added here appears everywhere or the test fails.
+Why one model per operation: the Python API, the HTTP API, the MCP tools and the CLI each used to declare these
+parameters by hand, and they drifted (different names, defaults, bounds and wording for the same thing, a date
+parsed two ways). Each surface now derives its own form from the models below (``graphrecall.operations`` binds
+each model to its operation and says which surfaces expose it): ``Memory`` validates its arguments with them,
+FastAPI uses them as query and body models, the MCP server builds its tool signatures from their fields, and the
+CLI builds its argparse options from them (``add_arguments``). ``tests/integration/test_param_surfaces.py`` compares
+every surface with these models.
 
-This module sits on the ground floor: it imports pydantic and ``graphrecall.models`` only, never a surface.
+The field names are the Python keyword names, so a validated model maps onto a ``Memory`` call with no table of
+its own. Dates go through ``parse_date`` (ISO-8601, naive = UTC, and LongMemEval's format) on every surface, so a
+bad date reads the same wherever it was typed.
+
+This module sits on the ground floor: it imports pydantic and the ground floor only, never a surface.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import types
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 
+from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
-from graphrecall.models import ensure_utc
+from graphrecall.models import (
+    MAX_ID_LENGTH,
+    Message,
+    Role,
+    Scope,
+    Session,
+    SessionInput,
+    validate_identifier,
+)
+from graphrecall.text import query_terms
 
 MAX_QUERY_CHARS = 10_000
-# Sessions per transaction in bulk ingest (``Memory.add_sessions``, the CLI's ``add --batch``): each transaction
+# Sessions per transaction in bulk ingest (``Memory.add_sessions``, the CLI's ``ingest --batch``): each transaction
 # ends with a commit, a checkpoint and a derived-index update (~0.2-0.35 s) that nothing overlaps, so a 600-round
 # call in two transactions of 64 sessions paid it twice (docs/benchmarks.md, ingest).
 BATCH_SESSIONS = 128
+MAX_BATCH_SESSIONS = 10_000
 MAX_K = 100
 MAX_CONTEXT_K = 200
 MAX_TOKEN_BUDGET = 200_000
 MIN_READER_BUDGET = 200
 MAX_TOOL_STEPS = 16
 MAX_FACTS = 1000
+MAX_LISTED = 10_000
+MAX_FACT_CHARS = 2000
+MAX_FACT_ENTITIES = 32
+MAX_ERASE_IDS = 1000
 
 QUESTION_DATE_HELP = (
     "the moment the question is asked (ISO-8601, naive = UTC): relative time ('last week') is anchored on it and "
     "nothing recorded after it (beyond the same-day slack) is visible; omitted = now (UTC)"
 )
+ROLE_NAMES = ", ".join(r.value for r in Role)
 
 
-UtcDatetime = Annotated[datetime, AfterValidator(ensure_utc)]
-AnswerMode = Literal["auto", "recall", "synthesis"]
-ToolProtocol = Literal["auto", "native", "text", "none"]
+# -- field types ----------------------------------------------------------------------------------------------------
+def _date(value: Any) -> Any:
+    """Strings become dates through the project's one parser; its message (not pydantic's) names the problem."""
+    if isinstance(value, str):
+        try:
+            return parse_date(value, where="")
+        except InvalidInput as e:
+            raise ValueError(str(e)) from None
+    return value
 
 
-class SearchParams(BaseModel):
-    """``search``: the ranked rounds of a scope's history that best match a query."""
+def _identifier(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, str):
+        validate_identifier(value, info.field_name or "id")
+    return value
 
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to look for")
+
+def _message(value: Any) -> Any:
+    """A message must be an object with a role and content."""
+    if isinstance(value, MessageIn):
+        return value
+    if isinstance(value, Message):
+        return value.model_dump()
+    if not isinstance(value, Mapping):
+        raise ValueError(f"expected an object with role and content, got {type(value).__name__}")
+    missing = [key for key in ("role", "content") if key not in value]
+    if missing:
+        raise ValueError(f"missing field {missing[0]!r}")
+    return value
+
+
+def _listed(value: Any) -> Any:
+    """A list argument must be a list: a string or a dict would otherwise be iterated item by item."""
+    if isinstance(value, str | bytes | Mapping):
+        raise ValueError(f"expected a list, got {type(value).__name__}")
+    if isinstance(value, Iterable) and not isinstance(value, list | tuple):
+        return list(value)
+    return value
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_not_blank)]
+"""Words a person wrote (a query, a question, a fact): empty or only whitespace is a mistake."""
+DateArg = Annotated[datetime, BeforeValidator(_date)]
+"""A moment: a ``datetime`` or an ISO-8601 string (naive = UTC; LongMemEval's ``2023/05/20 (Sat) 07:47`` too)."""
+IdArg = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH), BeforeValidator(_identifier)]
+"""An id that becomes part of a key or a file name: no path characters, no control characters."""
+
+
+class MessageIn(Message):
+    """A message as callers send it: ``at`` is read by the project's date rule, like every other date."""
+
+    at: DateArg | None = None
+
+
+MessageArg = Annotated[MessageIn, BeforeValidator(_message)]
+Messages = Annotated[list[MessageArg], BeforeValidator(_listed)]
+
+
+ScopeLike = Scope | tuple[str, str]
+
+
+def as_scope(scope: ScopeLike) -> Scope:
+    """Whose memory: a ``Scope``, or an ``(org_id, user_id)`` pair checked like one."""
+    if isinstance(scope, Scope):
+        return scope
+    try:
+        org, user = scope
+    except (TypeError, ValueError):
+        raise InvalidInput("scope must be a Scope or an (org_id, user_id) pair", where="scope") from None
+    try:
+        return Scope(org_id=org, user_id=user)
+    except ValueError as e:
+        raise InvalidInput(str(e), where="scope") from None
+
+
+class Params(BaseModel):
+    """The base of every parameter model: unknown names are errors (a misspelled option must not be dropped)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- ingest ---------------------------------------------------------------------------------------------------------
+class AddSessionParams(Params):
+    """``add_session``: one whole conversation. Re-sending the same session id and message ids changes nothing."""
+
+    messages: Messages = Field(min_length=1, description="the session's turns, in order")
+    session_id: IdArg = Field(description="stable id of the conversation; re-adding it is idempotent")
+    date: DateArg | None = Field(
+        default=None, description="when the session happened (ISO-8601, naive = UTC); omitted = now"
+    )
+    extract: bool = Field(
+        default=False,
+        description="also extract facts, events and entities with the configured LLM: the session is stored and "
+        "queued (extraction_job says so; failures are retried and end failed with the reason)",
+    )
+
+
+class AddMessagesParams(Params):
+    """``add_messages``: turns appended to a session (created if new). Messages with ids are idempotent; messages
+    without are numbered after those already stored, so sending them twice stores them twice."""
+
+    messages: Messages = Field(min_length=1, description="the turns to append, in order")
+    session_id: IdArg = Field(default="default", description="the session they belong to (created if new)")
+    date: DateArg | None = Field(
+        default=None, description="when they were said, for turns without their own 'at'; omitted = now"
+    )
+
+
+class SessionItem(Params):
+    """One session of a bulk ingest, validated: its id, its date, and at least one message."""
+
+    session_id: IdArg
+    date: DateArg | None = None
+    messages: Messages = Field(min_length=1)
+
+
+def _session_item(value: Any) -> Any:
+    return value.model_dump() if isinstance(value, SessionInput) else value
+
+
+class AddSessionsParams(Params):
+    """``add_sessions``: bulk ingest. Everything is validated before anything is written; each batch of
+    ``batch_sessions`` sessions is one transaction (all or nothing)."""
+
+    sessions: Annotated[
+        list[Annotated[SessionItem, BeforeValidator(_session_item)]], BeforeValidator(_listed)
+    ] = Field(description="the sessions: each a session_id, a date and its messages")
+    batch_sessions: int = Field(
+        default=BATCH_SESSIONS, ge=1, le=MAX_BATCH_SESSIONS, description="sessions per transaction"
+    )
+
+    @model_validator(mode="after")
+    def _unique(self) -> AddSessionsParams:
+        """Ids must be unique within one call: a clash would otherwise fail halfway through the write."""
+        seen_sessions: set[str] = set()
+        seen_messages: set[str] = set()
+        for i, s in enumerate(self.sessions):
+            if s.session_id in seen_sessions:
+                raise InvalidInput(f"session id {s.session_id!r} appears twice in one call", where="sessions")
+            seen_sessions.add(s.session_id)
+            for j, m in enumerate(s.messages):
+                if m.id is not None:
+                    if m.id in seen_messages:
+                        raise InvalidInput(
+                            f"duplicate message id {m.id!r}", where=f"sessions[{i}].messages[{j}].id"
+                        )
+                    seen_messages.add(m.id)
+        return self
+
+
+SESSIONS_FORMAT: Literal["graphrecall.sessions/v1"] = "graphrecall.sessions/v1"
+
+
+class ImportSessionsParams(Params):
+    """``import_sessions``: sessions in the export format (what ``export_sessions`` returns on every surface),
+    added like ``add_sessions``: a session or message already stored is skipped."""
+
+    format: Literal["graphrecall.sessions/v1"] = Field(
+        default=SESSIONS_FORMAT, description="the export format's name and version"
+    )
+    org_id: str | None = Field(default=None, description="where it was exported from (ignored)")
+    user_id: str | None = Field(default=None, description="where it was exported from (ignored)")
+    sessions: list[Session] = Field(description="the sessions with their messages, as exported")
+
+
+# -- recall ---------------------------------------------------------------------------------------------------------
+HitKindName = Literal["round", "fact", "event"]
+
+
+class SearchParams(Params):
+    """``search``: the ranked evidence of a scope's memory that best matches a query."""
+
+    query: Text = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to look for")
     k: int = Field(default=10, ge=1, le=MAX_K, description="how many hits to return")
-    question_date: UtcDatetime | None = Field(default=None, description=QUESTION_DATE_HELP)
+    question_date: DateArg | None = Field(default=None, description=QUESTION_DATE_HELP)
+    as_of: DateArg | None = Field(
+        default=None,
+        description="fact hits: those true at this moment (valid time) instead of the current ones",
+    )
+    kinds: list[HitKindName] = Field(
+        default=["round"],
+        min_length=1,
+        description="what comes back: rounds of the history, and/or extracted facts and events",
+    )
 
 
-class ContextParams(BaseModel):
+class ContextParams(Params):
     """``context``: the evidence for a question, dated and grouped by session, inside a token budget."""
 
-    query: str = Field(
+    query: Text = Field(
         min_length=1, max_length=MAX_QUERY_CHARS, description="the question the evidence is for"
     )
     token_budget: int = Field(
         default=2000, ge=1, le=MAX_TOKEN_BUDGET, description="most tokens of evidence to return"
     )
     k: int = Field(default=30, ge=1, le=MAX_CONTEXT_K, description="candidate hits to fit into the budget")
-    question_date: UtcDatetime | None = Field(default=None, description=QUESTION_DATE_HELP)
+    question_date: DateArg | None = Field(default=None, description=QUESTION_DATE_HELP)
     include_profile: bool = Field(
         default=False,
         description="put the user's profile (current facts by kind, as of the question date) first, within a "
@@ -73,13 +283,17 @@ class ContextParams(BaseModel):
     )
 
 
-class AnswerParams(BaseModel):
+AnswerMode = Literal["auto", "recall", "synthesis"]
+ToolProtocol = Literal["auto", "native", "text", "none"]
+
+
+class AnswerParams(Params):
     """``answer``: a reply from memory by the Reader (needs an LLM)."""
 
-    question: str = Field(
+    question: Text = Field(
         min_length=1, max_length=MAX_QUERY_CHARS, description="the question to answer from memory"
     )
-    question_date: UtcDatetime | None = Field(default=None, description=QUESTION_DATE_HELP)
+    question_date: DateArg | None = Field(default=None, description=QUESTION_DATE_HELP)
     mode: AnswerMode = Field(
         default="auto",
         description="auto: the question classifier decides; recall: look a fact up; synthesis: combine many",
@@ -102,24 +316,10 @@ class AnswerParams(BaseModel):
     )
 
 
-class FactsParams(BaseModel):
-    """``facts``: extracted facts, the current ones or those true at a moment."""
-
-    as_of: UtcDatetime | None = Field(
-        default=None,
-        description="ISO-8601: the facts true at that moment (valid time); omitted = the current ones",
-    )
-    include_superseded: bool = Field(
-        default=False, description="also list facts later replaced, with what replaced them"
-    )
-    limit: int = Field(default=100, ge=1, le=MAX_FACTS, description="most facts to return")
-    offset: int = Field(default=0, ge=0, description="facts to skip, for paging")
-
-
-class ProfileParams(BaseModel):
+class ProfileParams(Params):
     """``profile``: what memory holds about the user, grouped by kind and dated, for a system prompt."""
 
-    as_of: UtcDatetime | None = Field(
+    as_of: DateArg | None = Field(
         default=None,
         description="the moment the profile describes (ISO-8601, naive = UTC): nothing recorded after it (beyond "
         "the same-day slack) is in it, nor anything superseded by then; omitted = now (UTC)",
@@ -132,16 +332,79 @@ class ProfileParams(BaseModel):
     )
 
 
+# -- history --------------------------------------------------------------------------------------------------------
+class NoParams(Params):
+    """An operation on a whole scope that takes nothing else."""
+
+
+class SessionsParams(Params):
+    """``sessions``: the scope's sessions, oldest first, without their messages."""
+
+    limit: int = Field(default=1000, ge=1, le=MAX_LISTED, description="most sessions to return")
+    offset: int = Field(default=0, ge=0, description="sessions to skip, for paging")
+
+
+class GetSessionParams(Params):
+    """``get_session``: one session with its messages."""
+
+    session_id: IdArg = Field(description="the session's id")
+
+
+# -- extracted memory -----------------------------------------------------------------------------------------------
+class FactsParams(Params):
+    """``facts``: extracted facts, the current ones or those true at a moment."""
+
+    as_of: DateArg | None = Field(
+        default=None,
+        description="ISO-8601: the facts true at that moment (valid time); omitted = the current ones",
+    )
+    include_superseded: bool = Field(
+        default=False, description="also list facts later replaced, with what replaced them"
+    )
+    limit: int = Field(default=100, ge=1, le=MAX_FACTS, description="most facts to return")
+    offset: int = Field(default=0, ge=0, description="facts to skip, for paging")
+
+
+class HistoryParams(Params):
+    """``history``: the versions of one fact, oldest first."""
+
+    fact_id: IdArg = Field(description="a fact id, as facts lists it")
+
+
+class SupersedeParams(Params):
+    """``supersede``: mark a fact as replaced by another by hand (nothing is deleted)."""
+
+    old_id: IdArg = Field(description="the fact that is no longer true")
+    new_id: IdArg = Field(description="the fact that replaces it")
+    reason: str = Field(
+        default="manual", min_length=1, max_length=200, description="why, kept with the supersession"
+    )
+
+
+class EventsParams(Params):
+    """``events``: extracted events in time order (events without a time last)."""
+
+    limit: int = Field(default=1000, ge=1, le=MAX_LISTED, description="most events to return")
+    offset: int = Field(default=0, ge=0, description="events to skip, for paging")
+
+
+class ExtractParams(Params):
+    """``extract``: facts, events and entities from one session, or from every session not yet done."""
+
+    session_id: IdArg | None = Field(
+        default=None,
+        description="only this session (re-extracted whatever its status); omitted = every one not done",
+    )
+
+
 FactKindName = Literal["preference", "attribute", "plan", "event", "relationship", "opinion", "other"]
 """``models.FactKind``'s values as a ``Literal``, so every surface shows them as choices (a test keeps both equal)."""
-MAX_FACT_CHARS = 2000
-MAX_FACT_ENTITIES = 32
 
 
-class AddFactParams(BaseModel):
+class AddFactParams(Params):
     """``add_fact``: store a fact the application already knows, versioned like an extracted one."""
 
-    text: str = Field(
+    text: Text = Field(
         min_length=1,
         max_length=MAX_FACT_CHARS,
         description="the fact, one self-contained sentence about the user ('The user works at Globex.')",
@@ -150,37 +413,34 @@ class AddFactParams(BaseModel):
         default="other",
         description="attribute (identity, job, home...), preference, opinion, relationship, plan, event, other",
     )
-    entities: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+    entities: (
+        Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]], BeforeValidator(_listed)] | None
+    ) = Field(
         default=None,
         max_length=MAX_FACT_ENTITIES,
         description="names of the people, places, things it is about (never the user); matched to stored ones",
     )
-    valid_from: UtcDatetime | None = Field(
+    valid_from: DateArg | None = Field(
         default=None, description="ISO-8601: since when it is true; omitted = when it is recorded"
     )
-    source: str | None = Field(
+    source: IdArg | None = Field(
         default=None,
-        min_length=1,
-        max_length=128,
         description="a session of this user it comes from (its date is when it was said) or a label such as "
         "'crm' (said now); omitted = 'app'",
     )
 
 
-MAX_ERASE_IDS = 1000
-
-
-class EraseParams(BaseModel):
+class EraseParams(Params):
     """``erase``: forget part of a user's memory (``forget`` erases all of it). Everything derived from what goes
     (rounds, extracted facts and events, orphaned entities, index entries) goes with it; run with dry_run first."""
 
-    session_ids: list[Annotated[str, Field(min_length=1, max_length=128)]] | None = Field(
+    session_ids: Annotated[list[IdArg], BeforeValidator(_listed)] | None = Field(
         default=None, max_length=MAX_ERASE_IDS, description="sessions to erase, with their messages"
     )
-    fact_ids: list[Annotated[str, Field(min_length=1, max_length=128)]] | None = Field(
+    fact_ids: Annotated[list[IdArg], BeforeValidator(_listed)] | None = Field(
         default=None, max_length=MAX_ERASE_IDS, description="facts to erase (what was said stays)"
     )
-    before: UtcDatetime | None = Field(
+    before: DateArg | None = Field(
         default=None, description="ISO-8601: erase every session that started before this moment"
     )
     matching: str | None = Field(
@@ -191,18 +451,20 @@ class EraseParams(BaseModel):
     )
     dry_run: bool = Field(default=False, description="only list what would be erased")
 
-    def erase_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of ``Memory.erase`` (absent lists as empty ones), for every surface alike."""
-        return {
-            "session_ids": self.session_ids or [],
-            "fact_ids": self.fact_ids or [],
-            "before": self.before,
-            "matching": self.matching,
-            "dry_run": self.dry_run,
-        }
+    @model_validator(mode="after")
+    def _something(self) -> EraseParams:
+        """An erase that names nothing is a mistake, not a request to erase nothing (``forget`` erases all)."""
+        if not (self.session_ids or self.fact_ids or self.before is not None or self.matching):
+            raise InvalidInput(
+                "say what to erase: session_ids, fact_ids, before or matching (forget erases a whole scope)",
+                where="erase",
+            )
+        if self.matching is not None and not query_terms(self.matching):
+            raise InvalidInput(f"matching {self.matching!r} has no words to match", where="matching")
+        return self
 
 
-class ConsolidateParams(BaseModel):
+class ConsolidateParams(Params):
     """``consolidate``: merge duplicate current facts (the rest are superseded, never deleted), link events to the
     entities they name, and optionally summarize old periods; with an LLM one call per cluster or period."""
 
@@ -213,20 +475,59 @@ class ConsolidateParams(BaseModel):
     )
 
 
-SPECS: dict[str, type[BaseModel]] = {
-    "search": SearchParams,
-    "context": ContextParams,
-    "answer": AnswerParams,
-    "facts": FactsParams,
-    "profile": ProfileParams,
-    "add_fact": AddFactParams,
-    "erase": EraseParams,
-    "consolidate": ConsolidateParams,
-}
+# -- errors ---------------------------------------------------------------------------------------------------------
+def location(loc: Iterable[Any]) -> str:
+    """``("messages", 0, "content")`` -> ``messages[0].content``: how every surface names a field."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def invalid(error: ValidationError, *, names: Mapping[str, str] | None = None) -> InvalidInput:
+    """The first problem of a failed validation as the project's ``InvalidInput``: ``where`` is the field's path
+    (``names`` renames its first part, e.g. to a CLI flag), the message the validator's own words."""
+    return first_problem(error.errors(), names=names)
+
+
+def first_problem(
+    errors: Sequence[Mapping[str, Any]], *, names: Mapping[str, str] | None = None
+) -> InvalidInput:
+    """``invalid`` over pydantic's error list (what FastAPI hands its validation handler too)."""
+    first = errors[0] if errors else {"loc": (), "msg": "invalid value", "type": ""}
+    loc = list(first.get("loc", ()))
+    kind = first.get("type", "")
+    message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+    ctx = first.get("ctx")
+    ctx_error = ctx.get("error") if isinstance(ctx, Mapping) else None
+    if isinstance(ctx_error, InvalidInput):  # raised on purpose by a model validator: it names its own field
+        return ctx_error
+    if kind == "missing" and loc:
+        message = f"missing field {loc[-1]!r}"
+        loc = loc[:-1] or loc
+    elif kind == "enum" and loc and loc[-1] == "role":
+        message = f"role {first.get('input')!r} is not one of {ROLE_NAMES}"
+    elif kind == "too_short" and loc and loc[-1] == "messages":
+        message = "a session needs at least one message"
+    elif kind == "extra_forbidden" and loc:
+        message = f"unknown parameter {loc[-1]!r}"
+    if loc and names and str(loc[0]) in names:
+        rest = location(["_", *loc[1:]])[1:]  # "[0].x" or ".x": the path below the renamed field
+        return InvalidInput(message, where=names[str(loc[0])] + rest)
+    return InvalidInput(message, where=location(loc))
+
+
+def validate(spec: type[Params], values: Mapping[str, Any]) -> Any:
+    """``values`` as the spec model, or ``InvalidInput`` naming the field (the one way every surface validates)."""
+    try:
+        return spec.model_validate(dict(values))
+    except ValidationError as e:
+        raise invalid(e) from None
+    except InvalidInput:
+        raise
+
 
 # -- derived forms --------------------------------------------------------------------------------------------------
-
-
 def plain_type(annotation: Any) -> Any:
     """The annotation without ``None`` and ``Annotated`` wrappers: ``int | None`` -> ``int``."""
     while get_origin(annotation) is Annotated:
@@ -252,11 +553,11 @@ def flag(name: str) -> str:
 
 
 def add_arguments(
-    parser: argparse.ArgumentParser, spec: type[BaseModel], aliases: dict[str, list[str]] | None = None
+    parser: argparse.ArgumentParser, spec: type[BaseModel], aliases: Mapping[str, list[str]] | None = None
 ) -> None:
     """Add one argparse option per field of ``spec``: required strings become positionals, booleans flags,
-    literals choices, lists repeatable options; the rest are ``--dashed-name`` options whose text is checked by ``from_cli`` against the spec
-    (so the CLI enforces the same bounds, and a bad value names the flag)."""
+    literals choices, lists repeatable options; the rest are ``--dashed-name`` options whose text is checked by
+    ``from_cli`` against the spec (so the CLI enforces the same bounds, and a bad value names the flag)."""
     aliases = aliases or {}
     for name, field in spec.model_fields.items():
         kind = plain_type(field.annotation)
@@ -275,9 +576,13 @@ def add_arguments(
             parser.add_argument(*names, dest=name, action="store_true", help=text)
             continue
         if get_origin(kind) is list:  # repeat the option once per value
+            inner = plain_type(get_args(kind)[0])
+            choices = [str(c) for c in get_args(inner)] if get_origin(inner) is Literal else None
+            shown = f" (default: {' '.join(map(str, field.default))})" if field.default else ""
             parser.add_argument(
-                *names, dest=name, action="append", default=None, metavar="VALUE", help=f"{text} (repeatable)"
-            )
+                *names, dest=name, action="append", default=None, choices=choices,
+                metavar=None if choices else "VALUE", help=f"{text} (repeatable){shown}",
+            )  # fmt: skip
             continue
         shown = f"(default: {field.default})" if field.default is not None else ""
         if get_origin(kind) is Literal:
@@ -292,15 +597,25 @@ def add_arguments(
         )
 
 
-def from_cli(spec: type[BaseModel], args: argparse.Namespace) -> Any:
-    """The spec model from parsed CLI arguments; a bad value raises ``InvalidInput`` naming the flag (or the
-    positional) and what is wrong."""
-    values = {name: getattr(args, name) for name in spec.model_fields}
+def from_cli(
+    spec: type[BaseModel], args: argparse.Namespace, *, names: Mapping[str, str] | None = None
+) -> Any:
+    """The spec model from parsed CLI arguments; a bad value raises ``InvalidInput`` naming the flag (``names``:
+    how the command line spells each field; default ``--dashed-name``, a positional by its name) and what is
+    wrong. An option left out takes the spec's default."""
+    values = {
+        name: getattr(args, name)
+        for name, field in spec.model_fields.items()
+        if hasattr(args, name) and (field.is_required() or getattr(args, name) is not None)
+    }
+    shown = {n: n if f.is_required() else flag(n) for n, f in spec.model_fields.items()} | dict(names or {})
     try:
         return spec.model_validate(values)
     except ValidationError as e:
-        first = e.errors()[0]
-        name = str(first["loc"][0]) if first["loc"] else ""
-        field = spec.model_fields.get(name)
-        where = name if field is not None and field.is_required() else flag(name)
-        raise InvalidInput(f"{first['msg']} (got {values.get(name)!r})", where=where) from None
+        err, loc = invalid(e, names=shown), e.errors()[0]["loc"]
+    message = str(err).removeprefix(f"{err.where}: ")
+    for name in sorted(spec.model_fields, key=len, reverse=True):  # a validator's words name fields
+        message = re.sub(rf"(?<![\w-]){name}(?![\w-])", shown[name], message)
+    given = repr(values[str(loc[0])]) if loc and str(loc[0]) in values else ""
+    got = f" (got {given})" if given and given not in message else ""
+    raise InvalidInput(message + got, where=shown.get(err.where, err.where)) from None

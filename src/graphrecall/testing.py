@@ -13,27 +13,33 @@ from collections.abc import Iterator
 from graphrecall.memory import Memory, ScopeLike, as_scope
 from graphrecall.retrieve.retriever import HybridRetriever
 from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.pool import DatabasePool
 from graphrecall.writer import Writer
 
 
 def pool(memory: Memory) -> DatabasePool:
     """The memory's pool of open scope databases (open counts, paths, eviction)."""
-    return memory._pool
+    return memory._s.access.pool
+
+
+def logs(memory: Memory) -> ScopeLogs:
+    """The memory's write logs (which scopes live in their log, their unflushed tails)."""
+    return memory._s.access.logs
 
 
 def retriever(memory: Memory) -> HybridRetriever:
     """The memory's round retriever (stage timings, exact-scan comparisons, config variants)."""
-    return memory._recall.retriever
+    return memory._s.recall.retriever
 
 
 def writer(memory: Memory) -> Writer:
     """The memory's writer (the embedding texts and vectors ingest would produce)."""
-    return memory._writer
+    return memory._s.writer
 
 
 @contextlib.contextmanager
 def database(memory: Memory, scope: ScopeLike, *, create: bool = False) -> Iterator[ScopeDatabase]:
     """A scope's open database, held for the block (as a request would hold it)."""
-    with memory._pool.acquire(as_scope(scope), create=create) as db:
+    with memory._s.access.pool.acquire(as_scope(scope), create=create) as db:
         yield db

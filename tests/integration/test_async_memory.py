@@ -13,6 +13,7 @@ import pytest
 from graphrecall import InvalidInput, Memory, NotFound, Scope, Settings
 from graphrecall.aio import AsyncMemory
 from graphrecall.embed import HashingEmbedder, TextKind, Vectors
+from graphrecall.operations import OPERATIONS
 
 SCOPE = Scope(org_id="acme", user_id="alice")
 
@@ -138,11 +139,32 @@ def test_every_memory_method_has_an_async_twin_with_the_same_parameters(name: st
     if isinstance(sync, classmethod | staticmethod):
         # Constructors (open) stay synchronous: they return the async facade without blocking I/O.
         assert isinstance(inspect.getattr_static(AsyncMemory, name), type(sync))
+    elif name == "recall":
+        # Making a view blocks on nothing (it holds a parsed date); its reads are awaited (below).
+        assert not inspect.iscoroutinefunction(twin)
     else:
         assert inspect.iscoroutinefunction(twin), f"AsyncMemory.{name} must be async"
     assert parameters(Memory, name) == parameters(AsyncMemory, name), (
         f"AsyncMemory.{name} takes other parameters than Memory.{name}"
     )
+
+
+def test_every_operation_of_the_table_is_a_memory_method() -> None:
+    assert set(OPERATIONS) <= set(public_methods(Memory))
+
+
+async def test_the_async_recall_view_awaits_its_reads_instead_of_blocking(tmp_path: Path) -> None:
+    async with open_async(tmp_path) as mem:
+        await mem.add_session(
+            SCOPE, chat("I adopted a puppy called Biscuit"), session_id="s1", date="2024-05-01"
+        )
+        view = mem.recall(SCOPE, "2024-06-01")
+        assert view.question_date.isoformat() == "2024-06-01T00:00:00"
+        for read in ("search", "context", "profile", "rounds", "rounds_between", "events_between", "facts"):
+            assert inspect.iscoroutinefunction(getattr(view, read)), read
+        hits = await view.search("puppy", 3)
+        assert [h.session_id for h in hits] == ["s1"]
+        assert (await view.context("puppy", 300, k=5)).hits
 
 
 async def test_extracted_memory_reads_through_the_async_facade(tmp_path: Path) -> None:

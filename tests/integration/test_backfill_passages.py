@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from tests.dialogues import dialogue_sessions
 
-import graphrecall.memory as memory_module
+import graphrecall.services.writing as writing_module
 from graphrecall import Memory, NotFound, Scope, Settings, testing
 from graphrecall.embed import Embedder, default_embedder
 from graphrecall.embed.hashing import HashingEmbedder
@@ -103,13 +103,13 @@ def test_a_round_erased_while_its_passages_are_embedded_is_left_alone(
     with _open(root, embedder, 5000) as before:
         before.add_sessions(SCOPE, dialogue_sessions(SESSIONS))
     with _open(root, embedder, 300) as m:
-        real = memory_module.passage_vectors
+        real = writing_module.passage_vectors
 
         def erase_meanwhile(*args: Any, **kwargs: Any) -> Any:
             m.erase(SCOPE, session_ids=["week"])  # no lock is held while embedding: a write gets through
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(memory_module, "passage_vectors", erase_meanwhile)
+        monkeypatch.setattr(writing_module, "passage_vectors", erase_meanwhile)
         assert m.backfill_passages(SCOPE) == 0
         assert _passages(m) == {"rows": {}, "indexed": 0}
         assert [s.id for s in m.sessions(SCOPE)] == ["garden"]

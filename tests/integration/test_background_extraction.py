@@ -24,6 +24,8 @@ from graphrecall.extract import ExtractionConfig
 from graphrecall.extract.queue import ExtractionQueue
 from graphrecall.llm import LLMRateLimited, ScriptedLLM
 from graphrecall.llm.fakeserver import FakeHTTPServer, Recorded
+from graphrecall.params import ExtractParams
+from graphrecall.services.knowledge import KnowledgeService
 
 SCOPE = Scope(org_id="acme", user_id="ana")
 TURN = [{"role": "user", "content": "My sister Ana is a nurse in Porto"}]
@@ -88,15 +90,15 @@ def test_a_model_that_cannot_answer_now_defers_the_session_without_using_up_its_
 def test_a_full_disk_during_an_extraction_defers_the_session_too(tmp_path: Path, monkeypatch: Any) -> None:
     """An extraction whose write found no room is not the session's fault: deferred, not an attempt used up."""
     llm = ScriptedLLM(ordered=False).add("Session id: s1\n", _facts("The user's sister Ana is a nurse"))
-    real_extract, calls = Memory.extract, []
+    real_extract, calls = KnowledgeService.extract, []
 
-    def extract(self: Memory, scope: Any, session_id: str | None = None, **kw: Any) -> Any:
-        calls.append(session_id)
+    def extract(self: KnowledgeService, scope: Any, p: ExtractParams, *args: Any) -> Any:
+        calls.append(p.session_id)
         if len(calls) == 1:
             raise StorageFull("scope acme/ana: the store has no room for the write: the file system is full")
-        return real_extract(self, scope, session_id, **kw)
+        return real_extract(self, scope, p, *args)
 
-    monkeypatch.setattr(Memory, "extract", extract)
+    monkeypatch.setattr(KnowledgeService, "extract", extract)
     with _memory(tmp_path, llm, max_attempts=1, retry_backoff_s=0.05) as mem:
         mem.add_session(SCOPE, TURN, session_id="s1", date="2024-03-01", extract=True)
         assert mem.wait_for_extraction(timeout=60)

@@ -106,7 +106,7 @@ def test_every_input_format_ingests(run: Run, tmp_path: Path, fmt: str) -> None:
     assert result["format"] == fmt.removesuffix(".gz")
     assert counts(run) == want
     if fmt == "messages":
-        [only] = run.json("sessions", *SCOPE)
+        [only] = run.json("sessions", *SCOPE)["sessions"]
         assert only["id"] == "chat"  # named after the file
         assert only["started_at"].startswith("2024-02-02T10:00")
 
@@ -120,7 +120,10 @@ def test_export_is_re_ingestable_into_an_identical_scope(run: Run, tmp_path: Pat
     run.json("ingest", out, *other)
     code, original, _ = run("export", *SCOPE)
     code, copied, _ = run("export", *other)
-    assert json.loads(original) == json.loads(copied)
+    assert (
+        json.loads(original)["sessions"] == json.loads(copied)["sessions"]
+    )  # the same history, another user
+    assert (json.loads(original)["user_id"], json.loads(copied)["user_id"]) == ("ann", "copy")
     assert json.loads(gzip.decompress(out.read_bytes())) == json.loads(original)
 
 
@@ -187,7 +190,7 @@ def test_extract_without_an_llm_names_both_ways_to_configure_one_and_stores_noth
 def test_search_finds_the_session_that_mentions_the_words(run: Run) -> None:
     run.json("ingest", EXAMPLE, *SCOPE)
     [puppy] = [s["session_id"] for s in example_sessions() if "beagle" in json.dumps(s)]
-    hits = run.json("search", "beagle puppy named Biscuit", *SCOPE, "-k", "3")
+    hits = run.json("search", "beagle puppy named Biscuit", *SCOPE, "-k", "3")["hits"]
     assert 1 <= len(hits) <= 3
     assert hits[0]["session_id"] == puppy
     assert [h["rank"] for h in hits] == sorted(h["rank"] for h in hits)
@@ -257,7 +260,7 @@ def test_backfill_passages_runs_over_an_organisation_or_every_scope(run: Run) ->
 
 def test_question_date_hides_later_sessions(run: Run) -> None:
     run.json("ingest", EXAMPLE, *SCOPE)
-    hits = run.json("search", "Denver", *SCOPE, "--question-date", "2024-03-01")
+    hits = run.json("search", "Denver", *SCOPE, "--question-date", "2024-03-01")["hits"]
     dates = [h["date"] for h in hits]
     assert dates and all(d < "2024-03-01" for d in dates)
 
@@ -319,7 +322,7 @@ def test_stats_without_a_scope_lists_every_scope(run: Run) -> None:
 
 def test_sessions_lists_ids_oldest_first(run: Run) -> None:
     run.json("ingest", EXAMPLE, *SCOPE)
-    listed = run.json("sessions", *SCOPE)
+    listed = run.json("sessions", *SCOPE)["sessions"]
     by_date = sorted(example_sessions(), key=lambda s: s["date"])
     assert [s["id"] for s in listed] == [s["session_id"] for s in by_date]
 
@@ -637,3 +640,50 @@ def test_messages_too_long_to_embed_in_full_are_reported(
     assert code == 0 and "1 message(s) are longer than the 128 passages the embedding model reads" in err
     code, _, err = run("ingest", EXAMPLE, "--org", "acme", "--user", "bo")
     assert code == 0 and "window" not in err
+
+
+def test_a_reader_that_stops_reading_is_not_an_error(run: Run) -> None:
+    """``graphrecall stats | head -1``: the reader goes away before we write; we stop quietly, exit 0."""
+    run.json("ingest", EXAMPLE, *SCOPE)
+    for user in ("bob", "cy"):
+        run.json("ingest", EXAMPLE, "--org", "acme", "--user", user)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "graphrecall", "stats", "--root", str(run.root), "--embedder", "hashing"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # like head -1 that has its line, before the command has written anything
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert err == ""
+
+
+def test_supersede_replaces_a_fact_by_hand_and_history_shows_both(run: Run) -> None:
+    """The CLI had no supersede although Python and HTTP did: the operation table gives it one."""
+    old = run.json("add-fact", "The user lives in Berlin.", "--kind", "attribute", *SCOPE)["fact"]["id"]
+    new = run.json("add-fact", "The user lives in Lisbon.", "--kind", "attribute", *SCOPE)["fact"]["id"]
+    replaced = run.json("supersede", old, new, *SCOPE, "--reason", "moved")
+    assert replaced["id"] == old and replaced["superseded_by"] == new
+    assert [f["id"] for f in run.json("history", new, *SCOPE)["versions"]] == [old, new]
+    code, out, err = run("supersede", old, new, *SCOPE)
+    assert code == 2 and "already superseded" in err and out == ""
+    code, _, err = run("supersede", old, "f_missing", *SCOPE)
+    assert code == 1 and "f_missing" in err
+
+
+def test_session_shows_one_session_with_its_messages(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    first = example_sessions()[0]
+    shown = run.json("session", first["session_id"], *SCOPE)
+    assert [m["content"] for m in shown["messages"]] == [m["content"] for m in first["messages"]]
+    code, out, _ = run("session", first["session_id"], *SCOPE)
+    assert code == 0 and first["session_id"] in out
+    code, _, err = run("session", "no-such-session", *SCOPE)
+    assert code == 1 and "no-such-session" in err
+
+
+def test_search_json_is_what_the_http_api_returns(run: Run) -> None:
+    run.json("ingest", EXAMPLE, *SCOPE)
+    found = run.json("search", "dog", *SCOPE, "-k", "2")
+    assert set(found) == {"query", "hits"} and found["query"] == "dog" and len(found["hits"]) == 2

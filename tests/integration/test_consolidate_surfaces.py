@@ -97,4 +97,4 @@ def test_cli_consolidate(tmp_path: Path, capsys: Any) -> None:
     assert main(["consolidate", *scope]) == 0
     assert "0 merges, 0 event links, 0 summaries" in capsys.readouterr().err
     assert main(["facts", *scope, "--json"]) == 0
-    assert [f["id"] for f in json.loads(capsys.readouterr().out)] == [kept]
+    assert [f["id"] for f in json.loads(capsys.readouterr().out)["facts"]] == [kept]

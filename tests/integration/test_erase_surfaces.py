@@ -84,10 +84,10 @@ def test_cli_erase_needs_yes_unless_dry_run(tmp_path: Path, capsys: Any) -> None
     assert main(["erase", *scope, "--session", "s2"]) == 2
     assert "--yes" in capsys.readouterr().err
     assert main(["erase", *scope, "--dry-run"]) == 2
-    assert "--session ID, --fact ID, --before DATE or --matching WORDS" in capsys.readouterr().err
+    assert "--session-ids, --fact-ids, --before or --matching" in capsys.readouterr().err  # flags, not fields
     assert main(["erase", *scope, "--session", "s2", "--dry-run"]) == 0
     assert "would erase from acme/alice: 1 sessions" in capsys.readouterr().out
     assert main(["erase", *scope, "--session", "s2", "--yes", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sessions"] == ["s2"]
     assert main(["sessions", *scope, "--json"]) == 0
-    assert [s["id"] for s in json.loads(capsys.readouterr().out)] == ["s1"]
+    assert [s["id"] for s in json.loads(capsys.readouterr().out)["sessions"]] == ["s1"]

@@ -165,7 +165,7 @@ def test_an_import_that_would_merge_two_memories_is_refused_before_writing(store
         (lambda d: d["supersedes"].pop(), "facts["),
         (lambda d: d["events"][0].update(subject_ids=["e_missing"]), "events[0]"),
         (lambda d: d["facts"].append(d["facts"][0]), "facts"),
-        (lambda d: d["facts"][0].update(kind="mood"), "facts.0.kind"),
+        (lambda d: d["facts"][0].update(kind="mood"), "facts[0].kind"),
     ],
 )
 def test_a_broken_export_is_refused_naming_the_item(store: Path, change: Any, where: str) -> None:

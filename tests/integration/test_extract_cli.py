@@ -76,11 +76,11 @@ def test_ingest_extract_then_facts(
     current = capsys.readouterr().out
     assert "The user lives in Berlin" in current
     assert main(["facts", *base, "--all", "--json"]) == 0
-    every = json.loads(capsys.readouterr().out)
+    every = json.loads(capsys.readouterr().out)["facts"]
     assert {f["text"] for f in every} == {"The user lives in Munich", "The user lives in Berlin"}
     berlin = next(f for f in every if "Berlin" in f["text"])
     assert main(["history", berlin["id"], *base, "--json"]) == 0
-    chain = json.loads(capsys.readouterr().out)
+    chain = json.loads(capsys.readouterr().out)["versions"]
     assert chain[-1]["id"] == berlin["id"] and all("lives in" in f["text"] for f in chain)
     assert main(["history", "no-such-fact", *base]) == 1
     assert "no-such-fact" in capsys.readouterr().err

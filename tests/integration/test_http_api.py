@@ -147,7 +147,8 @@ def test_delete_erases_the_user_and_only_that_user(client: httpx.Client, mem: Me
     assert r.status_code == 200
     assert r.json() == {"erased": True}
     assert [str(s) for s in mem.scopes()] == ["acme/bob"]
-    assert client.get(f"{BASE}/stats").json()["sessions"] == 0
+    gone = client.get(f"{BASE}/stats")  # a user who holds nothing: not found, not a page of zeros
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "not_found"
     assert client.delete(BASE).json() == {"erased": False}
 
 
@@ -298,7 +299,7 @@ def test_answer_is_documented_with_its_response_model() -> None:
     schema = openapi_schema()
     ok = schema["paths"]["/v1/scopes/{org}/{user}/answer"]["post"]["responses"]["200"]
     assert ok["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Answer"}
-    assert schema["components"]["schemas"]["AnswerRequest"]["properties"]["mode"]["enum"] == [
+    assert schema["components"]["schemas"]["AnswerParams"]["properties"]["mode"]["enum"] == [
         "auto",
         "recall",
         "synthesis",
@@ -417,3 +418,20 @@ def test_extract_true_answers_202_with_the_queued_job_and_the_session_shows_its_
             assert [f["text"] for f in http.get(f"{BASE}/facts").json()["facts"]] == [
                 "The user flies to Lisbon"
             ]
+
+
+def test_a_misspelled_user_is_not_found_naming_the_closest_users_of_that_org_only(
+    client: httpx.Client, mem: Memory
+) -> None:
+    """Inspection routes answer a user who holds nothing with 404 and the organisation's closest users (a typo is
+    the usual cause), never with a page of zeros; recall routes answer empty (a new user's first turn reads first)."""
+    say = [{"role": "user", "content": "hello"}]
+    mem.add_session(("acme", "alexandra"), say, session_id="s1")
+    mem.add_session(("globex", "alexandre"), say, session_id="s1")
+    for path in ("stats", "sessions", "facts", "entities", "events", "export"):
+        r = client.get(f"/v1/scopes/acme/alexandrq/{path}")
+        assert r.status_code == 404, (path, r.text)
+        message = r.json()["error"]["message"]
+        assert "acme/alexandra" in message and "globex" not in message, message
+    assert client.get("/v1/scopes/acme/alexandrq/search", params={"query": "hello"}).json()["hits"] == []
+    assert client.get("/v1/scopes/acme/alexandrq/profile").status_code == 200

@@ -252,3 +252,17 @@ def test_run_server_refuses_before_opening_anything(tmp_path: Path, monkeypatch:
 def test_create_app_without_auth_must_be_asked_for(mem: Memory) -> None:
     with pytest.raises(ServerConfigError, match="insecure_local"):
         create_app(mem, auth=None)
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_the_api_docs_work_offline_and_without_a_key(mem: Memory, auth: ApiKeyAuth, page: str) -> None:
+    """The docs pages load their scripts and styles from this server (the fastapi-offline wheel), never from a
+    CDN that a server's network may not reach; like the pages, those files need no key."""
+    with serve_in_thread(create_app(mem, auth=auth)) as url, httpx.Client(base_url=url, timeout=60) as c:
+        html = c.get(page)
+        assert html.status_code == 200
+        assets = re.findall(r'(?:src|href)="([^"]+)"', html.text)
+        assert assets and all(a.startswith("/") for a in assets), assets  # nothing from another host
+        for asset in assets:
+            got = c.get(asset)
+            assert got.status_code == 200 and len(got.content) > 100, asset

@@ -101,17 +101,17 @@ def test_the_generated_client_drives_a_live_server_with_typed_objects(
     models = importlib.import_module(f"{PACKAGE}.models")
     client = generated.AuthenticatedClient(base_url=url, token=SECRET, raise_on_unexpected_status=True)
     turns = [
-        models.Message(role=models.Role.USER, content="My sister Ana moved to Porto last month."),
-        models.Message(role=models.Role.ASSISTANT, content="Nice!"),
+        models.MessageIn(role=models.Role.USER, content="My sister Ana moved to Porto last month."),
+        models.MessageIn(role=models.Role.ASSISTANT, content="Nice!"),
     ]
-    body = models.AddSessionRequest(
+    body = models.AddSessionParams(
         session_id="s1", messages=turns, date=datetime.fromisoformat("2024-03-01T10:00:00")
     )
     added = operation("sessions", "add_session").sync("acme", "alice", client=client, body=body)
     assert isinstance(added, models.IngestResult) and added.sessions_added == 1
 
-    more = models.AddMessagesRequest(
-        session_id="s2", messages=[models.Message(role=models.Role.USER, content="I bought a green bike.")]
+    more = models.AddMessagesParams(
+        session_id="s2", messages=[models.MessageIn(role=models.Role.USER, content="I bought a green bike.")]
     )
     appended = operation("sessions", "add_messages").sync("acme", "alice", client=client, body=more)
     assert isinstance(appended, models.IngestResult) and appended.messages_added == 1
@@ -135,10 +135,10 @@ def test_the_generated_client_drives_a_live_server_with_typed_objects(
             Step("Memory excerpts", "NOTES:\n[s1@0] Ana moved to Porto\nANSWER: Porto.\nEVIDENCE: [s1@0]"),
         ]
     )
-    ask = models.AnswerRequest(
+    ask = models.AnswerParams(
         question="Where does my sister live?",
         question_date=datetime.fromisoformat("2024-04-01T00:00:00"),
-        mode=models.AnswerRequestMode.RECALL,
+        mode=models.AnswerParamsMode.RECALL,
     )
     answer = operation("recall", "answer").sync("acme", "alice", client=client, body=ask)
     assert isinstance(answer, models.Answer)

@@ -133,6 +133,7 @@ async def test_answer_without_an_llm_says_not_available_instead_of_inventing_a_r
     assert not added.is_error
     assert answer.is_error and answer.structured_content is None
     assert "not_available" in text_of(answer) and "GRAPHRECALL_LLM" in text_of(answer)
+    assert "Memory(" not in text_of(answer) and "llm=" not in text_of(answer)  # what an MCP user cannot do
     assert not facts.is_error and facts.structured_content == {"facts": []}  # nothing extracted yet
 
 

@@ -102,7 +102,7 @@ MALFORMED: dict[str, tuple[Any, str, str]] = {
     "duplicate session ids": ([GOOD, {**GOOD, "messages": chat("other")}], "sessions", "'good' appears twice"),
     "unsafe session id": ([GOOD, {"session_id": "../etc", "messages": chat("x")}], "sessions[1].session_id", "'.'"),
     "no messages": ([GOOD, {"session_id": "b", "messages": []}], "sessions[1].messages", "at least one message"),
-    "messages not a list": ([GOOD, {"session_id": "b", "messages": "hello"}], "sessions[1].messages", "valid list"),
+    "messages not a list": ([GOOD, {"session_id": "b", "messages": "hello"}], "sessions[1].messages", "expected a list"),
     "session not an object": ([GOOD, "just text"], "sessions[1]", "valid dictionary"),
     "duplicate message ids": ([GOOD, {"session_id": "b", "messages": [{"role": "user", "content": "x", "id": "m"}, {"role": "user", "content": "y", "id": "m"}]}], "sessions[1].messages[1].id", "'m'"),
 }  # fmt: skip

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from benchmarks.smallstore import data as smallstore
 
-from graphrecall import Memory, Scope, Settings
+from graphrecall import Memory, Scope, Settings, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.errors import StoreBusy
 from graphrecall.store.wal.log import LOG_SUFFIX
@@ -109,7 +109,7 @@ def test_it_moves_into_kuzu_when_it_reaches_resident_rounds(
     time.sleep(0.3)  # several flush ages: a scope below the limit is held
     assert not kuzu_file(store_root, scope).exists()
     small.add_session(scope, turn(3), session_id="s3", date="2024-03-04")
-    assert wait_for(lambda: kuzu_file(store_root, scope).exists() and not small._logs.snapshot(scope))
+    assert wait_for(lambda: kuzu_file(store_root, scope).exists() and not testing.logs(small).snapshot(scope))
     assert small.stats(scope).rounds == 4
     assert sorted(h.id for h in small.search(scope, "locker", k=10)) == [f"s{i}@0" for i in range(4)]
     small.add_session(scope, turn(4), session_id="s4", date="2024-03-05")  # now an ordinary scope
@@ -125,7 +125,7 @@ def test_a_bulk_write_moves_it_into_kuzu_after_what_the_log_holds(store_root: Pa
             m.add_sessions(scope, bulk).rounds_written == 80
         )  # > 64 rounds in one batch: straight into Kuzu
         assert kuzu_file(store_root, scope).exists()
-        assert not m._logs.snapshot(scope)  # the log's entry went first
+        assert not testing.logs(m).snapshot(scope)  # the log's entry went first
         stats = m.stats(scope)
         assert (stats.sessions, stats.messages, stats.rounds) == (41, 162, 81)
         assert m.search(scope, "locker code is 1000", k=1)[0].id == "first@0"
@@ -269,13 +269,13 @@ def test_a_scope_ranks_the_same_in_its_log_as_in_kuzu(store_root: Path) -> None:
         for h in smallstore.load("dev")[:4]:
             s = Scope(org_id="same", user_id=h.id)
             m.add_sessions(s, h.session_inputs())
-            assert m._logs.resident(s)
+            assert testing.logs(m).resident(s)
             before = [
                 [x.id for x in m.search(s, q.question, k=10, question_date=h.question_date)]
                 for q in h.questions
             ]
             m.flush()
-            assert not m._logs.resident(s)
+            assert not testing.logs(m).resident(s)
             after = [
                 [x.id for x in m.search(s, q.question, k=10, question_date=h.question_date)]
                 for q in h.questions

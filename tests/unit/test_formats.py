@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graphrecall.errors import InvalidInput
-from graphrecall.formats import FORMATS, detect_format, parse_bytes, read_sessions, session_to_json
+from graphrecall.formats import FORMATS, detect_format, parse_bytes, read_sessions
 from graphrecall.models import Message, Role, Session, SessionInput
+from graphrecall.results import ExportDocument
 
 ROLES = [r.value for r in Role]
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -147,7 +148,7 @@ def test_an_export_re_parses_to_the_stored_sessions(ss: list[dict[str, Any]]) ->
         )
         for s in ss
     ]
-    data = json.dumps([session_to_json(s) for s in stored]).encode()
+    data = ExportDocument(org_id="acme", user_id="ana", sessions=stored).model_dump_json().encode()
     parsed = parse_bytes(data, "export.json")
     assert [(p.session_id, p.date) for p in parsed] == [(s.id, s.started_at) for s in stored]
     assert [[(m.id, m.role, m.content, m.at) for m in p.messages] for p in parsed] == [

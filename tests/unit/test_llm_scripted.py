@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import threading
 
@@ -126,8 +127,17 @@ async def test_token_counts_are_approximated_from_text_length() -> None:
     assert llm.usage.total.calls == 1
 
 
-def test_satisfies_the_llm_protocol() -> None:
-    assert isinstance(ScriptedLLM(), LLM)
+def test_satisfies_the_llm_protocol_with_the_same_signatures() -> None:
+    """``isinstance`` against a runtime-checkable Protocol only checks that the names exist; a scripted model whose
+    ``complete`` lost a parameter would pass it and then fail the code under test, so compare the signatures."""
+    members = [n for n in dir(LLM) if not n.startswith("_") and callable(getattr(LLM, n))]
+    assert {"complete", "parse"} <= set(members)
+    for name in members:
+        want = inspect.signature(getattr(LLM, name))
+        got = inspect.signature(getattr(ScriptedLLM, name))
+        assert [(p.name, p.kind, p.default) for p in got.parameters.values()] == [
+            (p.name, p.kind, p.default) for p in want.parameters.values()
+        ], name
 
 
 def test_sync_helpers_work_from_a_plain_thread() -> None:

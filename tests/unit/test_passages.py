@@ -155,3 +155,15 @@ def test_a_text_the_model_reads_whole_gets_passages_from_the_threshold_on() -> N
     _, [none] = embed_passages(model, [medium], from_chars=len(medium))
     assert none is None and model.calls[-1] == [medium]
     assert embed_in_full(model, [medium]).shape == (1, 64) and model.calls[-1] == [medium]
+
+
+def test_the_cli_guide_states_the_passage_limit_the_code_has() -> None:
+    """docs/cli.md once said 64 passages where the code kept 128: the figures are read from the code here."""
+    from pathlib import Path
+
+    from graphrecall.embed.passages import CHARS_PER_TOKEN, MAX_PASSAGES, PASSAGE_MAX_CHARS
+
+    text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text().split())
+    minilm_chars = min((256 - 2) * CHARS_PER_TOKEN, PASSAGE_MAX_CHARS) * MAX_PASSAGES  # MiniLM: 256 tokens
+    assert f"longer than {MAX_PASSAGES} passages (~{minilm_chars:,} characters" in text
+    assert f"represented by {MAX_PASSAGES} passages" in text

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from graphrecall.llm.usage import Usage
 
@@ -89,9 +89,10 @@ class Answer(BaseModel):
     stages: dict[Stage, StageStats] = Field(default_factory=dict)
     stopped_by_step_limit: bool = False
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def usage(self) -> Usage:
-        """LLM usage summed over every stage."""
+        """LLM usage summed over every stage (sent with the answer on every surface)."""
         total = Usage()
         for s in self.stages.values():
             total = total + s.usage

@@ -7,8 +7,6 @@ Library exceptions carry their own ``code``; this module only decides the HTTP s
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -16,6 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from graphrecall.errors import GraphRecallError, InvalidInput, NotAvailable, NotFound, StorageFull, StoreBusy
+from graphrecall.params import first_problem
 from graphrecall.store.wal import FlushFailed, WriteLogCorrupt, WriteLogError
 
 log = logging.getLogger("graphrecall.server")
@@ -59,13 +58,7 @@ def error_response(
     )
 
 
-def field_path(loc: Sequence[Any]) -> str | None:
-    """``("body", "messages", 0, "content")`` -> ``messages[0].content``; the request part (body/query) is dropped."""
-    parts = list(loc[1:] if loc and loc[0] in {"body", "query", "path", "header"} else loc)
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or None
+_PARTS = {"body", "query", "path", "header"}  # where in the request a field was: not part of its name
 
 
 def _validation(_: Request, exc: Exception) -> JSONResponse:
@@ -74,10 +67,12 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
     first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
     if first.get("type") == "json_invalid":
         return error_response(400, "invalid_input", f"request body is not valid JSON: {first['msg']}", "body")
-    where = field_path(first.get("loc", ()))
-    msg = str(first.get("msg", "invalid value"))
+    loc = list(first.get("loc", ()))
+    problem = first_problem([{**first, "loc": loc[1:] if loc and loc[0] in _PARTS else loc}])
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return error_response(422, "invalid_input", f"{where or 'request'}: {msg}{more}", where)
+    where = problem.where or None
+    message = str(problem).removeprefix(f"{problem.where}: ")
+    return error_response(422, "invalid_input", f"{where or 'request'}: {message}{more}", where)
 
 
 def _http(_: Request, exc: Exception) -> JSONResponse:

@@ -27,7 +27,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import Field, WithJsonSchema
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Send
@@ -37,30 +37,9 @@ from graphrecall import __version__
 from graphrecall.embed import HashingEmbedder
 from graphrecall.errors import GraphRecallError
 from graphrecall.memory import Memory
-from graphrecall.models import (
-    AddedFact,
-    Consolidation,
-    Erasure,
-    Fact,
-    Hit,
-    IngestResult,
-    Profile,
-    Role,
-    Scope,
-    validate_identifier,
-)
-from graphrecall.models import Context as MemoryContext
-from graphrecall.params import (
-    AddFactParams,
-    AnswerParams,
-    ConsolidateParams,
-    ContextParams,
-    EraseParams,
-    FactsParams,
-    ProfileParams,
-    SearchParams,
-)
-from graphrecall.read.models import Answer
+from graphrecall.models import Scope, validate_identifier
+from graphrecall.operations import Operation, exposed, missing_scope
+from graphrecall.params import validate
 from graphrecall.server.auth import ApiKeyAuth, Principal, ServerConfigError, check_startup
 
 log = logging.getLogger(__name__)
@@ -69,35 +48,6 @@ SERVER_NAME = "graphrecall"
 HTTP_PATH = "/mcp"
 API_KEYS_ENV = "GRAPHRECALL_API_KEYS_FILE"
 T = TypeVar("T")
-P = TypeVar("P", bound=BaseModel)
-
-
-# -- tool input/output shapes ----------------------------------------------------------------------------------
-class TurnInput(BaseModel):
-    """One chat turn as an MCP client sends it to ``memory_add`` (not an LLM prompt message: that is
-    ``graphrecall.llm.ChatMessage``). Deeper checks (blank content, id syntax, dates) are Memory's."""
-
-    role: Role = Field(description="user, assistant, system or tool")
-    content: str = Field(description="what was said")
-    id: str | None = Field(
-        default=None, description="stable message id; derived from session and position if omitted"
-    )
-    at: str | None = Field(
-        default=None, description="ISO-8601 time of this turn; defaults to the session date"
-    )
-
-
-class SearchResult(BaseModel):
-    """Ranked evidence for a query, best first."""
-
-    query: str
-    hits: list[Hit]
-
-
-class FactsResult(BaseModel):
-    """Extracted facts, oldest first."""
-
-    facts: list[Fact]
 
 
 OrgArg = Annotated[str | None, Field(description="org id; required unless the server is bound to a scope")]
@@ -203,30 +153,54 @@ def _headers(ctx: Context[Any, Any]) -> Mapping[str, str] | None:
         return None
 
 
-def spec_tool(
-    body: Callable[[Scope, P], Awaitable[Any]], spec: type[P], returns: type[BaseModel], policy: ScopePolicy
-) -> Callable[..., Awaitable[Any]]:
-    """An MCP tool whose arguments are the fields of ``spec`` (``graphrecall.params``: the same names, types,
-    defaults, bounds and descriptions as the HTTP API and the CLI) plus ``org_id``/``user_id``.
+def inline(schema: Any, defs: Mapping[str, Any]) -> Any:
+    """``schema`` with every ``$ref`` into ``defs`` replaced by what it names: a tool argument's schema stands alone
+    in the tool's input schema, where the model's ``$defs`` are not."""
+    if isinstance(schema, dict):
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return inline(defs[ref.removeprefix("#/$defs/")], defs)
+        return {k: inline(v, defs) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [inline(v, defs) for v in schema]
+    return schema
 
-    The SDK derives a tool's input schema from its signature, so the signature is built from the spec's fields
+
+def spec_tool(op: Operation[Any], memory: Memory, policy: ScopePolicy) -> Callable[..., Awaitable[Any]]:
+    """An MCP tool for one operation of ``graphrecall.operations``: its arguments are the fields of the
+    operation's parameter model (the same names, types, defaults, bounds and descriptions as the HTTP API and the
+    CLI) plus ``org_id``/``user_id``; it answers with the operation's wire model.
+
+    The SDK derives a tool's input schema from its signature, so the signature is built from the model's fields
     instead of being written out by hand a second time."""
+    returns = op.response_model()
+
+    def run(scope: Scope, values: dict[str, Any]) -> Any:
+        p = validate(op.params, values)
+        if op.unknown_scope == "not_found" and not memory.stored(scope):
+            raise missing_scope(scope, memory.scopes(), where="", org_only=True)
+        return op.wire(scope, p, op.invoke(memory, scope, p))
 
     async def tool(
         ctx: Context[Any, Any], org_id: str | None = None, user_id: str | None = None, **values: Any
     ) -> Any:
         scope = policy.resolve(org_id, user_id, _headers(ctx))
-        return await body(scope, spec.model_validate(values))
+        return await _blocking(functools.partial(run, scope, values))
 
     keyword = inspect.Parameter.KEYWORD_ONLY
+    schema = op.params.model_json_schema()
     fields = [
         inspect.Parameter(
             name,
             keyword,
             default=inspect.Parameter.empty if field.is_required() else field.default,
-            annotation=Annotated[(field.annotation, *field.metadata, Field(description=field.description))],
+            # The model's own JSON schema for the argument, so a client sees every type and bound; the checking is
+            # ``run``'s (the operation's model, as on every surface), so a mistake is named the same way there.
+            annotation=Annotated[
+                Any, WithJsonSchema(inline(schema["properties"][name], schema.get("$defs", {})))
+            ],
         )
-        for name, field in spec.model_fields.items()
+        for name, field in op.params.model_fields.items()
     ]
     parameters = [
         inspect.Parameter("ctx", keyword, annotation=Context[Any, Any]),
@@ -236,8 +210,9 @@ def spec_tool(
     ]
     tool.__signature__ = inspect.Signature(parameters, return_annotation=returns)  # type: ignore[attr-defined]
     tool.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": returns}
-    tool.__name__ = tool.__qualname__ = body.__name__
-    tool.__doc__ = body.__doc__
+    assert op.mcp is not None
+    tool.__name__ = tool.__qualname__ = op.mcp.tool
+    tool.__doc__ = op.params.__doc__
     return tool
 
 
@@ -248,8 +223,9 @@ def create_mcp_server(
     allowed_orgs: set[str] | None = None,
     auth: ApiKeyAuth | None = None,
 ) -> MCPServer[Any]:
-    """An MCP server exposing ``memory``. ``auth`` makes every call present a bearer key (HTTP transport) whose
-    orgs further restrict ``allowed_orgs``; ``default_scope`` binds every call to one scope."""
+    """An MCP server exposing the MCP operations of ``graphrecall.operations`` over ``memory``. ``auth`` makes every
+    call present a bearer key (HTTP transport) whose orgs further restrict ``allowed_orgs``; ``default_scope``
+    binds every call to one scope."""
     policy = ScopePolicy(default_scope, allowed_orgs, auth)
     server: MCPServer[Any] = MCPServer(
         SERVER_NAME,
@@ -261,161 +237,20 @@ def create_mcp_server(
             f"question and its date. {policy.describe()}"
         ),
     )
-
-    async def memory_add(
-        messages: Annotated[
-            list[TurnInput], Field(min_length=1, description="the session's turns, in order")
-        ],
-        session_id: Annotated[
-            str, Field(description="stable id of the conversation; re-adding it is idempotent")
-        ],
-        ctx: Context[Any, Any],
-        date: Annotated[
-            str | None, Field(description="ISO-8601 start of the session; defaults to now")
-        ] = None,
-        org_id: OrgArg = None,
-        user_id: UserArg = None,
-    ) -> IngestResult:
-        scope = policy.resolve(org_id, user_id, _headers(ctx))
-        raw = [m.model_dump(exclude_none=True) for m in messages]
-        return await _blocking(
-            functools.partial(memory.add_session, scope, raw, session_id=session_id, date=date)
+    for op in exposed("mcp"):
+        mcp = op.mcp
+        assert mcp is not None
+        hints = ToolAnnotations(
+            read_only_hint=mcp.read_only,
+            destructive_hint=None if mcp.read_only else mcp.destructive,
+            idempotent_hint=mcp.idempotent,
+            open_world_hint=False,
         )
-
-    async def memory_search(scope: Scope, p: SearchParams) -> SearchResult:
-        hits = await _blocking(
-            functools.partial(memory.search, scope, p.query, p.k, question_date=p.question_date)
+        server.add_tool(
+            spec_tool(op, memory, policy),
+            description=f"{mcp.description} {policy.describe()}",
+            annotations=hints,
         )
-        return SearchResult(query=p.query, hits=hits)
-
-    async def memory_context(scope: Scope, p: ContextParams) -> MemoryContext:
-        call = functools.partial(
-            memory.context,
-            scope,
-            p.query,
-            p.token_budget,
-            k=p.k,
-            question_date=p.question_date,
-            include_profile=p.include_profile,
-        )
-        return await _blocking(call)
-
-    async def memory_profile(scope: Scope, p: ProfileParams) -> Profile:
-        return await _blocking(functools.partial(memory.profile, scope, p.as_of, p.token_budget))
-
-    async def memory_erase(scope: Scope, p: EraseParams) -> Erasure:
-        return await _blocking(functools.partial(memory.erase, scope, **p.erase_kwargs()))
-
-    async def memory_consolidate(scope: Scope, p: ConsolidateParams) -> Consolidation:
-        call = functools.partial(memory.consolidate, scope, dry_run=p.dry_run, summaries=p.summaries)
-        return await _blocking(call)
-
-    async def memory_add_fact(scope: Scope, p: AddFactParams) -> AddedFact:
-        call = functools.partial(
-            memory.add_fact,
-            scope,
-            p.text,
-            kind=p.kind,
-            entities=p.entities or [],
-            valid_from=p.valid_from,
-            source=p.source,
-        )
-        return await _blocking(call)
-
-    async def memory_answer(scope: Scope, p: AnswerParams) -> Answer:
-        call = functools.partial(
-            memory.answer,
-            scope,
-            p.question,
-            p.question_date,
-            p.mode,
-            max_tool_steps=p.max_tool_steps,
-            tools=p.tools,
-            token_budget=p.token_budget,
-        )
-        return await _blocking(call)
-
-    async def memory_facts(scope: Scope, p: FactsParams) -> FactsResult:
-        call = functools.partial(
-            memory.facts,
-            scope,
-            as_of=p.as_of,
-            include_superseded=p.include_superseded,
-            limit=p.limit,
-            offset=p.offset,
-        )
-        return FactsResult(facts=await _blocking(call))
-
-    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-    tools: list[tuple[Callable[..., Any], str, ToolAnnotations]] = [
-        (
-            memory_add,
-            "Store one conversation session (its turns, in order) in long-term memory. Idempotent per "
-            "session_id and message position.",
-            ToolAnnotations(
-                read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-            ),
-        ),
-        (
-            spec_tool(memory_search, SearchParams, SearchResult, policy),
-            "Ranked past conversation snippets relevant to a query, with scores and dates.",
-            read_only,
-        ),
-        (
-            spec_tool(memory_context, ContextParams, MemoryContext, policy),
-            "Evidence for answering a question: the most relevant past snippets, dated and grouped by session, "
-            "within a token budget. Read its 'text' before answering.",
-            read_only,
-        ),
-        (
-            spec_tool(memory_answer, AnswerParams, Answer, policy),
-            "Answer a question from long-term memory with the server's reader (fails with not_available when "
-            "the server has no LLM; then use memory_context and answer from the evidence).",
-            read_only,
-        ),
-        (
-            spec_tool(memory_facts, FactsParams, FactsResult, policy),
-            "Facts extracted from past conversations: the current ones, or those true at as_of "
-            "(empty until extraction has run).",
-            read_only,
-        ),
-        (
-            spec_tool(memory_profile, ProfileParams, Profile, policy),
-            "What memory holds about the user now (or as_of): current facts grouped as identity and "
-            "attributes, preferences, relationships, plans and goals, recent events, each with its session and "
-            "date. Put its 'text' in the system prompt at the start of a conversation.",
-            read_only,
-        ),
-        (
-            spec_tool(memory_add_fact, AddFactParams, AddedFact, policy),
-            "Remember a fact about the user that the application knows for sure (not something to infer from "
-            "chat: memory_add does that). A restatement reinforces the stored fact; a changed fact replaces it "
-            "(the old one is kept as history).",
-            ToolAnnotations(
-                read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-            ),
-        ),
-        (
-            spec_tool(memory_consolidate, ConsolidateParams, Consolidation, policy),
-            "Tidy what memory holds about the user: merge facts stored several times in other words (the merged "
-            "ones are kept as history), link events to the people and places they name, and with summaries=true "
-            "write a short summary of each old week. Call with dry_run=true to see the plan first.",
-            ToolAnnotations(
-                read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-            ),
-        ),
-        (
-            spec_tool(memory_erase, EraseParams, Erasure, policy),
-            "Forget part of what memory holds about the user, when the user asks: sessions, facts, everything "
-            "before a date, or everything whose text holds given words, with what was derived from it. Call it "
-            "with dry_run=true first and confirm the list with the user.",
-            ToolAnnotations(
-                read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-            ),
-        ),
-    ]
-    for fn, description, hints in tools:
-        server.add_tool(fn, description=f"{description} {policy.describe()}", annotations=hints)
     return server
 
 

@@ -14,7 +14,7 @@ from graphrecall.embed.batching import BatchingEmbedder
 from graphrecall.models import IngestResult
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-_INGEST_FIELDS = ("sessions_added", "messages_added", "messages_skipped", "rounds_written")
+_INGEST_FIELDS = IngestResult.COUNTERS
 
 
 def _esc(value: str) -> str:

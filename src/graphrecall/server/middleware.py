@@ -29,6 +29,9 @@ access_log = logging.getLogger("graphrecall.server.access")
 PRINCIPAL_KEY = "graphrecall.principal"
 LOCAL_PRINCIPAL = Principal("insecure-local", frozenset({"*"}))
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+DOCS_ASSETS = "/docs-assets"
+"""Where the API docs pages' scripts and styles are served from (shipped in the ``fastapi-offline`` wheel, so the
+docs work on a machine without internet); public like the pages themselves."""
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -113,7 +116,7 @@ class AuthMiddleware:
         self.metrics = metrics
 
     async def __call__(self, asgi: AsgiScope, receive: Receive, send: Send) -> None:
-        if asgi["type"] != "http" or asgi["path"] in OPEN_PATHS:
+        if asgi["type"] != "http" or asgi["path"] in OPEN_PATHS or asgi["path"].startswith(DOCS_ASSETS + "/"):
             await self.app(asgi, receive, send)
             return
         if self.auth is None:

@@ -135,3 +135,22 @@ def round_messages(db: ScopeDatabase, round_ids: Sequence[str]) -> list[str]:
         "MATCH (:Round {id: $r})-[:HAS_MESSAGE]->(m:Message) RETURN m.id", [{"r": r} for r in round_ids]
     )
     return list(dict.fromkeys(r[0] for r in rows))
+
+
+@dataclass
+class Matched:
+    """What ``matching`` words select for an erase: the messages of every matched round (a round is erased with
+    its messages), and the matched facts and events."""
+
+    messages: list[str]
+    facts: list[str]
+    events: list[str]
+
+
+def matching(db: ScopeDatabase, terms: str) -> Matched:
+    """Every round, fact and event whose text holds all of ``terms`` (``text.query_terms`` of the words)."""
+    return Matched(
+        messages=round_messages(db, matching_ids(db, "Round", "round_terms", terms)),
+        facts=matching_ids(db, "Fact", "fact_terms", terms),
+        events=matching_ids(db, "Event", "event_terms", terms),
+    )

@@ -1,0 +1,268 @@
+"""The ``graphrecall`` subcommands of ``graphrecall.operations``: one per operation that declares ``cli``.
+
+Each command's options are its parameter model's fields (``params.add_arguments``: the same names, defaults,
+choices and bounds as the Python API, HTTP and MCP), plus the scope (``--org``/``--user``), ``--json`` and, for an
+operation that can use a model, ``--llm``. Running one is the same for all: validate the options, open the store,
+refuse a scope that holds nothing (a person typing an id made a typo; the error names the closest stored
+scopes), call the ``Memory`` method, and print the operation's wire model (``--json``: exactly what HTTP answers)
+or its text form (``RENDER``). Commands whose row says ``custom`` (files, several scopes) are written in
+``cli.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from graphrecall import params
+from graphrecall.cli_common import (
+    EXIT_OK,
+    CliError,
+    add_llm_options,
+    jsonable,
+    llm_from_args,
+    minute,
+    open_memory,
+    print_json,
+    require_scope,
+    scope_of,
+    snippet,
+)
+from graphrecall.errors import NotAvailable
+from graphrecall.models import Scope
+from graphrecall.operations import Operation, exposed
+from graphrecall.params import AnswerParams, ContextParams, SearchParams
+
+Render = Callable[[Scope, Any, Any], None]
+
+
+def register(
+    sub: Any, parents: list[argparse.ArgumentParser]
+) -> dict[str, Callable[[argparse.Namespace], int]]:
+    """Add the table's generic commands and return their runners (``cli.py`` adds the custom ones)."""
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {}
+    for op in exposed("cli"):
+        cli = op.cli
+        assert cli is not None
+        if cli.custom:
+            continue
+        s = sub.add_parser(cli.command, parents=parents if op.scoped else parents[:1], help=cli.help)
+        aliases = {k: list(v) for k, v in cli.aliases.items()}
+        params.add_arguments(s, op.params, aliases=aliases)
+        if cli.llm:
+            add_llm_options(s)
+        if cli.confirm:
+            s.add_argument(
+                "--yes", action="store_true", help="confirm (not needed with --dry-run): deleted for good"
+            )
+        commands[cli.command] = _runner(op)
+    return commands
+
+
+def _runner(op: Operation[Any]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        cli = op.cli
+        assert cli is not None
+        scope = scope_of(args)
+        p = params.from_cli(op.params, args)
+        if cli.confirm and not (getattr(p, "dry_run", False) or args.yes):
+            raise CliError(f"refusing to {cli.command} from {scope} without --yes (see what would go with --dry-run)",
+                           where="--yes")  # fmt: skip
+        llm = _llm(op, args)
+        with open_memory(args) as mem:
+            if cli.command not in WRITES_ANYWHERE:
+                require_scope(mem, scope)
+            if llm is not None and "llm" not in op.python_only:
+                mem.llm = llm
+            extras = {"llm": llm} if "llm" in op.python_only else {}
+            result = op.invoke(mem, scope, p, **extras)
+        if args.json:
+            print_json(jsonable(op.wire(scope, p, result)))
+        else:
+            RENDER[op.name](scope, p, result)
+        return EXIT_OK
+
+    return run
+
+
+WRITES_ANYWHERE = {"add-fact"}
+"""Commands that may create a scope (every other command on a scope that holds nothing is a typo)."""
+
+
+def _llm(op: Operation[Any], args: argparse.Namespace) -> Any:
+    """The model from ``--llm`` or ``GRAPHRECALL_LLM``, checked to be reachable; ``None`` when the command can do
+    without one and none is configured. ``answer`` cannot: it says how to configure one, in the CLI's terms."""
+    cli = op.cli
+    if cli is None or not cli.llm:
+        return None
+    from graphrecall.llm.factory import ENV_SPEC
+
+    configured = (args.llm or os.environ.get(ENV_SPEC, "")).strip()
+    if configured:
+        return llm_from_args(args, cli.command)
+    if op.name == "answer":
+        raise NotAvailable(
+            f"answer needs an LLM: pass --llm provider:model (e.g. --llm openai:gpt-4o-mini) or set {ENV_SPEC}"
+        )
+    return None
+
+
+# -- text forms -------------------------------------------------------------------------------------------------------
+def _search(scope: Scope, p: SearchParams, hits: Any) -> None:
+    if not hits:
+        print(f"no hits for {p.query!r} in {scope}", file=sys.stderr)
+    for h in hits:
+        signals = " ".join(f"{k}={v:.3f}" for k, v in sorted(h.signals.items()))
+        kind = "" if h.kind == "round" else f"{h.kind}  "
+        print(f"{h.rank:>3}. {h.score:.4f}  {minute(h.date)}  {kind}{h.session_id}  [{signals}]")
+        print(f"     {snippet(h.text, query=p.query)}")
+
+
+def _context(scope: Scope, p: ContextParams, ctx: Any) -> None:
+    sys.stdout.write(ctx.text)
+    note = f"{len(ctx.hits)} hits, {ctx.token_count}/{ctx.token_budget} tokens"
+    print(f"({note}{', truncated' if ctx.truncated else ''})", file=sys.stderr)
+
+
+def _profile(scope: Scope, p: Any, found: Any) -> None:
+    sys.stdout.write(found.text)
+    if not found.text:
+        print(f"nothing known about {scope} yet (facts come from extraction or add-fact)", file=sys.stderr)
+    elif found.truncated:
+        print(
+            f"({found.omitted} more left out: {found.token_count}/{found.token_budget} tokens)",
+            file=sys.stderr,
+        )
+
+
+def _answer(scope: Scope, p: AnswerParams, ans: Any) -> None:
+    print(ans.text)
+    verdict = f", verifier {ans.verdict}" if ans.verdict else ""
+    print(
+        f"\nmode: {ans.mode} ({ans.question_type}), abstained: {'yes' if ans.abstained else 'no'}{verdict}, "
+        f"{len(ans.tool_trace)} tool calls, {ans.usage.total_tokens} tokens, {ans.latency_s:.1f} s"
+    )
+    if ans.preferences:
+        print("preferences used:")
+        for pref in ans.preferences:
+            print(f"  - {pref}")
+    if ans.citations:
+        print("evidence:")
+        for c in ans.citations:
+            print(f"  [{c.hit_id}] {minute(c.date)}  session {c.session_id}: {snippet(c.snippet, 120)}")
+
+
+def _sessions(scope: Scope, p: Any, found: Any) -> None:
+    for s in found:
+        print(f"{minute(s.started_at)}  {s.id}  (extract: {s.extract_status})")
+    if not found:
+        print(f"no sessions in {scope}", file=sys.stderr)
+
+
+def _session(scope: Scope, p: Any, s: Any) -> None:
+    print(f"{minute(s.started_at)}  {s.id}  (extract: {s.extract_status})")
+    for m in s.messages:
+        print(f"  {minute(m.at)}  {m.role.value:<9} {snippet(m.content, 200)}")
+
+
+def fact_line(f: Any) -> str:
+    when = minute(f.valid_from)
+    until = f" until {minute(f.valid_to)}" if f.valid_to else ""
+    mark = "" if f.current else f"  [superseded by {f.superseded_by}]"
+    neg = " (not)" if f.polarity == "negative" else ""
+    return f"{f.id}  {when}{until}  {f.kind.value:<12} {f.text}{neg}{mark}"
+
+
+def _facts(scope: Scope, p: Any, facts: Any) -> None:
+    for f in facts:
+        print(fact_line(f))
+    if not facts:
+        print(f"no facts for {scope}", file=sys.stderr)
+
+
+def _supersede(scope: Scope, p: Any, old: Any) -> None:
+    print(fact_line(old))
+
+
+def _add_fact(scope: Scope, p: Any, r: Any) -> None:
+    print(fact_line(r.fact))
+    replaced = f"; replaces {r.superseded}" if r.superseded else ""
+    print(f"({r.decision} by {r.decided_by}{replaced}: {r.reason})", file=sys.stderr)
+
+
+def _entities(scope: Scope, p: Any, found: Any) -> None:
+    for e in found:
+        aliases = f"  (also: {', '.join(e.aliases)})" if e.aliases else ""
+        print(f"{e.id}  {e.type:<12} {e.name}{aliases}")
+    if not found:
+        print(f"no entities for {scope}", file=sys.stderr)
+
+
+def _events(scope: Scope, p: Any, found: Any) -> None:
+    for e in found:
+        until = f" to {minute(e.time_end)}" if e.time_end and e.time_end != e.time_start else ""
+        print(f"{e.id}  {minute(e.time_start)}{until}  {e.text}")
+    if not found:
+        print(f"no events for {scope}", file=sys.stderr)
+
+
+def _erase(scope: Scope, p: Any, e: Any) -> None:
+    verb = "would erase" if e.dry_run else "erased"
+    counts = ", ".join(
+        f"{len(ids)} {name}"
+        for name, ids in (
+            ("sessions", e.sessions), ("messages", e.messages), ("rounds", e.rounds), ("facts", e.facts),
+            ("events", e.events), ("entities", e.entities),
+        )
+    )  # fmt: skip
+    print(f"{verb} from {e.scope}: {counts}")
+    for sid in e.sessions:
+        print(f"  session {sid}")
+    for fid in e.facts:
+        print(f"  fact {fid}")
+
+
+def _consolidate(scope: Scope, p: Any, r: Any) -> None:
+    verb = "would " if r.dry_run else ""
+    for x in r.merges:
+        how = "into a new fact" if x.new_fact else f"into {x.kept_id}"
+        print(f"{verb}merge {', '.join(x.superseded)} {how} ({x.decided_by}): {x.text}")
+    for sep in r.kept_separate:
+        print(f"kept apart {', '.join(sep.fact_ids)}: {sep.reason}")
+    for link in r.event_links:
+        print(f"{verb}link event {link.event_id} -> {link.entity_id} ({link.role})")
+    for s in r.summaries:
+        print(
+            f"{verb}summarize {s.start:%Y-%m-%d}..{s.end:%Y-%m-%d} ({len(s.session_ids)} sessions): {s.text}"
+        )
+    for err in r.errors:
+        print(f"left alone: {err}", file=sys.stderr)
+    tail = f"; {r.deferred} deferred (max_llm_calls)" if r.deferred else ""
+    print(
+        f"{len(r.merges)} merges, {len(r.event_links)} event links, {len(r.summaries)} summaries"
+        f"{' planned, nothing written' if r.dry_run else ''}; LLM: {r.llm_calls} calls, "
+        f"{r.input_tokens} input + {r.output_tokens} output tokens{tail}",
+        file=sys.stderr,
+    )
+
+
+RENDER: dict[str, Render] = {
+    "search": _search,
+    "context": _context,
+    "profile": _profile,
+    "answer": _answer,
+    "sessions": _sessions,
+    "get_session": _session,
+    "facts": _facts,
+    "history": _facts,
+    "supersede": _supersede,
+    "add_fact": _add_fact,
+    "consolidate": _consolidate,
+    "entities": _entities,
+    "events": _events,
+    "erase": _erase,
+}
+"""The text form of each generic command's result (``--json`` prints the wire model instead)."""

@@ -1,0 +1,170 @@
+"""The HTTP routes of ``graphrecall.operations``: one route per operation that declares ``http``, built from its row.
+
+Each route's path parameters are the fields named in its path; the other fields are the query (GET) or the JSON
+body (POST), with the parameter model's names, types, defaults, bounds and descriptions, so the OpenAPI document
+says exactly what ``Memory`` accepts. The handler runs the ``Memory`` method in a worker thread (Kuzu and the
+embedder block; users proceed in parallel, one user's writes queue on its database lock) and answers with the
+operation's wire model. What the row declares it may raise becomes the route's documented error responses.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import anyio.to_thread
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
+from fastapi.security import HTTPBearer
+from pydantic import BaseModel, create_model
+
+from graphrecall.errors import NotAvailable, NotFound
+from graphrecall.memory import Memory
+from graphrecall.models import IngestResult, Scope, validate_identifier
+from graphrecall.operations import Operation, exposed, missing_scope
+from graphrecall.params import Params, validate
+from graphrecall.server.errors import ApiError
+from graphrecall.server.metrics import Metrics
+from graphrecall.server.middleware import principal_of
+from graphrecall.server.schemas import ErrorResponse
+
+T = TypeVar("T")
+PREFIX = "/v1/scopes/{org}/{user}"
+
+COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": desc}
+    for status, desc in {
+        401: "missing or invalid API key (unauthorized)",
+        403: "the key may not access this org (forbidden)",
+        413: "request body over the limit (payload_too_large)",
+        422: "invalid input; `field` names it (invalid_input)",
+        503: "the user's store is busy, or a write could not be stored right now; retry (store_busy, write_log)",
+        507: "the server is out of storage space; nothing of the request was stored (storage_full)",
+    }.items()
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {
+        "model": ErrorResponse,
+        "description": "the user holds no memory (the message names the organisation's closest users), or the "
+        "item does not exist (not_found)",
+    }
+}
+NEEDS_LLM: dict[int | str, dict[str, Any]] = {
+    501: {"model": ErrorResponse, "description": "no LLM is configured on the server (not_available); set "
+          "GRAPHRECALL_LLM there"}
+}  # fmt: skip
+
+
+def user_scope(request: Request, org: Annotated[str, Path(min_length=1, max_length=128,
+               description="tenant (organisation) id")], user: Annotated[str, Path(min_length=1, max_length=128,
+               description="end-user id within the org")]) -> Scope:  # fmt: skip
+    """Validate the path ids before anything touches the filesystem, and re-check the org grant (the auth
+    middleware already did; this keeps the guarantee local to the routes)."""
+    for value, name in ((org, "org"), (user, "user")):
+        try:
+            validate_identifier(value, name)
+        except ValueError as e:
+            raise ApiError(422, "invalid_input", str(e), name) from None
+    principal = principal_of(request.scope)
+    if principal is None or not principal.allows(org):
+        raise ApiError(403, "forbidden", f"not allowed to access org {org!r}")
+    return Scope(org_id=org, user_id=user)
+
+
+def _part(model: type[Params], names: list[str], suffix: str) -> type[BaseModel]:
+    """The parameter model restricted to ``names`` (a POST body beside path parameters), same fields and rules."""
+    fields: dict[str, Any] = {n: (model.model_fields[n].annotation, model.model_fields[n]) for n in names}
+    made: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        model.__name__.removesuffix("Params") + suffix, __base__=Params, __doc__=model.__doc__, **fields
+    )
+    return made
+
+
+class OperationRoutes:
+    """The routes of every HTTP operation over one ``Memory``, counted in one ``Metrics``."""
+
+    def __init__(self, memory: Memory, metrics: Metrics) -> None:
+        self.memory = memory
+        self.metrics = metrics
+
+    async def call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run blocking library code in a worker thread so the event loop keeps serving other users."""
+        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+    def router(self) -> APIRouter:
+        r = APIRouter(
+            prefix=PREFIX, dependencies=[Depends(HTTPBearer(auto_error=False))], responses=COMMON_ERRORS
+        )
+        for op in exposed("http"):
+            self._add(r, op)
+        return r
+
+    def _stored(self, op: Operation[Any], scope: Scope) -> None:
+        """404 for a scope that holds nothing, when the operation says a missing user is a mistake."""
+        if op.unknown_scope == "not_found" and not self.memory.stored(scope):
+            raise missing_scope(scope, self.memory.scopes(), where="", org_only=True)
+
+    def _add(self, r: APIRouter, op: Operation[Any]) -> None:
+        http = op.http
+        assert http is not None
+        in_path = re.findall(r"{(\w+)}", http.path)
+        rest = [n for n in op.params.model_fields if n not in in_path]
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        signature = [
+            inspect.Parameter("scope", keyword, annotation=Annotated[Scope, Depends(user_scope)]),
+            inspect.Parameter("response", keyword, annotation=Response),
+        ]
+        for name in in_path:
+            field = op.params.model_fields[name]
+            signature.append(
+                inspect.Parameter(
+                    name, keyword, annotation=Annotated[str, Path(description=field.description)]
+                )
+            )
+        if rest and http.method == "GET":
+            query = op.params if not in_path else _part(op.params, rest, "Query")
+            signature.append(inspect.Parameter("query", keyword, annotation=Annotated[query, Query()]))
+        elif rest:
+            body = op.params if not in_path else _part(op.params, rest, "Request")
+            signature.append(inspect.Parameter("body", keyword, annotation=Annotated[body, Body()]))
+
+        async def endpoint(scope: Scope, response: Response, **given: Any) -> Any:
+            values = {n: given[n] for n in in_path}
+            for part in ("query", "body"):
+                if part in given:
+                    values |= {n: getattr(given[part], n) for n in rest}
+            p = validate(op.params, values)  # path parameters are checked here; 422 naming them
+            await self.call(self._stored, op, scope)
+            result = await self.call(op.invoke, self.memory, scope, p)
+            if isinstance(result, IngestResult):
+                self.metrics.ingest(result)
+                if http.accepted and result.extraction_job is not None:
+                    response.status_code = 202  # stored; the extraction is queued (result.extraction_job)
+            return op.wire(scope, p, result)
+
+        endpoint.__signature__ = inspect.Signature(signature)  # type: ignore[attr-defined]
+        endpoint.__name__ = op.name
+        model = op.response_model()
+        responses: dict[int | str, dict[str, Any]] = {}
+        if NotFound in op.errors or op.unknown_scope == "not_found":
+            responses |= NOT_FOUND
+        if NotAvailable in op.errors:
+            responses |= NEEDS_LLM
+        if http.accepted:
+            responses[202] = {
+                "model": model,
+                "description": "Stored; its extraction is queued (extraction_job)",
+            }
+        r.add_api_route(
+            http.path,
+            endpoint,
+            methods=[http.method],
+            response_model=model,
+            responses=responses,
+            summary=http.summary,
+            description=op.params.__doc__ or "",
+            operation_id=http.operation_id or op.name,
+            tags=[http.tag],
+        )

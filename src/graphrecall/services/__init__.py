@@ -1,0 +1,102 @@
+"""The services under the ``Memory`` facade: one per family of operations, each owning its locks and the
+"resident in its log, or flush first" rule through ``ScopeAccess``.
+
+| service | operations |
+|---|---|
+| ``WritingService`` | add_session, add_messages, add_sessions, flush, backfill_passages |
+| ``HistoryService`` | stats, sessions, get_session, export_sessions, export_scope |
+| ``ImportService`` | import_scope |
+| ``KnowledgeService`` | extract and its background queue, add_fact, consolidate, supersede, facts, history, entities, events |
+| ``ErasureService`` | erase, forget |
+| ``Recall`` (``graphrecall.recall``) | search, context, profile: one question's view of a scope |
+| ``AnsweringService`` | answer: the Reader over that view |
+
+``Services.open`` builds them over one store root; the facade holds one ``Services`` and only delegates.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from graphrecall.config import ConsolidationConfig, RetrievalConfig, Settings
+from graphrecall.embed import Embedder
+from graphrecall.extract.extractor import ExtractionConfig
+from graphrecall.llm import LLM
+from graphrecall.models import IngestResult, Scope
+from graphrecall.params import AddSessionParams
+from graphrecall.recall import Recall
+from graphrecall.retrieve.rerank import Reranker, load_reranker
+from graphrecall.services.access import ScopeAccess
+from graphrecall.services.answering import AnsweringService
+from graphrecall.services.erasure import ErasureService
+from graphrecall.services.history import HistoryService
+from graphrecall.services.importing import ImportService, scope_export
+from graphrecall.services.knowledge import KnowledgeService, needs_llm
+from graphrecall.services.writing import WritingService
+from graphrecall.store.logs import ScopeLogs
+from graphrecall.store.pool import DatabasePool
+from graphrecall.writer import Writer
+
+__all__ = ["ScopeAccess", "Services", "needs_llm", "scope_export"]
+
+
+class Services:
+    """Every service of one store root, built once per ``Memory``."""
+
+    def __init__(
+        self,
+        root: Path,
+        settings: Settings,
+        embedder: Embedder,
+        *,
+        reranker: Reranker | None,
+        retrieval: RetrievalConfig,
+        llm: LLM | None,
+        extraction: ExtractionConfig,
+        consolidation: ConsolidationConfig,
+    ) -> None:
+        pool = DatabasePool(
+            root,
+            embedder_id=embedder.id,
+            dim=embedder.dim,
+            capacity=settings.pool_size,
+            buffer_pool_size=settings.buffer_pool_bytes,
+        )
+        logs = ScopeLogs(
+            pool,
+            embedder.dim,
+            capacity=2 * settings.pool_size,  # a scope that lives in its log has a log and no database
+            max_age_s=settings.flush_max_age_s,
+            resident_rounds=settings.resident_rounds,
+            flush_slots=settings.flush_concurrency,
+        )
+        self.access = ScopeAccess(pool, logs)
+        self.writer = Writer(embedder, logs, passage_from_chars=settings.passage_from_chars)
+        self.recall = Recall(
+            pool,
+            logs,
+            embedder,
+            retrieval,
+            reranker if reranker is not None else load_reranker(settings.reranker, llm),
+        )
+        self.writing = WritingService(self.access, self.writer, embedder)
+        self.knowledge = KnowledgeService(self.access, embedder, root, llm, extraction, consolidation)
+        self.history = HistoryService(self.access, embedder, self.knowledge.jobs)
+        self.importing = ImportService(self.access, self.writing, embedder)
+        self.erasure = ErasureService(self.access, self.writer, self.knowledge)
+        self.answering = AnsweringService(self.knowledge)
+
+    def add_session(self, scope: Scope, p: AddSessionParams) -> IngestResult:
+        """The one operation that spans two services: store the session, then queue (or run) its extraction. An
+        LLM is required before anything is written, so a refused extraction stores nothing."""
+        if p.extract:
+            self.knowledge.require_llm()
+        result = self.writing.add_session(scope, p)
+        return self.knowledge.after_ingest(scope, p.session_id, result) if p.extract else result
+
+    def close(self) -> None:
+        """Running extractions finish (pending ones stay queued), pending writes reach Kuzu, databases close."""
+        try:
+            self.knowledge.close()
+        finally:
+            self.access.close()
