@@ -214,6 +214,11 @@ class ConsolidationConfig(BaseModel):
 
 class Settings(BaseModel):
     root: Path = Field(default_factory=default_root)
+    embedder: str | None = Field(
+        default=None,
+        description="which embedder a Memory builds when none is passed (graphrecall.embed.spec: minilm, "
+        "e5-small, sentence-transformers:..., openai:..., ollama:...); None: GRAPHRECALL_EMBEDDER, else minilm",
+    )
     reranker: str | None = None
     embed_cache: Path | None = None
     pool_size: int = Field(
@@ -263,6 +268,8 @@ class Settings(BaseModel):
     def from_env(cls, **overrides: object) -> Settings:
         env = os.environ
         values: dict[str, object] = {"root": default_root()}
+        if env.get("GRAPHRECALL_EMBEDDER", "").strip():
+            values["embedder"] = env["GRAPHRECALL_EMBEDDER"].strip()
         if env.get("GRAPHRECALL_RERANKER"):
             values["reranker"] = env["GRAPHRECALL_RERANKER"]
         if env.get("GRAPHRECALL_EMBED_CACHE"):

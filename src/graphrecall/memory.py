@@ -85,7 +85,7 @@ class Memory:
     process per database file). Use it as a context manager, or call ``close``."""
 
     def __init__(
-        self, root: str | Path | None = None, *, embedder: Embedder | None = None, settings: Settings | None = None,
+        self, root: str | Path | None = None, *, embedder: Embedder | str | None = None, settings: Settings | None = None,
         reranker: Reranker | None = None, retrieval: RetrievalConfig | None = None, llm: LLM | None = None,
         extraction: ExtractionConfig | None = None, consolidation: ConsolidationConfig | None = None,
     ) -> None:  # fmt: skip
@@ -93,8 +93,8 @@ class Memory:
         if root is not None:
             self.settings.root = Path(root)
         self.root = self.settings.root.expanduser()  # created by the first write, never by a read
-        if embedder is None:
-            embedder = default_embedder()
+        if embedder is None or isinstance(embedder, str):  # a spec (embed.spec), else the configured one
+            embedder = default_embedder(embedder if isinstance(embedder, str) else self.settings.embedder)
             if self.settings.embed_cache is not None and isinstance(embedder, CachedEmbedder):
                 embedder = CachedEmbedder(embedder.inner, path=self.settings.embed_cache)
         self.embedder = embedder

