@@ -49,7 +49,13 @@ def _load_word_list(name: str) -> frozenset[str]:
 # index time too would change new stores' document lengths and nothing else. A superset of ``STOPWORDS``.
 QUERY_STOPWORDS: frozenset[str] = STOPWORDS | _load_word_list("stopwords.txt")
 
-_TOKEN = re.compile(r"[0-9]+(?:[.,][0-9]+)*|[^\W\d_]+", re.UNICODE)
+# Scripts written without spaces between words (Chinese, Japanese kana and kanji, Korean): a run of them is one
+# regex match, cut into overlapping character pairs below (``_grams``): the usual way to index such text without a
+# dictionary segmenter, which would be a large model per language for what BM25 needs (shared pieces of words).
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[0-9]+(?:[.,][0-9]+)*|[{_CJK}]+|[^\W\d_{_CJK}]+", re.UNICODE)
+_CJK_RUN = re.compile(rf"[{_CJK}]")
+_CYRILLIC = re.compile(r"[\u0400-\u04ff]")
 _stemmer = snowballstemmer.stemmer("english")
 
 
@@ -58,23 +64,139 @@ def _stem(word: str) -> str:
     return str(_stemmer.stemWord(word))
 
 
-def tokenize(text: str, stopwords: frozenset[str] = STOPWORDS) -> list[str]:
-    """Lower-cased word and number tokens, ``stopwords`` removed, stemmed (no prefix)."""
+# Latin-script languages other than English whose function words and stems are known (Snowball's algorithms and
+# stop lists, ``stoplists/``). Cyrillic words are Russian's whatever the text (the script says it); a Latin word is
+# English's unless the text is recognized as one of these.
+LATIN_LANGUAGES: dict[str, str] = {
+    "de": "german", "es": "spanish", "fr": "french", "it": "italian", "pt": "portuguese", "nl": "dutch",
+}  # fmt: skip
+LANGUAGES = ("en", "ru", *LATIN_LANGUAGES, "zh", "ja", "ko")
+"""The languages the detector chooses among (``detect_language``)."""
+
+
+@lru_cache(maxsize=16)
+def _stops(lang: str) -> frozenset[str]:
+    return _load_word_list(f"stoplists/{lang}.txt")
+
+
+@lru_cache(maxsize=16)
+def _language_stemmer(name: str) -> snowballstemmer.stemmer:
+    return snowballstemmer.stemmer(name)
+
+
+@lru_cache(maxsize=400_000)
+def _stem_in(lang: str, word: str) -> str:
+    return str(
+        _language_stemmer(LATIN_LANGUAGES.get(lang, "russian" if lang == "ru" else "english")).stemWord(word)
+    )
+
+
+def _grams(run: str) -> list[str]:
+    """A run of CJK characters as its overlapping character pairs (a lone character as itself)."""
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def _russian(word: str, stopwords: frozenset[str]) -> str | None:
+    word = word.replace("ё", "е")  # Snowball's Russian list and stemmer spell it so
+    return None if word in stopwords or word in _stops("ru") else _stem_in("ru", word)
+
+
+def tokenize(text: str, stopwords: frozenset[str] = STOPWORDS, *, lang: str | None = None) -> list[str]:
+    """Lower-cased word and number tokens, ``stopwords`` removed, stemmed (no prefix), for every script.
+
+    Numbers and English words are as they always were (an English store's terms do not change). A Cyrillic word is
+    stemmed as Russian (Snowball) without Russian's function words; a run of Chinese, Japanese or Korean characters
+    becomes its character pairs. The Latin words of a text in German, Spanish, French, Italian, Portuguese or Dutch
+    (``lang``, else ``latin_language``) are stemmed in that language, without its function words, and each is also
+    kept in its English form when that differs, so a short question whose language was not recognized (it is
+    stemmed as English) still meets them."""
+    language = lang if lang is not None else latin_language(text)
+    foreign = language if language in LATIN_LANGUAGES else None
     out: list[str] = []
     for tok in _TOKEN.findall(text.lower()):
         if tok in stopwords:
             continue
         if tok[0].isdigit():
             out.append(tok.replace(",", ""))
+        elif _CJK_RUN.match(tok):
+            out += _grams(tok)
+        elif _CYRILLIC.match(tok):
+            stem = _russian(tok, stopwords)
+            if stem:
+                out.append(stem)
+        elif foreign is not None:
+            if tok in _stops(foreign):
+                continue
+            stem, english = _stem_in(foreign, tok), _stem(tok)
+            out += [stem] if stem == english or lang is not None else [stem, english]
         else:
             out.append(_stem(tok))
     return out
 
 
+# -- which language a text is in --------------------------------------------------------------------------------------
+_LATIN_WORD = re.compile(r"[a-zà-öø-ÿœß]+")
+_NON_ASCII_LATIN = re.compile(r"[à-öø-ÿœß]")
+# Function words of the other Latin languages that are not English words: a text with two of them (or with a
+# letter English does not use) is worth asking the detector about; any other text stays on the English path, which
+# also spares every English text the detector's model (1.5 s to load).
+_ENGLISH_LOOKALIKES = frozenset(
+    "a an as at be by de die do en es go had hat he i in is it la le me mine no of on or "
+    "over per so son the to um un us was will war man bin come con dos den ton vie".split()
+)
+
+
+@lru_cache(maxsize=1)
+def _cues() -> frozenset[str]:
+    words: set[str] = set()
+    for lang in LATIN_LANGUAGES:
+        words |= _stops(lang)
+    return frozenset(words - STOPWORDS - QUERY_STOPWORDS - _ENGLISH_LOOKALIKES)
+
+
+@lru_cache(maxsize=1)
+def _identifier() -> object:
+    """py3langid's identifier (a naive Bayes over byte n-grams, model inside the wheel), restricted to
+    ``LANGUAGES``, with normalized probabilities."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    identifier.set_languages(list(LANGUAGES))
+    return identifier
+
+
+DETECT_MIN_PROBABILITY = 0.9
+"""Below this the detector's choice is not trusted (``'Haha ok'`` is Portuguese at 0.25): the text keeps the
+English path."""
+
+
+def detect_language(text: str) -> str | None:
+    """The text's language among ``LANGUAGES`` (ISO 639-1), or ``None`` when the detector is not sure."""
+    if not text.strip():
+        return None
+    lang, probability = _identifier().classify(text)  # type: ignore[attr-defined]
+    return str(lang) if probability >= DETECT_MIN_PROBABILITY else None
+
+
+@lru_cache(maxsize=1024)
+def latin_language(text: str) -> str | None:
+    """The language whose stems a text's Latin words take: one of ``LATIN_LANGUAGES``, or ``None`` (English)."""
+    lowered = text.lower()
+    words = _LATIN_WORD.findall(lowered)
+    if len(words) < 2:
+        return None
+    if not _NON_ASCII_LATIN.search(lowered) and len(_cues().intersection(words)) < 2:
+        return None
+    lang = detect_language(text)
+    return lang if lang in LATIN_LANGUAGES else None
+
+
 def query_tokens(text: str, *, drop_query_stopwords: bool = True) -> list[str]:
     """A question's tokens as ``tokenize`` makes them, without the words of ``QUERY_STOPWORDS`` (unless told not
-    to: ``drop_query_stopwords=False`` reproduces the ranking from before the list, for comparison)."""
-    return tokenize(text, QUERY_STOPWORDS if drop_query_stopwords else STOPWORDS)
+    to: ``drop_query_stopwords=False`` reproduces the ranking from before the list, for comparison). A question in
+    a Latin language other than English is stemmed in that language only (stored texts keep both forms)."""
+    stops = QUERY_STOPWORDS if drop_query_stopwords else STOPWORDS
+    return tokenize(text, stops, lang=latin_language(text) or "en")
 
 
 NUMBER_PREFIX = "n"

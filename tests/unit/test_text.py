@@ -14,7 +14,9 @@ from graphrecall.text import (
     QUERY_STOPWORDS,
     STOPWORDS,
     TERM_PREFIX,
+    detect_language,
     index_terms,
+    latin_language,
     query_terms,
     query_tokens,
     tokenize,
@@ -92,14 +94,20 @@ def test_any_unicode_question_yields_only_prefixed_word_terms(text: str) -> None
 
 
 @given(st.text())
+@example("Я переехал в Москву, теперь живу в Москве")
+@example("我现在住在上海，我的猫叫小白")
+@example("Ich wohne jetzt in einer neuen Wohnung in München")
 def test_queries_and_documents_are_normalized_identically(text: str) -> None:
     """A question matches a stored round exactly when they share a normalized term, whatever the wording; the
-    query side only leaves out the terms of query stopwords."""
+    query side only leaves out the terms of query stopwords, and for a text in a Latin language other than English
+    the English forms that stored texts keep beside their own (for questions not recognized as that language)."""
     stored = set(index_terms(text).split())
     asked = set(query_terms(text).split())
-    assert set(query_terms(text, drop_query_stopwords=False).split()) == stored
-    assert asked <= stored
-    assert stored - asked <= {index_terms(w) for w in QUERY_STOPWORDS}
+    everything = set(query_terms(text, drop_query_stopwords=False).split())
+    assert asked <= everything <= stored
+    if latin_language(text) is None:
+        assert everything == stored
+        assert stored - asked <= {index_terms(w) for w in QUERY_STOPWORDS}
 
 
 @given(st.text(alphabet=st.characters(codec="ascii"), max_size=80))
@@ -167,3 +175,64 @@ def test_turning_the_list_off_restores_the_old_query() -> None:
     assert query_terms("where do I live now?", drop_query_stopwords=False) == " ".join(
         index_terms(w) for w in ("live", "now")
     )
+
+
+# -- every script: Russian inflections, Chinese without spaces, the Latin languages' own stems --------------------
+def shared(question: str, said: str) -> set[str]:
+    return set(query_terms(question).split()) & set(index_terms(said).split())
+
+
+@pytest.mark.parametrize(
+    ("question", "said"),
+    [
+        ("где я живу в Москве?", "Я переехал в Москву в марте"),  # Москве / Москву: one stem
+        ("как зовут мою кошку?", "Мою кошку зовут Мурка"),
+        ("我的猫叫什么名字？", "我的猫叫小白，很可爱"),  # no spaces: character pairs meet
+        ("Wo arbeite ich jetzt?", "Seit Mai arbeite ich bei einer Bank in Frankfurt"),
+        ("¿Dónde trabajo ahora?", "Ahora trabajo en una panadería en Sevilla"),
+        ("Où est-ce que j'habite maintenant ?", "J'habite à Lyon depuis le mois dernier"),
+    ],
+)
+def test_a_question_meets_what_was_said_in_its_language(question: str, said: str) -> None:
+    assert shared(question, said)
+
+
+def test_russian_function_words_are_not_terms_and_stems_merge_cases() -> None:
+    assert tokenize("в Москве") == tokenize("Москва") == tokenize("из Москвы")
+    assert tokenize("и в на не что") == []
+
+
+def test_chinese_is_cut_into_overlapping_pairs_and_english_beside_it_is_unchanged() -> None:
+    assert tokenize("我的猫") == ["我的", "的猫"]
+    assert tokenize("猫") == ["猫"]
+    assert tokenize("my cat 小白") == ["cat", "小白"]
+
+
+def test_a_german_text_keeps_its_own_stems_and_the_english_forms_for_unrecognized_questions() -> None:
+    said = set(index_terms("Wir haben ein neues Haus mit drei Schlafzimmern gekauft").split())
+    assert {"wschlafzimm", "wschlafzimmern"} <= said  # German's stem, and the English stemmer's form
+    assert "whaben" not in said and "whab" not in said  # German's function words go
+    assert set(query_terms("Wie viele Schlafzimmer hat das Haus?").split()) & said  # recognized: German stems
+    assert set(query_terms("schlafzimmern").split()) & said  # one word, not recognized: the English path
+
+
+def test_english_text_is_not_sent_to_the_language_detector() -> None:
+    before = latin_language.cache_info().misses
+    assert latin_language("I adopted a beagle puppy called Biscuit last weekend") is None
+    assert detect_language("Thanks so much, that helps a lot.") == "en"
+    assert latin_language.cache_info().misses == before + 1
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("Я переехал в Москву и теперь работаю в банке", "ru"),
+        ("我上个月搬到了上海，现在在一家银行工作", "zh"),
+        ("Letzten Monat bin ich nach Hamburg umgezogen", "de"),
+        ("El mes pasado me mudé a Valencia con mi pareja", "es"),
+        ("Le mois dernier, j'ai déménagé à Lyon avec ma femme", "fr"),
+        ("Last month I moved to Denver with my partner", "en"),
+    ],
+)
+def test_the_detector_names_the_language_of_a_sentence(text: str, lang: str) -> None:
+    assert detect_language(text) == lang
