@@ -1,7 +1,7 @@
 """Time expressions in a question, resolved to a date range relative to the question date (never the wall clock).
 
 "last week", "two months ago", "in May", "on March 3rd", "yesterday", "the past 10 days", "last Saturday",
-"2023-05-20"... The range feeds the time signal of the retriever and the Reader's timeline tool. Unknown or vague
+"2023-05-20"... and the same phrases in Russian, Chinese, German, Spanish and French (``timewords``). The range feeds the time signal of the retriever and the Reader's timeline tool. Unknown or vague
 wording yields ``None`` rather than a guess.
 """
 
@@ -12,6 +12,7 @@ import re
 from datetime import datetime, timedelta
 
 from graphrecall.models import TimeRange
+from graphrecall.retrieve import timewords
 
 _NUM_WORDS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
@@ -62,6 +63,10 @@ def parse_time_range(question: str, question_date: datetime | None) -> TimeRange
     ref = question_date
     try:
         found = _parse(q, ref)
+        if found is None and (other := timewords.in_english(question)) is not None:
+            phrase, said = other  # another language's phrase, read as the English one that means the same
+            resolved = _parse(phrase, ref)
+            found = None if resolved is None else (resolved[0], said)
     except (
         OverflowError,
         ValueError,
