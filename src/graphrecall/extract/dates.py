@@ -12,6 +12,8 @@ import calendar
 import re
 from datetime import datetime, timedelta
 
+from graphrecall import timewords
+
 Span = tuple[datetime, datetime]
 
 MIN_YEAR, MAX_YEAR = 1900, 2200
@@ -200,6 +202,8 @@ def resolve_span(
     """
     if when:
         span = resolve_expression(when, anchor)
+        if span is None and (other := timewords.in_english(when)) is not None:
+            span = resolve_expression(other[0], anchor)  # "две недели назад": as "2 weeks ago"
         if span is not None:
             return span[0], span[1], "expression"
     s = parse_iso(start) if start else None

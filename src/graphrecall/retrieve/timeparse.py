@@ -11,8 +11,8 @@ import calendar
 import re
 from datetime import datetime, timedelta
 
+from graphrecall import timewords
 from graphrecall.models import TimeRange
-from graphrecall.retrieve import timewords
 
 _NUM_WORDS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,

@@ -1,6 +1,8 @@
 """Time expressions of Russian, Chinese, German, Spanish and French, read as the English phrase that means the same
-("в прошлом месяце", "上个月", "letzten Monat", "el mes pasado", "le mois dernier" -> "last month"), so
-``timeparse`` resolves every language with one set of rules against the question date.
+("в прошлом месяце", "上个月", "letzten Monat", "el mes pasado", "le mois dernier" -> "last month"), so the
+question's time range (``retrieve.timeparse``, against the question date) and an extracted item's date
+(``extract.dates``, against the session date) resolve every language with one set of rules. Ground floor: both
+use it.
 
 Why tables of our own rather than a date parser: ``dateparser`` (the maintained multilingual one) was measured on
 the phrases people use in these questions and missed "в прошлом месяце", "el mes pasado", "le mois dernier",
