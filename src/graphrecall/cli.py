@@ -47,6 +47,7 @@ from graphrecall.cli_common import (
     PROG,
     CliError,
     add_llm_options,
+    embedder_of,
     jsonable,
     llm_from_args,
     minute,
@@ -61,6 +62,7 @@ from graphrecall.cli_common import (
 from graphrecall.cli_common import (
     positive_int as _positive,
 )
+from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS
 from graphrecall.dates import parse_date
 from graphrecall.errors import (
     ConfigurationError,
@@ -143,9 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="store directory (default: $GRAPHRECALL_ROOT, else ~/.graphrecall/store)",
     )
     common.add_argument("--debug", action="store_true", help="show tracebacks and debug logging")
-    # Hidden: a fast, model-free embedder for tests and smoke checks. Stores built with it only open with it.
     common.add_argument(
-        "--embedder", choices=("default", "hashing"), default="default", help=argparse.SUPPRESS
+        "--embedder",
+        default=None,
+        metavar="SPEC",
+        help=f"the embedding model: {EMBEDDER_SPECS} (default: ${EMBEDDER_ENV}, else minilm); a store opens only "
+        "with the embedder that wrote it",
     )
 
     scope = _Parser(add_help=False)
@@ -458,16 +463,14 @@ class _Window:
 
 
 def _embedding_window(args: argparse.Namespace) -> _Window | None:
-    if args.embedder == "hashing":
-        return None  # the hashing embedder reads the whole text
-    from graphrecall.embed import bundled_model_path
-    from graphrecall.embed.modelinfo import read_model_info
+    """The chosen embedder's window, read without loading it (``None`` for one that reads whole texts)."""
+    from graphrecall.embed import embedder_from_spec
 
     try:
-        info = read_model_info(bundled_model_path())
+        tokens = getattr(embedder_from_spec(embedder_of(args)), "max_tokens", None)
     except (ImportError, OSError, ValueError, RuntimeError):  # no model files to read: say nothing
         return None
-    return None if info is None or info.max_tokens is None else _Window(info.max_tokens)
+    return None if not isinstance(tokens, int) else _Window(tokens)
 
 
 def selected_scopes(mem: Memory, args: argparse.Namespace) -> list[Scope]:
@@ -687,7 +690,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     except ImportError as e:
         raise CliError(f"the MCP server cannot be loaded ({e}); pip install 'graphrecall[mcp]'") from None
     args.root = root_of(args)
-    args.hashing_dim = 64 if args.embedder == "hashing" else None
+    args.embedder = embedder_of(args)
     run_server(args)
     return EXIT_OK
 

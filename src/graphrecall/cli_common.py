@@ -26,7 +26,6 @@ from graphrecall.models import Scope, Session
 from graphrecall.params import MAX_LISTED
 
 if TYPE_CHECKING:
-    from graphrecall.embed import Embedder
     from graphrecall.llm import LLM
     from graphrecall.memory import Memory
 
@@ -84,12 +83,11 @@ def root_of(args: argparse.Namespace) -> Path:
     return (root if root is not None else default_root()).expanduser()
 
 
-def embedder_of(args: argparse.Namespace) -> Embedder | None:
-    """``None`` means the default model (loaded only when something embeds); ``hashing`` is the model-free one.
-    Imported here, not at the top: the embedders bring NumPy, which ``graphrecall --help`` does not need."""
-    from graphrecall.embed import HashingEmbedder
-
-    return HashingEmbedder(64) if args.embedder == "hashing" else None
+def embedder_of(args: argparse.Namespace) -> str | None:
+    """The embedder spec given with ``--embedder`` (``embed.spec``), or ``None``: ``$GRAPHRECALL_EMBEDDER``, else
+    the bundled MiniLM. A spec, not an embedder: ``Memory`` builds it, and nothing loads until something embeds."""
+    spec: str | None = getattr(args, "embedder", None)
+    return None if spec in (None, "", "default") else spec
 
 
 @contextlib.contextmanager

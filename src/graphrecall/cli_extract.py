@@ -26,6 +26,7 @@ from graphrecall.cli_common import (
     EXIT_OK,
     CliError,
     add_llm_options,
+    embedder_of,
     every_session,
     jsonable,
     llm_from_args,
@@ -135,7 +136,7 @@ class ExtractSpec:
     path: a shared file system), the embedder and the LLM spec (API keys travel in the workers' environment)."""
 
     root: str
-    embedder: str
+    embedder: str | None  # a spec (embed.spec); None: the configured one
     llm: str | None
     llm_base_url: str | None
 
@@ -146,14 +147,12 @@ class _ExtractWorker:
     job's workers some moments after the driver leaves), and the next command on that scope would find it busy."""
 
     def __init__(self, spec: ExtractSpec) -> None:
-        from graphrecall.embed import Embedder, HashingEmbedder
+        from graphrecall.embed import Embedder
         from graphrecall.llm.factory import llm_from_settings
         from graphrecall.memory import Memory
 
         self.root = Path(spec.root)
-        with Memory.open(
-            self.root, embedder=HashingEmbedder(64) if spec.embedder == "hashing" else None
-        ) as mem:
+        with Memory.open(self.root, embedder=spec.embedder) as mem:
             self.embedder: Embedder = (
                 mem.embedder
             )  # the store's own choice (the default model, its cache file)
@@ -205,7 +204,7 @@ def cmd_extract_many(args: argparse.Namespace) -> int:
         else:
             spec = ExtractSpec(
                 root=str(root_of(args).resolve()),
-                embedder=args.embedder,
+                embedder=embedder_of(args),
                 llm=args.llm,
                 llm_base_url=args.llm_base_url,
             )

@@ -212,6 +212,12 @@ class ConsolidationConfig(BaseModel):
     )
 
 
+EMBEDDER_ENV = "GRAPHRECALL_EMBEDDER"
+EMBEDDER_SPECS = "minilm (default), e5-small, sentence-transformers:NAME_OR_PATH, openai:MODEL, ollama:MODEL"
+"""The embedder specs ``embed.spec`` understands, for help texts (kept here: the command line's parser must not
+import the embedders, which bring NumPy)."""
+
+
 class Settings(BaseModel):
     root: Path = Field(default_factory=default_root)
     embedder: str | None = Field(
@@ -268,8 +274,8 @@ class Settings(BaseModel):
     def from_env(cls, **overrides: object) -> Settings:
         env = os.environ
         values: dict[str, object] = {"root": default_root()}
-        if env.get("GRAPHRECALL_EMBEDDER", "").strip():
-            values["embedder"] = env["GRAPHRECALL_EMBEDDER"].strip()
+        if env.get(EMBEDDER_ENV, "").strip():
+            values["embedder"] = env[EMBEDDER_ENV].strip()
         if env.get("GRAPHRECALL_RERANKER"):
             values["reranker"] = env["GRAPHRECALL_RERANKER"]
         if env.get("GRAPHRECALL_EMBED_CACHE"):

@@ -282,7 +282,7 @@ def server_args(root: Path, **overrides: Any) -> argparse.Namespace:
         "user": None,
         "keys": None,
         "insecure_local": False,
-        "hashing_dim": 64,
+        "embedder": "hashing",
     }
     return argparse.Namespace(**{**base, **overrides})
 
@@ -314,7 +314,7 @@ def test_http_with_keys_and_insecure_local_is_refused(tmp_path: Path) -> None:
 
 
 def module_command(root: Path, *extra: str) -> list[str]:
-    return ["-m", "graphrecall.server.mcp", "--root", str(root), "--hashing-dim", "64", *extra]
+    return ["-m", "graphrecall.server.mcp", "--root", str(root), "--embedder", "hashing", *extra]
 
 
 async def test_stdio_transport_serves_a_bound_scope(tmp_path: Path) -> None:

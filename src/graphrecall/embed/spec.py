@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import os
 
+from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS
 from graphrecall.embed.base import Embedder
 from graphrecall.errors import ConfigurationError
 
-ENV_SPEC = "GRAPHRECALL_EMBEDDER"
+ENV_SPEC = EMBEDDER_ENV
 DEFAULT_SPEC = "minilm"
-SPECS_HELP = "minilm (default), e5-small, sentence-transformers:NAME_OR_PATH, openai:MODEL, ollama:MODEL"
+SPECS_HELP = EMBEDDER_SPECS
 
 
 def configured_spec(spec: str | None = None) -> str:
@@ -36,7 +37,8 @@ def embedder_from_spec(spec: str | None = None) -> Embedder:
     """The embedder a spec names (module docstring), built without loading any weights or calling any server;
     a spec that names nothing usable is a ``ConfigurationError`` naming the setting."""
     chosen = configured_spec(spec)
-    where = ENV_SPEC if spec is None else "embedder"
+    from_env = spec is None or spec.strip() == os.environ.get(ENV_SPEC, "").strip()
+    where = ENV_SPEC if from_env else "embedder"
     name, _, arg = chosen.partition(":")
     name = name.strip().lower()
     arg = arg.strip()

@@ -34,7 +34,6 @@ from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from graphrecall import __version__
-from graphrecall.embed import HashingEmbedder
 from graphrecall.errors import GraphRecallError
 from graphrecall.memory import Memory
 from graphrecall.models import Scope, validate_identifier
@@ -303,10 +302,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--insecure-local", action="store_true", help="HTTP without keys; only allowed on a loopback address"
     )
     parser.add_argument(
-        "--hashing-dim",
-        type=int,
+        "--embedder",
         default=None,
-        help="use the model-free HashingEmbedder(N) instead of the bundled model (tests, smoke runs only)",
+        metavar="SPEC",
+        help="the embedding model (graphrecall.embed.spec; default: $GRAPHRECALL_EMBEDDER, else minilm)",
     )
 
 
@@ -326,7 +325,7 @@ def _configured_scope(org: str | None, user: str | None) -> tuple[Scope | None, 
 
 def run_server(args: argparse.Namespace) -> None:
     """Serve until interrupted. Reads ``root, transport, host, port, org, user, keys`` and optionally
-    ``insecure_local`` and ``hashing_dim`` from ``args``. Raises ``ServerConfigError`` when it cannot start safely."""
+    ``insecure_local`` and ``embedder`` (a spec) from ``args``. Raises ``ServerConfigError`` when it cannot start safely."""
     default_scope, allowed_orgs = _configured_scope(args.org, args.user)
     transport = args.transport
     auth: ApiKeyAuth | None = None
@@ -339,8 +338,7 @@ def run_server(args: argparse.Namespace) -> None:
             log.warning("--keys is ignored over stdio: the client that launched the server owns it")
     else:
         raise ServerConfigError(f"unknown transport {transport!r}; use stdio or http")
-    dim = getattr(args, "hashing_dim", None)
-    with Memory.open(args.root, embedder=HashingEmbedder(dim) if dim else None) as memory:
+    with Memory.open(args.root, embedder=getattr(args, "embedder", None)) as memory:
         server = create_mcp_server(memory, default_scope=default_scope, allowed_orgs=allowed_orgs, auth=auth)
         if transport == "stdio":
             anyio.run(server.run_stdio_async)

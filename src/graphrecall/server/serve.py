@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS
 from graphrecall.errors import InvalidInput
 from graphrecall.server.auth import ApiKeyAuth, ServerConfigError, check_startup
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
@@ -26,21 +27,6 @@ DEFAULT_PORT = 8420
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
-def embedder_from_spec(spec: str | None) -> Embedder | None:
-    """``None``/``default`` -> the library default (bundled MiniLM); ``hashing:<dim>`` -> the test embedder."""
-    from graphrecall.embed import HashingEmbedder  # lazily: the CLI imports this module to build its parser
-
-    if spec is None or spec in {"", "default"}:
-        return None
-    name, _, arg = spec.partition(":")
-    if name == "hashing":
-        try:
-            return HashingEmbedder(int(arg or "64"))
-        except ValueError as e:
-            raise InvalidInput(f"bad embedder spec {spec!r}: {e}", where="embedder") from None
-    raise InvalidInput(f"unknown embedder {spec!r}; use 'default' or 'hashing:<dim>'", where="embedder")
-
-
 def server_embedder(spec: str | None, *, batching: bool = True, in_flight: int | None = None) -> Embedder:
     """The server's embedder: ``embedder_from_spec``'s, with concurrent small calls merged into one model call
     (``embed.batching``: under load every search embeds one query and every turn two texts, each from its own
@@ -52,17 +38,26 @@ def server_embedder(spec: str | None, *, batching: bool = True, in_flight: int |
     model the batcher sits under the content-hash cache, so a cached text never queues; ``$GRAPHRECALL_EMBED_CACHE``
     is honoured as ``Memory`` would. ``batching=False`` gives what ``Memory`` would build itself."""
     from graphrecall.config import Settings
-    from graphrecall.embed import BatchingEmbedder, CachedEmbedder, SentenceTransformerEmbedder
+    from graphrecall.embed import (
+        BatchingEmbedder,
+        CachedEmbedder,
+        SentenceTransformerEmbedder,
+        embedder_from_spec,
+    )
+    from graphrecall.embed.spec import DEFAULT_SPEC, configured_spec
 
-    chosen = embedder_from_spec(spec)
+    chosen = configured_spec(None if spec in (None, "", "default") else spec)
     calls = in_flight or os.cpu_count() or 1
-    if chosen is not None:
-        return BatchingEmbedder(chosen, max_in_flight=calls) if batching else chosen
+    cache = Settings.from_env().embed_cache
+    if chosen != DEFAULT_SPEC:
+        inner = embedder_from_spec(chosen)
+        model = BatchingEmbedder(inner, max_in_flight=calls) if batching else inner
+        return model if chosen.startswith("hashing") else CachedEmbedder(model, path=cache)
     if not batching:
-        return CachedEmbedder(SentenceTransformerEmbedder(), path=Settings.from_env().embed_cache)
+        return CachedEmbedder(SentenceTransformerEmbedder(), path=cache)
     # Symmetric: the default model gets no query prompt, so queries and turns may share a call (bigger batches).
     model = BatchingEmbedder(SentenceTransformerEmbedder(onnx_threads=1), max_in_flight=calls, symmetric=True)
-    return CachedEmbedder(model, path=Settings.from_env().embed_cache)
+    return CachedEmbedder(model, path=cache)
 
 
 def load_auth(keys: str | None) -> ApiKeyAuth | None:
@@ -134,7 +129,9 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--root", help="store root (default: $GRAPHRECALL_ROOT or ~/.graphrecall/store)")
     add_arguments(p)
-    p.add_argument("--embedder", default=None, help="'default' (bundled MiniLM) or 'hashing:<dim>' (tests)")
+    p.add_argument(
+        "--embedder", default=None, help=f"{EMBEDDER_SPECS} (default: ${EMBEDDER_ENV}, else minilm)"
+    )
     return p
 
 
