@@ -1,0 +1,52 @@
+"""End to end over real HTTP with the real local model on a Russian session: the facts it extracts stay in Russian
+(the extraction prompt asks for the user's language), the pet's name is kept as written, and a Russian question
+finds a fact. Opt-in (``pytest -m e2e``); it proves the path, not that a 1.5B model is good at Russian."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from graphrecall import Memory
+from graphrecall.extract import ExtractionConfig
+from graphrecall.llm import llm_from_settings
+
+pytestmark = pytest.mark.e2e
+
+SCOPE = ("e2e", "olga")
+CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
+
+
+def test_a_russian_session_gives_russian_facts_found_by_a_russian_question(
+    local_llm_url: str, tmp_path: Path
+) -> None:
+    llm = llm_from_settings("openai:local", base_url=local_llm_url, timeout=900.0, max_retries=1)
+    cfg = ExtractionConfig(llm_timeout_s=1200.0, max_tokens=1024, background=False)
+    started = time.monotonic()
+    with Memory.open(tmp_path / "store", llm=llm, extraction=cfg) as m:
+        added = m.add_session(
+            SCOPE,
+            [
+                {
+                    "role": "user",
+                    "content": "Привет! Я живу в Казани и работаю медсестрой. Мою собаку зовут Шарик.",
+                },
+                {"role": "assistant", "content": "Приятно познакомиться! Казань — прекрасный город."},
+            ],
+            session_id="s1",
+            date="2024-03-01T10:00:00",
+            extract=True,
+        )
+        facts = m.facts(SCOPE)
+        entities = [e.name for e in m.entities(SCOPE)]
+        hits = m.search(SCOPE, "где я живу?", 5, kinds=("fact",), question_date="2024-03-02")
+    print(f"\nextraction took {time.monotonic() - started:.0f} s: {added.extraction}")
+    print("facts:", [f.text for f in facts], "entities:", entities, "hits:", [h.text for h in hits])
+    assert added.extraction is not None and added.extraction.sessions_done == 1, added.extraction
+    assert facts, "the model extracted nothing"
+    assert sum(bool(CYRILLIC.search(f.text)) for f in facts) >= len(facts) / 2, [f.text for f in facts]
+    assert not any(name.lower() in ("sharik", "kazan") for name in entities), entities  # not transliterated
+    assert hits, "a Russian question found no fact"
