@@ -3,7 +3,8 @@
 Each history (5-15 short sessions of one person's chats) is ingested into its own scope through
 ``Memory.add_sessions`` with the bundled MiniLM embedder; each of its questions is asked with ``question_date`` = the
 day after the last session. Rankings are scored by gold *session* (a session ranks where its best round ranks):
-R@1, R@3 and MRR. The systems, over the same stored rounds:
+R@1, R@3 and MRR. The systems, over the same stored rounds (ranking and scoring shared with the multilingual
+benchmark: ``benchmarks/sessionrank.py``):
 
 - ``graphrecall``: ``Memory.search`` with the library defaults;
 - ``bm25``: the plain Okapi baseline of the LongMemEval harness (``benchmarks/longmemeval/bm25.py``) over the same
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -33,8 +33,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.longmemeval import metrics
-from benchmarks.longmemeval.bm25 import BM25
+from benchmarks.sessionrank import (
+    BASE_SYSTEMS,
+    SEARCH_K,
+    dense_retriever,
+    load_average,
+    means,
+    rank_history,
+    score,
+)
 from benchmarks.smallstore import data
 from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, testing
@@ -46,10 +53,7 @@ from graphrecall.models import Scope
 from graphrecall.retrieve.llm_rerank import LLMReranker
 from graphrecall.retrieve.retriever import HybridRetriever
 
-SEARCH_K = 50  # more than any history has rounds: every round is ranked
-BASE_SYSTEMS = ("graphrecall", "bm25", "dense")
 LLM_SYSTEM = "llm-rerank"
-DENSE_ONLY = {"vector": 1.0, "bm25": 0.0, "bm25_user": 0.0, "fact": 0.0, "event": 0.0, "entity": 0.0}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -118,69 +122,34 @@ class MemoReranker:
         return [self.memo[(query, d)] for d in documents]
 
 
-def score(ranked_sessions: Sequence[str], gold: Sequence[str]) -> dict[str, float]:
-    """R@1, R@3 (any gold session in the top k) and reciprocal rank of the first gold session."""
-    first = metrics.first_rank(ranked_sessions, gold)
-    return {
-        "r@1": metrics.recall_any(ranked_sessions, gold, 1),
-        "r@3": metrics.recall_any(ranked_sessions, gold, 3),
-        "mrr": 0.0 if first is None else 1.0 / first,
-    }
-
-
 def run_history(
     mem: Memory, h: data.History, split: str, retrievers: Sequence[tuple[str, HybridRetriever]]
 ) -> list[dict[str, Any]]:
     """Ingest one history into a fresh scope, ask its questions with every system, erase the scope."""
     scope = Scope(org_id="smallstore", user_id=h.id)
-    mem.forget(scope)
-    mem.add_sessions(scope, h.session_inputs())
-    rounds = h.rounds()
-    session_of = {rid: sid for rid, sid, _ in rounds}
-    bm = BM25([text for _, _, text in rounds])
-    rows = []
-    try:
-        for q in h.questions:
-            ranked: dict[str, list[str]] = {}
-            hits = mem.search(scope, q.question, k=SEARCH_K, question_date=h.question_date)
-            ranked["graphrecall"] = [x.id for x in hits]
-            ranked["bm25"] = [rounds[i][0] for i in bm.rank(q.question, SEARCH_K)]
-            cutoff = mem.recall(scope, h.question_date).cutoff
-            mem.flush()  # the side-by-side retrievers read Kuzu only
-            with testing.database(mem, scope) as db:
-                for name, retriever in retrievers:
-                    found = retriever.search(db, q.question, SEARCH_K, cutoff=cutoff)
-                    ranked[name] = [x.id for x in found]
-            unknown = [rid for lst in ranked.values() for rid in lst if rid not in session_of]
-            if unknown:
-                raise RuntimeError(
-                    f"{q.id}: search returned rounds the benchmark cannot label: {unknown[:3]}"
-                )
-            sessions = {name: metrics.sessions_from_rounds(lst, session_of) for name, lst in ranked.items()}
-            rows.append(
-                {
-                    "split": split,
-                    "history": h.id,
-                    "id": q.id,
-                    "question": q.question,
-                    "gold": q.gold,
-                    "changed": q.changed,
-                    "n_sessions": len(h.sessions),
-                    "top_sessions": {name: s[:3] for name, s in sessions.items()},
-                    "scores": {name: score(s, q.gold) for name, s in sessions.items()},
-                }
-            )
-    finally:
-        mem.forget(scope)
-    return rows
-
-
-def _means(rows: Sequence[dict[str, Any]], system: str) -> dict[str, float]:
-    keys = ("r@1", "r@3", "mrr")
-    n = len(rows)
-    return {k: (sum(r["scores"][system][k] for r in rows) / n if n else float("nan")) for k in keys} | {
-        "n": n
-    }
+    ranked = rank_history(
+        mem,
+        scope,
+        h.session_inputs(),
+        h.rounds(),
+        [q.question for q in h.questions],
+        h.question_date,
+        retrievers,
+    )
+    return [
+        {
+            "split": split,
+            "history": h.id,
+            "id": q.id,
+            "question": q.question,
+            "gold": q.gold,
+            "changed": q.changed,
+            "n_sessions": len(h.sessions),
+            "top_sessions": {name: s[:3] for name, s in sessions.items()},
+            "scores": {name: score(s, q.gold) for name, s in sessions.items()},
+        }
+        for q, sessions in zip(h.questions, ranked, strict=True)
+    ]
 
 
 def summarize(rows: Sequence[dict[str, Any]], systems: Sequence[str]) -> dict[str, Any]:
@@ -188,7 +157,7 @@ def summarize(rows: Sequence[dict[str, Any]], systems: Sequence[str]) -> dict[st
     for split in data.SPLITS:
         groups[split] = [r for r in rows if r["split"] == split]
     groups["changed answer"] = [r for r in rows if r["changed"]]
-    return {g: {s: _means(rs, s) for s in systems} for g, rs in groups.items() if rs}
+    return {g: {s: means(rs, s) for s in systems} for g, rs in groups.items() if rs}
 
 
 def render_markdown(summary: dict[str, Any], rows: Sequence[dict[str, Any]], config: dict[str, Any]) -> str:
@@ -229,17 +198,13 @@ def render_markdown(summary: dict[str, Any], rows: Sequence[dict[str, Any]], con
     return "\n".join(lines) + "\n"
 
 
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     splits = list(data.SPLITS) if args.split == "all" else [args.split]
     histories = [(split, h) for split in splits for h in data.load(split, args.data_dir)]
     args.out.mkdir(parents=True, exist_ok=True)
     args.embed_cache.parent.mkdir(parents=True, exist_ok=True)
-    load_start = _load()
+    load_start = load_average()
     t0 = time.perf_counter()
     embedder = CachedEmbedder(SentenceTransformerEmbedder(), path=args.embed_cache)
     root = Path(tempfile.mkdtemp(prefix="smallstore-"))
@@ -249,12 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Memory.open(root, embedder=embedder, settings=settings) as mem:
             defaults = settings.retrieval.model_dump()
             retrievers = [
-                (
-                    "dense",
-                    HybridRetriever(
-                        mem.embedder, RetrievalConfig.model_validate(defaults | {"weights": DENSE_ONLY})
-                    ),
-                ),
+                ("dense", dense_retriever(mem, settings)),
                 *(
                     (
                         name,
@@ -312,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "retrieval_config": settings.retrieval.model_dump(),
         "search_k": SEARCH_K,
         "load_start": load_start,
-        "load_end": _load(),
+        "load_end": load_average(),
         "wall_s": time.perf_counter() - t0,
         "llm_rerank": llm_cost,
     }

@@ -1,0 +1,1 @@
+"""Multilingual retrieval benchmark: hand-written histories in six languages, questions in the same or another."""
