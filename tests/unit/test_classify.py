@@ -52,3 +52,24 @@ def test_llm_fallback_failure_falls_back_to_the_rule_default() -> None:
     llm = ScriptedLLM([Step(None, LLMError("down", status=503))])
     plan = classify_with_llm("Which Pokemon card was the rarest one in that list?", llm)
     assert plan.type is QuestionType.single_session_user and "failed" in plan.rule
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("где я сейчас живу?", QuestionType.knowledge_update),
+        ("что ты мне посоветовал?", QuestionType.single_session_assistant),
+        ("сколько всего книг я прочитал?", QuestionType.multi_session),
+        ("что я делал две недели назад?", QuestionType.temporal_reasoning),
+        ("посоветуй мне фильм на вечер", QuestionType.single_session_preference),
+        ("我现在住在哪里？", QuestionType.knowledge_update),
+        ("我总共买了几本书？", QuestionType.multi_session),
+        ("推荐一部电影", QuestionType.single_session_preference),
+        ("wie viele Bücher habe ich insgesamt gelesen?", QuestionType.multi_session),
+        ("¿qué hice hace dos semanas?", QuestionType.temporal_reasoning),
+        ("combien de livres ai-je lus au total ?", QuestionType.multi_session),
+        ("quel est le nom de mon chat ?", QuestionType.single_session_user),
+    ],
+)
+def test_the_rules_read_the_same_cues_in_other_languages(question: str, expected: QuestionType) -> None:
+    assert classify(question).type is expected

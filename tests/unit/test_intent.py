@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from graphrecall.retrieve.intent import (
+    NOW_CUE,
     asks_about_assistant,
     asks_about_now,
     asks_about_someone_else,
@@ -97,3 +98,44 @@ def test_questions_about_someone_else(question: str) -> None:
 )
 def test_keyword_queries_and_questions_about_the_user_are_not_about_someone_else(question: str) -> None:
     assert not asks_about_someone_else(question)
+
+
+# -- the same cues in other languages, read only for a question in that language -------------------------------------
+@pytest.mark.parametrize(
+    "question",
+    ["где я сейчас живу?", "我现在住在哪里？", "wo wohne ich jetzt?", "¿dónde vivo ahora?",
+     "où est-ce que j'habite maintenant ?", "кто мой начальник до сих пор?"],
+)  # fmt: skip
+def test_a_question_about_now_is_recognized_in_its_language(question: str) -> None:
+    assert asks_about_now(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["что ты мне посоветовал почитать?", "你之前推荐过什么书？", "welches Buch hast du mir empfohlen?",
+     "¿qué libro me recomendaste?", "quel livre tu m'as recommandé ?", "напомни, что мы обсуждали"],
+)  # fmt: skip
+def test_a_question_to_the_assistant_is_recognized_in_its_language(question: str) -> None:
+    assert asks_about_assistant(question)
+
+
+@pytest.mark.parametrize(
+    ("question", "about_user", "about_someone_else"),
+    [("где живёт моя сестра?", True, False), ("когда она переехала в Москву?", False, True),
+     ("我的猫叫什么？", True, False), ("她什么时候搬家的？", False, True),
+     ("Wann ist er umgezogen?", False, True), ("Wo wohnt meine Schwester?", True, False)],
+)  # fmt: skip
+def test_who_a_question_is_about_in_its_language(
+    question: str, about_user: bool, about_someone_else: bool
+) -> None:
+    assert asks_about_user(question) is about_user
+    assert asks_about_someone_else(question) is about_someone_else
+
+
+@pytest.mark.parametrize("question", ["what did I buy in the café?", "where is my son now?", "je suis là"])
+def test_english_questions_are_judged_by_the_english_cues_alone(question: str) -> None:
+    """Another language's words in an English question (a café, "son", "je") change nothing."""
+    import re
+
+    english_now = NOW_CUE.search(question) is not None
+    assert asks_about_now(question) is english_now or not re.search(r"[a-z]", question)

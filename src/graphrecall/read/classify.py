@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
-from graphrecall.retrieve.intent import ASSISTANT_CUE
+from graphrecall import timewords
+from graphrecall.retrieve.intent import ASSISTANT_CUE, asks_about_assistant, asks_about_now
+from graphrecall.text import language_of
 
 if TYPE_CHECKING:
     from graphrecall.llm import LLM
@@ -109,11 +111,53 @@ _BUDGETS: dict[QuestionType, tuple[int, int]] = {
 }
 
 
+# The same rules' cues in other languages, read only for a question in that language (``text.language_of``): an
+# English question is classified exactly as before. What the cue modules already know is reused: the assistant and
+# "now" cues (``retrieve.intent``), and the time phrases (``timewords``) for temporal questions.
+_OTHER_RULES: dict[QuestionType, dict[str, re.Pattern[str]]] = {
+    QuestionType.single_session_preference: {
+        "ru": _rx(r"\b(посоветуй|посоветуйте|порекомендуй|порекомендуйте|что мне (стоит|лучше|выбрать)|подскажи|"
+                  r"есть (идеи|советы))"),
+        "zh": _rx(r"推荐|建议|我应该|有什么好的"),
+        "de": _rx(r"\b(empfiehl|empfehlen sie|kannst du mir .* empfehlen|was soll ich|hast du (tipps|ideen|vorschläge))"),
+        "es": _rx(r"\b(recomiéndame|recomiendas|me recomiendas|sugiéreme|qué debería|alguna (idea|sugerencia|recomendación))"),
+        "fr": _rx(r"\b(recommande|recommandez|conseille|conseillez|suggère|que devrais-je|des idées)"),
+    },
+    QuestionType.temporal_reasoning: {
+        "ru": _rx(r"\bназад\b|сколько (дней|недель|месяцев|лет) (прошло|назад)|\bчто было раньше\b|\bв каком порядке\b"),
+        "zh": _rx(r"前|多久|几天|先后|顺序|哪个先"),
+        "de": _rx(r"\bvor \w+ (tagen|wochen|monaten|jahren)\b|\bwie lange\b|\bwas (war|kam) zuerst\b|\breihenfolge\b"),
+        "es": _rx(r"\bhace \w+ (días|semanas|meses|años)\b|\bcuánto tiempo\b|\bqué fue primero\b|\borden\b"),
+        "fr": _rx(r"\bil y a \w+ (jours|semaines|mois|ans)\b|\bcombien de temps\b|\bqu'est-ce qui est venu en premier\b|"
+                  r"\bordre\b"),
+    },
+    QuestionType.multi_session: {
+        "ru": _rx(r"\b(всего|в сумме|в общей сложности|сколько (всего|разных)|вместе)\b"),
+        "zh": _rx(r"总共|一共|总计|加起来|多少个"),
+        "de": _rx(r"\b(insgesamt|zusammen|wie viele verschiedene|gesamt)\b"),
+        "es": _rx(r"\b(en total|en conjunto|cuántos distintos|sumando)\b"),
+        "fr": _rx(r"\b(au total|en tout|combien de différents|ensemble)\b"),
+    },
+}  # fmt: skip
+
+
+def _other_language(qtype: QuestionType, question: str, lang: str) -> bool:
+    if qtype is QuestionType.single_session_assistant:
+        return asks_about_assistant(question)
+    if qtype is QuestionType.knowledge_update:
+        return asks_about_now(question)
+    if qtype is QuestionType.temporal_reasoning and timewords.in_english(question) is not None:
+        return True
+    pattern = _OTHER_RULES.get(qtype, {}).get(lang)
+    return pattern is not None and pattern.search(question) is not None
+
+
 def classify_rules(question: str) -> tuple[QuestionType, str] | None:
     """The first rule that matches, or None when no rule claims the question."""
     q = " ".join(question.split())
+    lang = language_of(q)
     for qtype, why, pattern in _RULES:
-        if pattern.search(q):
+        if pattern.search(q) or (lang != "en" and _other_language(qtype, q, lang)):
             return qtype, why
     return None
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from graphrecall.text import language_of
+
 ASSISTANT_CUE = re.compile(
     r"\b(our|the) (previous|earlier|last) (conversation|chat|discussion|game)|\byou made\b|\bremind me\b|"
     # "did you suggest" asks about the past; "can you suggest" asks for something new (the user's preferences matter)
@@ -29,14 +31,77 @@ NOW_CUE = re.compile(
 )
 
 
+def _rx(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE)
+
+
+# The same cues in other languages, read only for a question in that language (``text.language_of``), so an English
+# question is judged exactly as before. Chinese has no word boundaries: its patterns match inside a run.
+OTHER_CUES: dict[str, dict[str, re.Pattern[str]]] = {
+    "ru": {
+        "now": _rx(r"\b(сейчас|теперь|в данный момент|на данный момент|в настоящее время|до сих пор|всё ещё|все еще|"
+                   r"по-прежнему|последн\w+|нынешн\w+|текущ\w+)\b"),
+        "assistant": _rx(r"\b(ты|вы)\b[^?.!]{0,30}\b(сказал\w*|говорил\w*|(по)?совет\w+|(по)?рекомендовал\w*|"
+                         r"упоминал\w*|упомянул\w*|предложил\w*|перечислил\w*|дал[аи]?)\b|\bнапомни(те)?\b|"
+                         r"\bв (нашем|прошлом|предыдущем) (разговоре|чате)\b"),
+        "first": _rx(r"\b(я|мне|меня|мной|мой|моя|моё|мое|мои|моего|моей|моих|моим|мы|нас|нам|наш|наша|наше|наши)\b"),
+        "third": _rx(r"\b(он|она|они|его|её|ее|их|ему|ей|им|него|неё|нее|них|ним|ней)\b"),
+    },
+    "zh": {
+        "now": _rx(r"现在|目前|如今|最近|当前|还在|仍然|依然|至今"),
+        "assistant": _rx(r"你(之前|上次|刚才|以前)?(说|推荐|建议|提到|讲|列|给)(过|了|的)|提醒我|我们(之前|上次)?(聊|谈|讨论)(过|的)"),
+        "first": _rx(r"我|咱们"),
+        "third": _rx(r"他|她|它"),
+    },
+    "de": {
+        "now": _rx(r"\b(jetzt|derzeit|aktuell|momentan|zurzeit|inzwischen|mittlerweile|immer noch|noch immer|"
+                   r"neueste[nrsm]?|heutzutage)\b"),
+        "assistant": _rx(r"\b(du hast|sie haben|hast du|haben sie)\b[^?.!]{0,40}\b(gesagt|empfohlen|vorgeschlagen|"
+                         r"erwähnt|genannt|aufgelistet|gegeben)\b|\berinnere mich\b|\b(unserem|unseres) "
+                         r"(letzten|vorigen|früheren) (gespräch|chat)\b"),
+        "first": _rx(r"\b(ich|mir|mich|mein|meine|meinem|meinen|meiner|meines|wir|uns|unser|unsere|unserem|unseren)\b"),
+        "third": _rx(r"\b(er|ihm|ihn|ihnen|sein|seine|seinem|seinen|seiner)\b"),
+    },
+    "es": {
+        "now": _rx(r"\b(ahora|actualmente|todavía|aún|hoy en día|en este momento|ya no|últim[oa]s?)\b"),
+        "assistant": _rx(r"\b(me |nos )?(dijiste|recomendaste|sugeriste|mencionaste|diste|contaste|propusiste)\b|"
+                         r"\brecuérdame\b|\bnuestra (conversación|charla) (anterior|pasada)\b"),
+        "first": _rx(r"\b(yo|me|mi|mis|mío|mía|conmigo|nosotros|nosotras|nuestro|nuestra|nuestros|nuestras)\b"),
+        "third": _rx(r"\b(él|ella|ellos|ellas)\b"),
+    },
+    "fr": {
+        "now": _rx(r"\b(maintenant|actuellement|en ce moment|toujours|encore|désormais|aujourd'hui|dernière?s?)\b"),
+        "assistant": _rx(r"\b(tu m'as|vous m'avez|tu as|vous avez)\b[^?.!]{0,40}\b(dit|recommandé|conseillé|suggéré|"
+                         r"mentionné|donné|proposé)\b|\brappelle-moi\b|\brappelez-moi\b|"
+                         r"\bnotre (conversation|discussion) (précédente|dernière)\b"),
+        "first": _rx(r"\b(je|j|me|m|moi|mon|ma|mes|nous|notre|nos)\b"),
+        "third": _rx(r"\b(il|elle|ils|elles|lui)\b"),
+    },
+}  # fmt: skip
+
+
+_ACCENTED = re.compile(r"[à-öø-ÿœß¿¡]", re.IGNORECASE)
+
+
+def _cue(question: str, cue: str) -> bool:
+    """Whether the question's own language (not English) says ``cue``. A question too short for the detector that
+    still writes a letter English does not use ("¿qué me recomendaste?") is read in each Latin language."""
+    lang = language_of(question)
+    languages = ["de", "es", "fr"] if lang == "en" and _ACCENTED.search(question) else [lang]
+    patterns = [OTHER_CUES[x][cue] for x in languages if x in OTHER_CUES]
+    return any(p.search(question) for p in patterns)
+
+
 def asks_about_now(question: str) -> bool:
     """True when the question asks how things are now, so a newer mention outranks an older one."""
-    return NOW_CUE.search(" ".join(question.split())) is not None
+    text = " ".join(question.split())
+    return NOW_CUE.search(text) is not None or _cue(text, "now")
 
 
 def asks_about_assistant(question: str) -> bool:
     """True when the question asks what the assistant said, so its evidence is in a reply."""
-    return ASSISTANT_CUE.search(" ".join(question.split())) is not None
+    text = " ".join(question.split())
+    return ASSISTANT_CUE.search(text) is not None or _cue(text, "assistant")
 
 
 FIRST_PERSON = re.compile(
@@ -51,7 +116,8 @@ _SENTENCE = re.compile(r"(?<=[.?!])\s+")
 def asks_about_user(question: str) -> bool:
     """True when the question speaks in the first person (I, my, we, our...), so that what the user said about
     themselves is the likely evidence."""
-    return FIRST_PERSON.search(question.replace("\u2019", "'")) is not None
+    text = question.replace("\u2019", "'")
+    return FIRST_PERSON.search(text) is not None or _cue(text, "first")
 
 
 def asks_about_someone_else(question: str) -> bool:
@@ -61,7 +127,7 @@ def asks_about_someone_else(question: str) -> bool:
     text = question.replace("\u2019", "'")
     if asks_about_user(text):
         return False
-    if THIRD_PERSON.search(text):
+    if THIRD_PERSON.search(text) or _cue(text, "third"):
         return True
     for sentence in _SENTENCE.split(text.strip()):
         words = sentence.split()[1:]
