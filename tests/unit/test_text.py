@@ -203,7 +203,8 @@ def test_russian_function_words_are_not_terms_and_stems_merge_cases() -> None:
 
 
 def test_chinese_is_cut_into_overlapping_pairs_and_english_beside_it_is_unchanged() -> None:
-    assert tokenize("我的猫") == ["我的", "的猫"]
+    assert tokenize("猫叫小白") == ["猫叫", "叫小", "小白"]
+    assert tokenize("我的猫叫小白") == ["猫叫", "叫小", "小白"]  # function characters cut the run first
     assert tokenize("猫") == ["猫"]
     assert tokenize("my cat 小白") == ["cat", "小白"]
 
