@@ -72,3 +72,10 @@ class Unreachable(GraphRecallError):
     """A configured service (an LLM provider) did not accept a connection; the message names the URL tried."""
 
     code = "unreachable"
+
+
+class EmbeddingFailed(GraphRecallError):
+    """An embeddings server answered wrongly (another dimension, a missing vector, a malformed body) or kept failing
+    after its retries. Nothing of the write that needed the vectors was stored; the message names the server."""
+
+    code = "embedding_failed"

@@ -20,43 +20,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import weakref
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Generic, TypeVar
 
+from graphrecall.retry import RetryPolicy, parse_retry_after
+
 from .errors import LLMError, LLMRateLimited, LLMTimeout
+
+__all__ = ["Limiter", "LoopLocal", "RetryPolicy", "call_with_retries", "parse_retry_after", "status_error"]
 
 log = logging.getLogger("graphrecall.llm")
 
 R = TypeVar("R")
 V = TypeVar("V")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How hard to try: ``max_retries`` extra attempts after the first, each capped at ``timeout`` s.
-
-    ``retry_timeouts`` (off by default) also resends a request whose attempt timed out; only for servers known to
-    drop the work of a client that left, since otherwise the copy queues behind the original (module docstring).
-    """
-
-    max_retries: int = 3
-    timeout: float = 60.0
-    base_delay: float = 0.5
-    max_delay: float = 20.0
-    retry_timeouts: bool = False
-
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Backoff before retry number ``attempt`` (0-based): exponential, "equal jitter", at least the
-        server's Retry-After hint (capped so a silly hint cannot stall a run)."""
-        backoff = min(self.max_delay, self.base_delay * float(2**attempt))
-        wait: float = backoff / 2 + random.uniform(0, backoff / 2)
-        if retry_after is not None and retry_after > 0:
-            wait = max(wait, min(retry_after, max(self.max_delay, 60.0)))
-        return wait
 
 
 class LoopLocal(Generic[V]):
@@ -144,16 +122,6 @@ async def call_with_retries(
         )
         await asyncio.sleep(wait)
         attempt += 1
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (only the delta-seconds form; HTTP dates are rare from LLM APIs)."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
 
 
 def status_error(provider: str, status: int, message: str, retry_after: float | None = None) -> LLMError:
