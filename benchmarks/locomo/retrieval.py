@@ -36,11 +36,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from benchmarks.arguments import token_budgets
 from benchmarks.jsonfile import data_file
 from benchmarks.locomo import data
 from benchmarks.longmemeval import cv, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
-from benchmarks.longmemeval.retrieval import SYSTEMS, _parse_budgets
+from benchmarks.longmemeval.retrieval import SYSTEMS
 from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, ingest, raymap
 from graphrecall.config import Settings
@@ -369,7 +370,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume", action="store_true", help="reuse cached questions searched with the same settings"
     )
-    p.add_argument("--context-budgets", type=_parse_budgets, default=[2000, 4000])
+    p.add_argument(
+        "--context-budgets",
+        type=token_budgets,
+        default=[2000, 4000],
+        help="token budgets at which Memory.context is checked for holding all evidence, e.g. 2000,4000",
+    )
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds over questions (0: none)")
     p.add_argument("--seed", type=int, default=0)
     add_variant_argument(

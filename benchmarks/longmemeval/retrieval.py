@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from benchmarks.arguments import token_budgets
 from benchmarks.jsonfile import data_file
 from benchmarks.longmemeval import cv, data, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
@@ -73,18 +74,6 @@ def _parse_ks(text: str) -> list[int]:
     return ks
 
 
-def _parse_budgets(text: str) -> list[int]:
-    try:
-        budgets = sorted({int(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--context-budgets must be comma-separated integers, got {text!r}"
-        ) from None
-    if budgets and budgets[0] < 1:
-        raise argparse.ArgumentTypeError(f"--context-budgets must be positive, got {text!r}")
-    return budgets
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.longmemeval.retrieval", description=__doc__.split("\n")[0]
@@ -109,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--context-budgets",
-        type=_parse_budgets,
+        type=token_budgets,
         default=[2000, 4000],
         help="token budgets at which Memory.context is checked for holding all gold sessions, e.g. 2000,4000",
     )
