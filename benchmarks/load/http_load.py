@@ -49,12 +49,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 from graphrecall.server.testing import ServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.append(str(REPO))  # run as a script, the repository root (home of `benchmarks`) is not on the path
+from benchmarks import percentile  # noqa: E402
 from benchmarks.load.openloop import OpenLoopRun, arrival_times, run_open_loop  # noqa: E402
 
 WORDS = (
@@ -202,13 +202,13 @@ def open_loop(
 def percentiles(values: list[float], prefix: str = "") -> dict[str, float]:
     if not values:
         return {f"{prefix}{k}": 0.0 for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")}
-    ms = np.asarray(values) * 1000
-    p50, p95, p99 = np.percentile(ms, [50, 95, 99])
+    ms = [v * 1000 for v in values]
+    p50, p95, p99 = percentile.percentiles(ms, [50, 95, 99])
     return {
-        f"{prefix}p50_ms": round(float(p50), 1),
-        f"{prefix}p95_ms": round(float(p95), 1),
-        f"{prefix}p99_ms": round(float(p99), 1),
-        f"{prefix}max_ms": round(float(ms.max()), 1),
+        f"{prefix}p50_ms": round(p50, 1),
+        f"{prefix}p95_ms": round(p95, 1),
+        f"{prefix}p99_ms": round(p99, 1),
+        f"{prefix}max_ms": round(max(ms), 1),
     }
 
 

@@ -42,6 +42,7 @@ from benchmarks.locomo import data
 from benchmarks.longmemeval import cv, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
 from benchmarks.longmemeval.retrieval import SYSTEMS
+from benchmarks.percentile import percentile
 from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, ingest, raymap
 from graphrecall.config import Settings
@@ -273,7 +274,7 @@ def summarize(rows: Sequence[QuestionResult], systems: Sequence[str]) -> dict[st
     search = sorted(r.search_s for r in rows)
     out["timing"] = {
         "search_mean_s": sum(search) / len(search) if search else 0.0,
-        "search_p50_s": search[len(search) // 2] if search else 0.0,
+        "search_p50_s": percentile(search, 50) if search else 0.0,
     }
     return out
 

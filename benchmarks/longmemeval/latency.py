@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from typing import Any
 from benchmarks.jsonfile import data_file
 from benchmarks.longmemeval import data, harness
 from benchmarks.longmemeval.retrieval import RunSpec, build_embedder
+from benchmarks.percentile import percentile
 from benchmarks.variants import add_variant_argument
 from graphrecall import Settings, testing
 from graphrecall.models import Scope
@@ -56,11 +56,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/longmemeval"))
     return p
-
-
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -102,14 +97,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         r.search(db, q.question, 10, cutoff=cutoff)
                         times[name].append((time.perf_counter() - t0) * 1000)
         print(f"[{i}/{len(questions)}] {q.question_id} {q.question_type}", flush=True)
-    base = statistics.median(times["ours"])
+    base = percentile(times["ours"], 50)
     rows: list[dict[str, Any]] = [
         {
             "system": name,
             "overrides": systems[name],
-            "p50_ms": statistics.median(ts),
-            "p95_ms": _percentile(ts, 0.95),
-            "ratio_p50": statistics.median(ts) / base,
+            "p50_ms": percentile(ts, 50),
+            "p95_ms": percentile(ts, 95),
+            "ratio_p50": percentile(ts, 50) / base,
             "searches": len(ts),
         }
         for name, ts in times.items()

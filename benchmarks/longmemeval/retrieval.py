@@ -31,6 +31,7 @@ from benchmarks.arguments import token_budgets
 from benchmarks.jsonfile import data_file
 from benchmarks.longmemeval import cv, data, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
+from benchmarks.percentile import percentile
 from benchmarks.variants import add_variant_argument, config_overrides
 from graphrecall import Memory, raymap
 from graphrecall.config import RetrievalConfig, Settings
@@ -340,7 +341,7 @@ def summarize(rows: Sequence[QuestionResult], ks: Sequence[int]) -> dict[str, An
         "bm25_total_s": sum(r.bm25_s for r in rows),
         "ingest_mean_s": sum(ingest) / len(rows) if rows else 0.0,
         "search_mean_s": sum(search) / len(rows) if rows else 0.0,
-        "search_p50_s": sorted(search)[len(search) // 2] if rows else 0.0,
+        "search_p50_s": percentile(search, 50) if rows else 0.0,
         "search_max_s": max(search, default=0.0),
         "rounds_total": sum(r.n_rounds for r in rows),
     }

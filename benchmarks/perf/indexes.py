@@ -40,6 +40,7 @@ from typing import Any
 import kuzu
 import numpy as np
 
+from benchmarks.percentile import percentile
 from benchmarks.perf import synth
 from benchmarks.perf.corpus import load
 from benchmarks.perf.engines import (
@@ -85,7 +86,7 @@ def load_now() -> list[float]:
 
 
 def pct(xs: Sequence[float], p: float) -> float:
-    return float(np.percentile(np.asarray(xs), p)) if xs else float("nan")
+    return percentile(xs, p) if xs else float("nan")
 
 
 # -- rows ------------------------------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ import numpy as np
 from benchmarks.jsonfile import save_report
 from benchmarks.longmemeval import data as lme_data
 from benchmarks.longmemeval import harness
+from benchmarks.percentile import percentile
 from graphrecall import Scope, testing
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
@@ -265,8 +266,8 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
     return {
         **counts,
         "searches": {name: len(v) for name, v in ms.items()},
-        "p50_ms": {name: round(float(np.percentile(v, 50)), 2) for name, v in ms.items()},
-        "p95_ms": {name: round(float(np.percentile(v, 95)), 2) for name, v in ms.items()},
+        "p50_ms": {name: round(percentile(v, 50), 2) for name, v in ms.items()},
+        "p95_ms": {name: round(percentile(v, 95), 2) for name, v in ms.items()},
     }
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.jsonfile import save_report
+from benchmarks.percentile import percentile
 from graphrecall import Memory, Scope, Settings
 from graphrecall.cli_common import positive_int, positive_int_list
 from graphrecall.embed import HashingEmbedder
@@ -65,7 +66,7 @@ def run(root: Path, users: int, rounds: int, sizes: list[int], queries: int, pai
                 times.append((time.perf_counter() - t0) * 1000)
             row = out["search"].setdefault(str(size), {"mean_ms": [], "p50_ms": [], "opens": []})
             row["mean_ms"].append(statistics.mean(times))
-            row["p50_ms"].append(statistics.median(times))
+            row["p50_ms"].append(percentile(times, 50))
             row["opens"].append(m._pool.opens - opened)
     with _open(root, users) as m:
         base = _rss_mb()

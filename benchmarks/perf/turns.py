@@ -17,12 +17,12 @@ import argparse
 import json
 import os
 import random
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.percentile import percentile
 from benchmarks.perf.footprint import scope_files
 from graphrecall import Memory, Scope, writer
 from graphrecall.config import Settings
@@ -53,11 +53,6 @@ def _session(i: int, rng: random.Random) -> list[dict[str, str]]:
 
 def _du(root: Path, scope: Scope) -> int:
     return sum(scope_files(root, scope).values())
-
-
-def _pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 def run(turns: int, base_sessions: int, seed: int, flush_age: float = 0.5) -> dict[str, Any]:
@@ -113,8 +108,8 @@ def run(turns: int, base_sessions: int, seed: int, flush_age: float = 0.5) -> di
     for name in sides:
         lat = latency[name]
         out[name] = {
-            "p50_ms": statistics.median(lat),
-            "p99_ms": _pct(lat, 0.99),
+            "p50_ms": percentile(lat, 50),
+            "p99_ms": percentile(lat, 99),
             "max_ms": max(lat),
             "next_search_found": f"{found[name]}/{turns}",
             "disk_growth_kb_per_turn": (after[name] - before[name]) / turns / 1024,

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import percentile
 from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message, Role
 from graphrecall.store.wal import Flusher, ScopeLog, WriteEntry, WriteLog
@@ -54,12 +55,8 @@ def turn(i: int, rng: np.random.Generator) -> WriteEntry:
 
 
 def percentiles(ms: Sequence[float]) -> dict[str, float]:
-    a = np.asarray(ms)
-    return {
-        "p50_ms": round(float(np.percentile(a, 50)), 3),
-        "p99_ms": round(float(np.percentile(a, 99)), 3),
-        "max_ms": round(float(a.max()), 3),
-    }
+    p50, p99 = percentile.percentiles(ms, [50, 99])
+    return {"p50_ms": round(p50, 3), "p99_ms": round(p99, 3), "max_ms": round(max(ms), 3)}
 
 
 def run(mode: str, entries: Sequence[WriteEntry], directory: Path) -> dict[str, Any]:
