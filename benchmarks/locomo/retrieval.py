@@ -37,12 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.arguments import token_budgets
-from benchmarks.jsonfile import data_file
+from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.locomo import data
 from benchmarks.longmemeval import cv, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
 from benchmarks.longmemeval.retrieval import SYSTEMS
 from benchmarks.percentile import percentile
+from benchmarks.provenance import Run
 from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, ingest, raymap
 from graphrecall.config import Settings
@@ -415,6 +416,7 @@ def _load_cache(path: Path, wanted: Mapping[str, Any], budgets: Sequence[int]) -
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    this_run = Run.begin()
     ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     categories = _parse_categories(args.categories)
     layout = "both-user" if args.both_user else "a-user-b-assistant"
@@ -512,9 +514,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "unknown_evidence": sorted({d for r in ordered for d in r.unknown_evidence}),
     }
     result = {"config": config, "summary": summary, "questions": [r.__dict__ for r in ordered]}
-    (args.out / "retrieval.json").write_text(json.dumps(result, indent=1))
+    write_json(args.out / "retrieval.json", result, this_run, indent=1)
     md = render_markdown(summary, config)
-    (args.out / "retrieval.md").write_text(md)
+    write_markdown(args.out / "retrieval.md", md, this_run)
     print(md)
     print(f"wrote {args.out / 'retrieval.json'} and {args.out / 'retrieval.md'}")
     return 0

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.jsonfile import data_file
+from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.longmemeval import data, harness
 from benchmarks.longmemeval.retrieval import RunSpec, build_embedder
 from benchmarks.percentile import percentile
+from benchmarks.provenance import Run
 from benchmarks.variants import add_variant_argument
 from graphrecall import Settings, testing
 from graphrecall.models import Scope
@@ -60,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    this_run = Run.begin()
     if args.limit < 1 or args.repeats < 1:
         raise SystemExit("--limit and --repeats must be at least 1")
     types = {t.strip() for t in args.types.split(",") if t.strip()}
@@ -124,9 +126,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     report = "\n".join(lines)
     print("\n" + report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "latency.md").write_text(report + "\n")
-    (args.out / "latency.json").write_text(json.dumps(rows, indent=1))
+    write_markdown(args.out / "latency.md", report, this_run)
+    write_json(
+        args.out / "latency.json",
+        {"questions": len(questions), "repeats": args.repeats, "systems": rows},
+        this_run,
+    )
     print(f"\nwrote {args.out / 'latency.md'}")
     return 0
 

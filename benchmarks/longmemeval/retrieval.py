@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.arguments import token_budgets
-from benchmarks.jsonfile import data_file
+from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.longmemeval import cv, data, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
 from benchmarks.percentile import percentile
+from benchmarks.provenance import Run
 from benchmarks.variants import add_variant_argument, config_overrides
 from graphrecall import Memory, raymap
 from graphrecall.config import RetrievalConfig, Settings
@@ -550,6 +551,7 @@ def rescore(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    this_run = Run.begin()
     ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     types = [t.strip() for t in args.types.split(",")] if args.types else None
     questions = data.load(args.data, limit=args.limit, types=types)
@@ -684,8 +686,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "turn_unit": "round (user turn + following assistant reply); relevant = holds a has_answer message",
     }
     result = {"config": config, "summary": summary, "questions": [r.__dict__ for r in rows]}
-    (args.out / "retrieval.json").write_text(json.dumps(result, indent=1))
-    (args.out / "retrieval.md").write_text(render_markdown(summary, config, args.k_eval))
+    write_json(args.out / "retrieval.json", result, this_run, indent=1)
+    write_markdown(args.out / "retrieval.md", render_markdown(summary, config, args.k_eval), this_run)
     print_table(summary, args.k_eval)
     if args.variant:
         print("\n" + render_systems(summary, config))

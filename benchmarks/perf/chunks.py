@@ -21,6 +21,7 @@ from typing import Any
 
 from benchmarks.jsonfile import save_report
 from benchmarks.perf import corpus
+from benchmarks.provenance import Run
 from graphrecall import ingest as ing
 from graphrecall.cli_common import positive_int
 from graphrecall.embed.sentence import SentenceTransformerEmbedder
@@ -93,8 +94,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/chunks"), help="report directory")
     a = ap.parse_args(argv)
+    this_run = Run.begin()
     res = run(a.rounds, a.reps)
-    save_report(a.out, "chunks", res, report(res))
+    save_report(a.out, "chunks", res, report(res), this_run)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any
 
 from benchmarks.jsonfile import save_report
 from benchmarks.percentile import percentile
+from benchmarks.provenance import Run
 from graphrecall import Memory, Scope, Settings
 from graphrecall.cli_common import positive_int, positive_int_list
 from graphrecall.embed import HashingEmbedder
@@ -108,9 +109,10 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/pool"), help="report directory")
     a = ap.parse_args()
+    this_run = Run.begin()
     with tempfile.TemporaryDirectory() as tmp:
         res = run(Path(tmp), a.users, a.rounds, a.sizes, a.queries, a.pairs)
-    save_report(a.out, "pool", res, report(res))
+    save_report(a.out, "pool", res, report(res), this_run)
 
 
 if __name__ == "__main__":

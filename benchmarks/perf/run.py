@@ -22,6 +22,7 @@ import kuzu
 from benchmarks.perf import disk, latency, report, scopes, synth, throughput
 from benchmarks.perf.corpus import Corpus, load
 from benchmarks.perf.memwatch import RssWatch
+from benchmarks.provenance import Run
 from graphrecall import Memory, testing
 from graphrecall.config import Settings
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
@@ -91,6 +92,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    this_run = Run.begin()
     sizes = sorted(int(x) for x in a.sizes.split(","))
     only = {x.strip() for x in a.only.split(",") if x.strip()}
     if unknown := only - set(PHASES):
@@ -150,10 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     res["memory"]["phases"].update(watch.phases)
     res["memory"]["process_peak_mib"] = max(res["memory"]["process_peak_mib"], RssWatch.process_peak_mib())
     res["total_seconds"] = time.perf_counter() - t_all
+    run_info["run"] = this_run.finish()  # the record of every phase this run measured (the dict "runs" holds)
     prev = out / "perf.json"
     if prev.exists() and only != set(PHASES):  # read at the end: another phase may have finished meanwhile
         res = report.merge(json.loads(prev.read_text()), res)
-    paths = report.write_all(res, out)
+    paths = report.write_all(res, out, this_run)
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
     print()

@@ -29,6 +29,7 @@ from benchmarks.jsonfile import save_report
 from benchmarks.load.http_load import WORDS
 from benchmarks.load.openloop import arrival_times
 from benchmarks.percentile import percentile, percentiles
+from benchmarks.provenance import Run
 from graphrecall import Memory, Scope, Settings
 from graphrecall.cli_common import positive_int
 from graphrecall.store import database
@@ -255,11 +256,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/stalls"), help="report directory")
     args = ap.parse_args(argv)
+    this_run = Run.begin()
     if args.rate <= 0 or args.duration <= 0 or not 0 <= args.write_ratio <= 1:
         ap.error("--rate and --duration must be positive and --write-ratio within 0-1")
     with tempfile.TemporaryDirectory(prefix="stalls-") as tmp:
         res = run(args, Path(tmp))
-    save_report(args.out, "stalls", res, report(res))
+    save_report(args.out, "stalls", res, report(res), this_run)
 
 
 if __name__ == "__main__":

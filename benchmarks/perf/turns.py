@@ -14,7 +14,6 @@ Kuzu transaction (and checkpoint) per call.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import tempfile
@@ -22,8 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import provenance
+from benchmarks.jsonfile import write_json, write_markdown
 from benchmarks.percentile import percentile
 from benchmarks.perf.footprint import scope_files
+from benchmarks.provenance import Run
 from graphrecall import Memory, Scope, writer
 from graphrecall.config import Settings
 from graphrecall.embed import default_embedder
@@ -131,10 +133,10 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/turns"))
     args = ap.parse_args()
+    this_run = Run.begin()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     res = run(args.turns, args.base_sessions, args.seed, args.flush_age)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "turns.json").write_text(json.dumps(res, indent=2))
+    write_json(args.out / "turns.json", res, this_run)
     lines = [
         f"# One turn at a time ({res['turns']} turns per side, {res['base_sessions']}-session warm scope, "
         f"flush age {res['flush_max_age_s']:g} s, load {res['load']:.1f})",
@@ -150,8 +152,9 @@ def main() -> None:
         )
     lines.append(f"\np50 log / direct: {res['p50_ratio_log_over_direct']:.3f}")
     text = "\n".join(lines)
-    (args.out / "turns.md").write_text(text + "\n")
+    write_markdown(args.out / "turns.md", text, this_run)
     print(text)
+    print(provenance.markdown(this_run.finish()))
 
 
 if __name__ == "__main__":

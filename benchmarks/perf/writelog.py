@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -28,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import percentile
+from benchmarks.provenance import Run
 from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message, Role
 from graphrecall.store.wal import Flusher, ScopeLog, WriteEntry, WriteLog
@@ -95,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--dir", type=Path, default=None, help="where the logs go (default: a temp dir)")
     args = ap.parse_args(argv)
+    this_run = Run.begin()
     rng = np.random.default_rng(0)
     entries = [turn(i, rng) for i in range(args.n)]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -104,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "fsync_cost_ratio_p50": round(full["p50_ms"] / max(normal["p50_ms"], 1e-6), 1),
         "payload_bytes": len(entries[0].payload_json()) + len(entries[0].vector_blob()),
-        "uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
-        "cpus": os.cpu_count(),
+        "run": this_run.finish(),
     }
     print(json.dumps(report, indent=2))
     return 0

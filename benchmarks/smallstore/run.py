@@ -33,8 +33,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonfile import write_json, write_markdown
 from benchmarks.longmemeval import metrics
 from benchmarks.longmemeval.bm25 import BM25
+from benchmarks.provenance import Run
 from benchmarks.smallstore import data
 from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, testing
@@ -235,6 +237,7 @@ def _load() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    this_run = Run.begin()
     splits = list(data.SPLITS) if args.split == "all" else [args.split]
     histories = [(split, h) for split in splits for h in data.load(split, args.data_dir)]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -316,11 +319,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wall_s": time.perf_counter() - t0,
         "llm_rerank": llm_cost,
     }
-    (args.out / "smallstore.json").write_text(
-        json.dumps({"config": config, "summary": summary, "questions": rows}, indent=1)
+    write_json(
+        args.out / "smallstore.json",
+        {"config": config, "summary": summary, "questions": rows},
+        this_run,
+        indent=1,
     )
     md = render_markdown(summary, rows, config)
-    (args.out / "smallstore.md").write_text(md)
+    write_markdown(args.out / "smallstore.md", md, this_run)
     print("\n" + md)
     print(f"wrote {args.out / 'smallstore.json'} and {args.out / 'smallstore.md'}")
     return 0
