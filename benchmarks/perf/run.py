@@ -19,8 +19,9 @@ from typing import Any
 
 import kuzu
 
+from benchmarks.jsonfile import data_file
 from benchmarks.perf import disk, latency, report, scopes, synth, throughput
-from benchmarks.perf.corpus import Corpus, load
+from benchmarks.perf.corpus import DATA, Corpus, load
 from benchmarks.perf.memwatch import RssWatch
 from benchmarks.provenance import Run
 from graphrecall import Memory, testing
@@ -51,6 +52,9 @@ METHOD = (
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.perf.run", description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000,10000,100000", help="store sizes in rounds, ascending")
+    p.add_argument(
+        "--data", type=data_file, default=DATA, help="LongMemEval_S JSON, the corpus (default: %(default)s)"
+    )
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--quick", action="store_true", help="1k and 10k only, fewer queries and repeats")
     p.add_argument("--queries", type=int, default=100, help="queries per latency measurement (index path)")
@@ -106,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     watch = RssWatch().start()
     t_all = time.perf_counter()
     print("loading LongMemEval ...", flush=True)
-    corpus = load()
+    corpus = load(a.data)
     queries = [text for text, _ in corpus.questions]
     st = SentenceTransformerEmbedder()
     run_info = {
