@@ -1,4 +1,5 @@
-"""Benchmark files: reading a data file (a JSON list, plain or gzipped: ``.json`` / ``.json.gz``) and writing a report."""
+"""Benchmark files: reading a data file (a JSON list, plain or gzipped: ``.json`` / ``.json.gz``) and writing a report
+(JSON or Markdown, each carrying the record of the run that produced it: ``benchmarks.provenance``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import gzip
 import json
 from pathlib import Path
 from typing import Any
+
+from benchmarks import provenance
+from benchmarks.provenance import Run
 
 
 def data_file(text: str) -> Path:
@@ -30,10 +34,32 @@ def load_list(path: str | Path, dataset: str, items: str) -> list[Any]:
     return raw
 
 
-def save_report(out: Path, name: str, result: Any, markdown: str) -> None:
+def write_json(
+    path: Path, result: dict[str, Any], run: Run, *, indent: int = 2, partial: bool = False
+) -> Path:
+    """``result`` as JSON at ``path``, with the run's record (commit, machine, date) under ``"run"``.
+
+    Every benchmark's JSON report goes through here, so that none can leave out what produced it. ``partial``:
+    written while the run goes on (its record has no end yet)."""
+    if "run" in result:
+        raise ValueError(f"{path.name}: the report's own 'run' key would hide the run's record")
+    record = run.snapshot() if partial else run.finish()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**result, "run": record}, indent=indent, default=str) + "\n")
+    return path
+
+
+def write_markdown(path: Path, text: str, run: Run) -> Path:
+    """``text`` as Markdown at ``path``, ending with the run's record as one line (``provenance.markdown``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{text.rstrip()}\n\n{provenance.markdown(run.finish())}\n")
+    return path
+
+
+def save_report(out: Path, name: str, result: dict[str, Any], markdown: str, run: Run) -> None:
     """``<out>/<name>.json`` and ``<out>/<name>.md`` (the directory made if need be), and the Markdown printed:
     how a benchmark leaves its figures for docs/benchmarks.md."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.json").write_text(json.dumps(result, indent=2))
-    (out / f"{name}.md").write_text(markdown + "\n")
+    write_json(out / f"{name}.json", result, run)
+    write_markdown(out / f"{name}.md", markdown, run)
     print(markdown)
+    print(provenance.markdown(run.finish()))

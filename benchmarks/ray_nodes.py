@@ -20,7 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import provenance
 from benchmarks.jsonfile import data_file
+from benchmarks.provenance import Run
 from benchmarks.ray_loopback import LoopbackCluster
 
 
@@ -45,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=16)
     p.add_argument("--cpus", type=float, default=1.0, help="CPUs of each node, and of each task")
     args = p.parse_args(argv)
+    this_run = Run.begin()
     os.environ["HF_HUB_OFFLINE"] = "1"  # for the harness runs and, through them, every worker
     work = Path(tempfile.mkdtemp(prefix="ray-nodes-"))
     results: dict[str, dict[str, float]] = {}
@@ -59,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {r['batch_s']:.1f} s batch ({r['wall_s']:.1f} s with start-up), "
               f"{args.limit / r['batch_s'] * 60:.2f} questions/min")  # fmt: skip
     one, two = results["one node"]["batch_s"], results["two nodes"]["batch_s"]
-    print(f"throughput ratio two/one: {one / two:.2f}; load average now {os.getloadavg()}")
+    print(f"throughput ratio two/one: {one / two:.2f}")
+    print(provenance.markdown(this_run.finish()))
     return 0
 
 

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.jsonfile import data_file
+from benchmarks.jsonfile import data_file, write_json
+from benchmarks.provenance import Run
 from graphrecall import Memory
 from graphrecall.embed import Embedder, HashingEmbedder
 from graphrecall.extract import ExtractionConfig
@@ -79,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=900.0, help="per LLM call, seconds (real models)")
     p.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = p.parse_args(argv)
+    this_run = Run.begin()
 
     sessions = load_sessions(args.data, args.limit_sessions)
     llm: LLM = (
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(figures, indent=2))
     if args.out:
-        args.out.write_text(json.dumps({"figures": figures, "sessions": per_session}, indent=2))
+        write_json(args.out, {"figures": figures, "sessions": per_session}, this_run)
     target = figures["calls_per_session"] <= 2.0
     print(f"target <= 2 LLM calls per session on average: {'met' if target else 'MISSED'}", file=sys.stderr)
     return 0 if target else 1

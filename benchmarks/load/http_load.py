@@ -32,7 +32,6 @@ write is missing.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -49,13 +48,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 from graphrecall.server.testing import ServerProcess
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.append(str(REPO))  # run as a script, the repository root (home of `benchmarks`) is not on the path
+from benchmarks import percentile  # noqa: E402
+from benchmarks.jsonfile import write_json, write_markdown  # noqa: E402
 from benchmarks.load.openloop import OpenLoopRun, arrival_times, run_open_loop  # noqa: E402
+from benchmarks.provenance import Run  # noqa: E402
 
 WORDS = (
     "hiking cooking jazz marathon garden python violin sushi paris tokyo budget sister dentist bicycle camera "
@@ -202,13 +203,13 @@ def open_loop(
 def percentiles(values: list[float], prefix: str = "") -> dict[str, float]:
     if not values:
         return {f"{prefix}{k}": 0.0 for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")}
-    ms = np.asarray(values) * 1000
-    p50, p95, p99 = np.percentile(ms, [50, 95, 99])
+    ms = [v * 1000 for v in values]
+    p50, p95, p99 = percentile.percentiles(ms, [50, 95, 99])
     return {
-        f"{prefix}p50_ms": round(float(p50), 1),
-        f"{prefix}p95_ms": round(float(p95), 1),
-        f"{prefix}p99_ms": round(float(p99), 1),
-        f"{prefix}max_ms": round(float(ms.max()), 1),
+        f"{prefix}p50_ms": round(p50, 1),
+        f"{prefix}p95_ms": round(p95, 1),
+        f"{prefix}p99_ms": round(p99, 1),
+        f"{prefix}max_ms": round(max(ms), 1),
     }
 
 
@@ -645,6 +646,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    this_run = Run.begin()
     report = run(args)
     passed = report["server_errors"] == 0 and report["verification"]["ok"]
     workdir = Path(report.pop("workdir"))
@@ -652,9 +654,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     else:
         print(f"store and server log kept in {workdir}")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "http_load.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "http_load.md").write_text(markdown(report))
+    write_json(args.out / "http_load.json", report, this_run)
+    write_markdown(args.out / "http_load.md", markdown(report), this_run)
     print(markdown(report))
     return 0 if passed else 1
 

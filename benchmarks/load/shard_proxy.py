@@ -20,7 +20,6 @@ Needs nginx (``scripts/setup.sh`` installs it as root). Prints a table and write
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -34,7 +33,9 @@ from graphrecall.server.testing import NginxProcess, ServerProcess, free_port, n
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.append(str(REPO))  # run as a script, the repository root (home of `benchmarks`) is not on the path
+from benchmarks.jsonfile import write_json  # noqa: E402
 from benchmarks.load import http_load  # noqa: E402
+from benchmarks.provenance import Run  # noqa: E402
 
 
 def phase(name: str, url: str, org: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -113,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--embedder", default="hashing:64", help="the nodes' embedder: hashing:<dim> | default")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "load")
+    this_run = Run.begin()
     report = run(p.parse_args(argv))
     print(f"\n{'phase':<20} {'req/s':>8} {'ratio':>6} {'5xx':>4} verified")
     for ph in report["phases"]:
@@ -120,9 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{ph['phase']:<20} {ph['throughput_per_s']:>8} {ratio:>6} {ph['server_errors']:>4} {ph['verified']}"
         )
-    out = Path(report["config"]["out"])
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "shard_proxy.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_json(Path(report["config"]["out"]) / "shard_proxy.json", report, this_run)
     ok = all(ph["server_errors"] == 0 and ph["verified"] for ph in report["phases"])
     return 0 if ok else 1
 

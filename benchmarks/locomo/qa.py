@@ -41,6 +41,7 @@ from benchmarks.longmemeval.qa import (
     usage_fields,
     write_outputs,
 )
+from benchmarks.provenance import Run
 from graphrecall import Memory, Scope, Settings, raymap
 from graphrecall.llm import LLM
 from graphrecall.prompts import load_prompt
@@ -157,6 +158,7 @@ def run_on_ray(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    this_run = Run.begin()
     ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     cats = {int(c) for c in args.categories.split(",") if c.strip()}
     convs = data.load(args.data, cats)
@@ -195,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "ray": None if ray is None else f"{ray.address or 'local'}, {ray.num_cpus} CPU per conversation",
         "wall_s (this run)": round(time.perf_counter() - started, 1),
     }  # fmt: skip
-    report = write_outputs(args.out, "LoCoMo QA", summary, config)
+    report = write_outputs(args.out, "LoCoMo QA", summary, config, this_run)
     acc = summary["accuracy"]
     print(f"judge accuracy {'n/a' if acc is None else f'{acc:.1%}'}, F1 {summary.get('f1', 0):.3f} "
           f"over {summary['n']} questions; report: {report}")  # fmt: skip

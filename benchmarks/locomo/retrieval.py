@@ -36,11 +36,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.jsonfile import data_file
+from benchmarks.arguments import token_budgets
+from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.locomo import data
 from benchmarks.longmemeval import cv, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
-from benchmarks.longmemeval.retrieval import SYSTEMS, _parse_budgets
+from benchmarks.longmemeval.retrieval import SYSTEMS
+from benchmarks.percentile import percentile
+from benchmarks.provenance import Run
 from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, ingest, raymap
 from graphrecall.config import Settings
@@ -272,7 +275,7 @@ def summarize(rows: Sequence[QuestionResult], systems: Sequence[str]) -> dict[st
     search = sorted(r.search_s for r in rows)
     out["timing"] = {
         "search_mean_s": sum(search) / len(search) if search else 0.0,
-        "search_p50_s": search[len(search) // 2] if search else 0.0,
+        "search_p50_s": percentile(search, 50) if search else 0.0,
     }
     return out
 
@@ -369,7 +372,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume", action="store_true", help="reuse cached questions searched with the same settings"
     )
-    p.add_argument("--context-budgets", type=_parse_budgets, default=[2000, 4000])
+    p.add_argument(
+        "--context-budgets",
+        type=token_budgets,
+        default=[2000, 4000],
+        help="token budgets at which Memory.context is checked for holding all evidence, e.g. 2000,4000",
+    )
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds over questions (0: none)")
     p.add_argument("--seed", type=int, default=0)
     add_variant_argument(
@@ -408,6 +416,7 @@ def _load_cache(path: Path, wanted: Mapping[str, Any], budgets: Sequence[int]) -
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    this_run = Run.begin()
     ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     categories = _parse_categories(args.categories)
     layout = "both-user" if args.both_user else "a-user-b-assistant"
@@ -505,9 +514,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "unknown_evidence": sorted({d for r in ordered for d in r.unknown_evidence}),
     }
     result = {"config": config, "summary": summary, "questions": [r.__dict__ for r in ordered]}
-    (args.out / "retrieval.json").write_text(json.dumps(result, indent=1))
+    write_json(args.out / "retrieval.json", result, this_run, indent=1)
     md = render_markdown(summary, config)
-    (args.out / "retrieval.md").write_text(md)
+    write_markdown(args.out / "retrieval.md", md, this_run)
     print(md)
     print(f"wrote {args.out / 'retrieval.json'} and {args.out / 'retrieval.md'}")
     return 0

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.jsonfile import data_file
+from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.longmemeval import data, harness
 from benchmarks.longmemeval.retrieval import RunSpec, build_embedder
+from benchmarks.percentile import percentile
+from benchmarks.provenance import Run
 from benchmarks.variants import add_variant_argument
 from graphrecall import Settings, testing
 from graphrecall.models import Scope
@@ -58,13 +59,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    this_run = Run.begin()
     if args.limit < 1 or args.repeats < 1:
         raise SystemExit("--limit and --repeats must be at least 1")
     types = {t.strip() for t in args.types.split(",") if t.strip()}
@@ -102,14 +99,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         r.search(db, q.question, 10, cutoff=cutoff)
                         times[name].append((time.perf_counter() - t0) * 1000)
         print(f"[{i}/{len(questions)}] {q.question_id} {q.question_type}", flush=True)
-    base = statistics.median(times["ours"])
+    base = percentile(times["ours"], 50)
     rows: list[dict[str, Any]] = [
         {
             "system": name,
             "overrides": systems[name],
-            "p50_ms": statistics.median(ts),
-            "p95_ms": _percentile(ts, 0.95),
-            "ratio_p50": statistics.median(ts) / base,
+            "p50_ms": percentile(ts, 50),
+            "p95_ms": percentile(ts, 95),
+            "ratio_p50": percentile(ts, 50) / base,
             "searches": len(ts),
         }
         for name, ts in times.items()
@@ -129,9 +126,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     report = "\n".join(lines)
     print("\n" + report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "latency.md").write_text(report + "\n")
-    (args.out / "latency.json").write_text(json.dumps(rows, indent=1))
+    write_markdown(args.out / "latency.md", report, this_run)
+    write_json(
+        args.out / "latency.json",
+        {"questions": len(questions), "repeats": args.repeats, "systems": rows},
+        this_run,
+    )
     print(f"\nwrote {args.out / 'latency.md'}")
     return 0
 

@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.jsonfile import data_file
+from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.longmemeval import cv, data, harness
+from benchmarks.provenance import Run
 from graphrecall import Memory
 from graphrecall.config import Settings
 from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
@@ -152,6 +153,7 @@ def candidates(limits: Sequence[int]) -> dict[str, tuple[str, int]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    this_run = Run.begin()
     budgets = [int(x) for x in args.budgets.split(",") if x.strip()]
     limits = [int(x) for x in args.first_sessions.split(",") if x.strip()]
     if not budgets or any(b < 1 for b in budgets) or any(n < 0 for n in limits):
@@ -184,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tiebreak="sessions",
     )  # fmt: skip
     report = {"questions": len(items), "budgets": budgets, "systems": means, "cv": result.as_dict()}
-    (args.out / "packing.json").write_text(json.dumps(report, indent=2))
+    write_json(args.out / "packing.json", report, this_run)
     lines = [
         "# Context packing (LongMemEval dev)",
         "",
@@ -200,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in systems
     ]
     lines += ["", cv.render_markdown(result.as_dict(), shown)]
-    (args.out / "packing.md").write_text("\n".join(lines) + "\n")
+    write_markdown(args.out / "packing.md", "\n".join(lines), this_run)
     print("\n".join(lines[4:]))
     print(f"\nwrote {args.out / 'packing.md'} and {args.out / 'packing.json'}")
     return 0

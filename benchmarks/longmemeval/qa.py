@@ -26,7 +26,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from benchmarks.jsonfile import data_file
+from benchmarks.jsonfile import data_file, write_json, write_markdown
+from benchmarks.provenance import Run
 from graphrecall import Memory, Scope, Settings, raymap
 from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
 from graphrecall.llm import LLM, llm_from_settings
@@ -179,19 +180,15 @@ def render_report(title: str, summary: dict[str, Any], config: dict[str, Any], c
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(out: Path, title: str, summary: dict[str, Any], config: dict[str, Any]) -> Path:
+def write_outputs(out: Path, title: str, summary: dict[str, Any], config: dict[str, Any], run: Run) -> Path:
     """summary.json, accuracy.png and report.md in ``out``; returns the report's path."""
-    (out / "summary.json").write_text(
-        json.dumps({"config": config, "summary": summary}, indent=1, default=str)
-    )
+    write_json(out / "summary.json", {"config": config, "summary": summary}, run, indent=1)
     chart: str | None = "accuracy.png"
     try:
         bar_chart(summary, out / "accuracy.png", title)
     except ImportError:  # matplotlib missing: the report still says everything in tables
         chart = None
-    report = out / "report.md"
-    report.write_text(render_report(title, summary, config, chart), encoding="utf-8")
-    return report
+    return write_markdown(out / "report.md", render_report(title, summary, config, chart), run)
 
 
 def build_llm(spec: str, base_url: str | None, timeout: float) -> LLM:
@@ -381,6 +378,7 @@ def question_task(spec: QASpec, q: data.Question) -> Row:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    this_run = Run.begin()
     ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     types = [t.strip() for t in args.types.split(",")] if args.types else None
     ids = {i.strip() for i in args.ids.split(",")} if args.ids else None
@@ -438,7 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "errors": len(questions) - summary["n"],
         "wall_s (this run)": round(time.perf_counter() - started, 1),
     }
-    report = write_outputs(args.out, "LongMemEval QA", summary, config)
+    report = write_outputs(args.out, "LongMemEval QA", summary, config, this_run)
     acc = summary["accuracy"]
     print(
         f"accuracy {'n/a' if acc is None else f'{acc:.1%}'} over {summary['n']} questions; report: {report}"

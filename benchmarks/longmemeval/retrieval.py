@@ -27,9 +27,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks.jsonfile import data_file
+from benchmarks.arguments import token_budgets
+from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.longmemeval import cv, data, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
+from benchmarks.percentile import percentile
+from benchmarks.provenance import Run
 from benchmarks.variants import add_variant_argument, config_overrides
 from graphrecall import Memory, raymap
 from graphrecall.config import RetrievalConfig, Settings
@@ -73,18 +76,6 @@ def _parse_ks(text: str) -> list[int]:
     return ks
 
 
-def _parse_budgets(text: str) -> list[int]:
-    try:
-        budgets = sorted({int(x) for x in text.split(",") if x.strip()})
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--context-budgets must be comma-separated integers, got {text!r}"
-        ) from None
-    if budgets and budgets[0] < 1:
-        raise argparse.ArgumentTypeError(f"--context-budgets must be positive, got {text!r}")
-    return budgets
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.longmemeval.retrieval", description=__doc__.split("\n")[0]
@@ -109,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--context-budgets",
-        type=_parse_budgets,
+        type=token_budgets,
         default=[2000, 4000],
         help="token budgets at which Memory.context is checked for holding all gold sessions, e.g. 2000,4000",
     )
@@ -351,7 +342,7 @@ def summarize(rows: Sequence[QuestionResult], ks: Sequence[int]) -> dict[str, An
         "bm25_total_s": sum(r.bm25_s for r in rows),
         "ingest_mean_s": sum(ingest) / len(rows) if rows else 0.0,
         "search_mean_s": sum(search) / len(rows) if rows else 0.0,
-        "search_p50_s": sorted(search)[len(search) // 2] if rows else 0.0,
+        "search_p50_s": percentile(search, 50) if rows else 0.0,
         "search_max_s": max(search, default=0.0),
         "rounds_total": sum(r.n_rounds for r in rows),
     }
@@ -560,6 +551,7 @@ def rescore(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    this_run = Run.begin()
     ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     types = [t.strip() for t in args.types.split(",")] if args.types else None
     questions = data.load(args.data, limit=args.limit, types=types)
@@ -694,8 +686,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "turn_unit": "round (user turn + following assistant reply); relevant = holds a has_answer message",
     }
     result = {"config": config, "summary": summary, "questions": [r.__dict__ for r in rows]}
-    (args.out / "retrieval.json").write_text(json.dumps(result, indent=1))
-    (args.out / "retrieval.md").write_text(render_markdown(summary, config, args.k_eval))
+    write_json(args.out / "retrieval.json", result, this_run, indent=1)
+    write_markdown(args.out / "retrieval.md", render_markdown(summary, config, args.k_eval), this_run)
     print_table(summary, args.k_eval)
     if args.variant:
         print("\n" + render_systems(summary, config))

@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.jsonfile import save_report
+from benchmarks.jsonfile import data_file, save_report
 from benchmarks.perf import corpus
+from benchmarks.provenance import Run
 from graphrecall import ingest as ing
 from graphrecall.cli_common import positive_int
 from graphrecall.embed.sentence import SentenceTransformerEmbedder
@@ -40,8 +41,8 @@ def text_chunks(rounds: Sequence[RoundRow], size: int) -> list[list[str]]:
     return [texts[i : i + size] for i in range(0, len(texts), size)]
 
 
-def run(rounds_wanted: int, reps: int) -> dict[str, Any]:
-    rounds = [r for s in corpus.load().take_rounds(rounds_wanted) for r in s.rounds]
+def run(rounds_wanted: int, reps: int, data: Path = corpus.DATA) -> dict[str, Any]:
+    rounds = [r for s in corpus.load(data).take_rounds(rounds_wanted) for r in s.rounds]
     embedder = SentenceTransformerEmbedder()
     texts = round_texts(rounds)[0]
     embedder.embed(texts[:32])  # load and warm up before anything is timed
@@ -91,10 +92,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--reps", type=positive_int, default=2, help="repetitions of each split (default: %(default)s)"
     )
+    ap.add_argument(
+        "--data", type=data_file, default=corpus.DATA, help="LongMemEval_S JSON (default: %(default)s)"
+    )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/chunks"), help="report directory")
     a = ap.parse_args(argv)
-    res = run(a.rounds, a.reps)
-    save_report(a.out, "chunks", res, report(res))
+    this_run = Run.begin()
+    res = run(a.rounds, a.reps, a.data)
+    save_report(a.out, "chunks", res, report(res), this_run)
 
 
 if __name__ == "__main__":

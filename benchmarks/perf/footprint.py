@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.jsonfile import save_report
+from benchmarks.provenance import Run
 from graphrecall import Memory, Scope, Settings
 from graphrecall.embed import HashingEmbedder
 
@@ -152,10 +153,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/footprint"), help="report directory")
     ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temporary one)")
     a = ap.parse_args()
+    this_run = Run.begin()
     sizes = [int(x) for x in a.sizes.split(",") if x]
     with tempfile.TemporaryDirectory() as tmp:
         res = run(a.work or Path(tmp), sizes, a.turns)
-    save_report(a.out, "footprint", res, report(res))
+    save_report(a.out, "footprint", res, report(res), this_run)
 
 
 if __name__ == "__main__":

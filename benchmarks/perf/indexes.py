@@ -40,6 +40,8 @@ from typing import Any
 import kuzu
 import numpy as np
 
+from benchmarks.jsonfile import write_json, write_markdown
+from benchmarks.percentile import percentile
 from benchmarks.perf import synth
 from benchmarks.perf.corpus import load
 from benchmarks.perf.engines import (
@@ -51,6 +53,7 @@ from benchmarks.perf.engines import (
     dir_bytes,
     exact_topk,
 )
+from benchmarks.provenance import Run
 from graphrecall import ingest as ing
 from graphrecall.embed import SentenceTransformerEmbedder, normalize_rows
 from graphrecall.models import utcnow
@@ -85,7 +88,7 @@ def load_now() -> list[float]:
 
 
 def pct(xs: Sequence[float], p: float) -> float:
-    return float(np.percentile(np.asarray(xs), p)) if xs else float("nan")
+    return percentile(xs, p) if xs else float("nan")
 
 
 # -- rows ------------------------------------------------------------------------------------------------------------
@@ -707,10 +710,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     a = p.parse_args(argv)
     if a.report:
-        md = markdown(json.loads((a.out / "indexes.json").read_text()))
-        (a.out / "indexes.md").write_text(md)
+        measured = json.loads((a.out / "indexes.json").read_text())
+        md = markdown(measured)
+        # The figures are the measuring run's, and so is the record (a report from before records existed: this
+        # re-rendering's, which then says only when the Markdown was made).
+        write_markdown(
+            a.out / "indexes.md", md, Run.recorded(measured["run"]) if "run" in measured else Run.begin()
+        )
         print(md)
         return 0
+    this_run = Run.begin()
     skip = {x for x in a.skip.split(",") if x}
     sizes = sorted(int(x) for x in a.sizes.split(","))
     out: Path = a.out
@@ -782,7 +791,7 @@ def main(argv: list[str] | None = None) -> int:
         elif "writes" in prev_sizes.get(n, {}):  # kept from the earlier run, marked as such
             entry["writes"] = {**prev_sizes[n]["writes"], "from_earlier_run": prev.get("command")}
         res["sizes"].append(entry)
-        (out / "indexes.partial.json").write_text(json.dumps(res, indent=1, default=str))
+        write_json(out / "indexes.partial.json", res, this_run, indent=1, partial=True)
     res["semantics"] = semantics(out / "work", st.id)
     if "floors" in skip and prev.get("floors"):
         res["floors"] = prev["floors"]
@@ -794,9 +803,9 @@ def main(argv: list[str] | None = None) -> int:
         res["crash"] = crash_test(out / "work" / str(src_n), a.crash_trials)
     res["load_end"] = load_now()
     res["total_s"] = time.perf_counter() - t_all
-    (out / "indexes.json").write_text(json.dumps(res, indent=1, default=str))
+    write_json(out / "indexes.json", res, this_run, indent=1)
     md = markdown(res)
-    (out / "indexes.md").write_text(md)
+    write_markdown(out / "indexes.md", md, this_run)
     print()
     print(md)
     print(f"wrote {out / 'indexes.json'}, {out / 'indexes.md'}")

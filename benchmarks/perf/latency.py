@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.percentile import percentiles
 from graphrecall import Memory, testing
 from graphrecall.models import Scope
 from graphrecall.store import rounds as q
@@ -20,13 +21,13 @@ K = 10
 
 
 def summarize(ms: Sequence[float]) -> dict[str, float]:
-    a = np.asarray(ms, dtype=np.float64)
+    p50, p95 = percentiles(ms, [50, 95])
     return {
-        "n": float(len(a)),
-        "p50_ms": float(np.percentile(a, 50)),
-        "p95_ms": float(np.percentile(a, 95)),
-        "mean_ms": float(a.mean()),
-        "max_ms": float(a.max()),
+        "n": float(len(ms)),
+        "p50_ms": p50,
+        "p95_ms": p95,
+        "mean_ms": sum(ms) / len(ms),
+        "max_ms": max(ms),
     }
 
 

@@ -39,6 +39,8 @@ import numpy as np
 from benchmarks.jsonfile import save_report
 from benchmarks.longmemeval import data as lme_data
 from benchmarks.longmemeval import harness
+from benchmarks.percentile import percentile
+from benchmarks.provenance import Run
 from graphrecall import Scope, testing
 from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
@@ -265,8 +267,8 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
     return {
         **counts,
         "searches": {name: len(v) for name, v in ms.items()},
-        "p50_ms": {name: round(float(np.percentile(v, 50)), 2) for name, v in ms.items()},
-        "p95_ms": {name: round(float(np.percentile(v, 95)), 2) for name, v in ms.items()},
+        "p50_ms": {name: round(percentile(v, 50), 2) for name, v in ms.items()},
+        "p95_ms": {name: round(percentile(v, 95), 2) for name, v in ms.items()},
     }
 
 
@@ -322,16 +324,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
     p.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = p.parse_args(argv)
+    this_run = Run.begin()
     if args.latency:
         searched = latency(args)
-        save_report(args.out, "passages_latency", searched, latency_markdown(searched))
+        save_report(args.out, "passages_latency", searched, latency_markdown(searched), this_run)
         return
     if args.cost:
         timed = cost(args)
-        save_report(args.out, "passages_cost", timed, cost_markdown(timed))
+        save_report(args.out, "passages_cost", timed, cost_markdown(timed), this_run)
         return
     result = run(args)
-    save_report(args.out, "passages", result, markdown(result, args))
+    save_report(args.out, "passages", result, markdown(result, args), this_run)
 
 
 if __name__ == "__main__":

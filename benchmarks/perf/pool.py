@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.jsonfile import save_report
+<<<<<<< HEAD
 from graphrecall import Memory, Scope, Settings, testing
+=======
+from benchmarks.percentile import percentile
+from benchmarks.provenance import Run
+from graphrecall import Memory, Scope, Settings
+>>>>>>> bench
 from graphrecall.cli_common import positive_int, positive_int_list
 from graphrecall.embed import HashingEmbedder
 
@@ -65,8 +71,13 @@ def run(root: Path, users: int, rounds: int, sizes: list[int], queries: int, pai
                 times.append((time.perf_counter() - t0) * 1000)
             row = out["search"].setdefault(str(size), {"mean_ms": [], "p50_ms": [], "opens": []})
             row["mean_ms"].append(statistics.mean(times))
+<<<<<<< HEAD
             row["p50_ms"].append(statistics.median(times))
             row["opens"].append(testing.pool(m).opens - opened)
+=======
+            row["p50_ms"].append(percentile(times, 50))
+            row["opens"].append(m._pool.opens - opened)
+>>>>>>> bench
     with _open(root, users) as m:
         base = _rss_mb()
         for s in scopes:
@@ -107,9 +118,10 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/pool"), help="report directory")
     a = ap.parse_args()
+    this_run = Run.begin()
     with tempfile.TemporaryDirectory() as tmp:
         res = run(Path(tmp), a.users, a.rounds, a.sizes, a.queries, a.pairs)
-    save_report(a.out, "pool", res, report(res))
+    save_report(a.out, "pool", res, report(res), this_run)
 
 
 if __name__ == "__main__":

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
 
 import matplotlib
 
+from benchmarks import provenance
+from benchmarks.jsonfile import write_json, write_markdown
+from benchmarks.provenance import Run
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 TARGET_P50_MS = 30.0
-
-
-def write_json(res: dict[str, Any], out: Path) -> Path:
-    p = out / "perf.json"
-    p.write_text(json.dumps(res, indent=2, default=str))
-    return p
 
 
 def plot(res: dict[str, Any], out: Path) -> Path:
@@ -230,10 +229,12 @@ def markdown(res: dict[str, Any]) -> str:
     runs = res.get("runs", {})
     lines = ["# graphrecall perf benchmark", ""]
     for phase, info in runs.items():
-        lines.append(
-            f"- {phase}: `{info['config']['command']}` (load average at start "
-            f"{info['machine']['loadavg_start']}, {info['machine']['cpus']} CPUs)"
+        where = (
+            provenance.markdown(info["run"])
+            if "run" in info
+            else f"(load average at start {info['machine']['loadavg_start']}, {info['machine']['cpus']} CPUs)"
         )
+        lines.append(f"- {phase}: `{info['config']['command']}` — {where}")
     lines += [
         "",
         f"kuzu {res['machine']['kuzu']}, embedder `{res['config']['embedder']}` (backend "
@@ -250,7 +251,11 @@ SECTIONS = ("ingest", "disk_floor", "base", "sizes", "many_scopes")
 
 def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """``old`` with every section ``new`` measured replacing its counterpart (phases run separately combine)."""
-    out = {**old, **{k: v for k, v in new.items() if k not in ("runs", "memory")}}
+    # "run" is the record of the run that writes the file (``write_all``); each phase keeps its own under "runs".
+    out = {
+        **{k: v for k, v in old.items() if k != "run"},
+        **{k: v for k, v in new.items() if k not in ("runs", "memory", "run")},
+    }
     out["runs"] = {**old.get("runs", {}), **new.get("runs", {})}
     om, nm = old.get("memory", {}), new.get("memory", {})
     out["memory"] = {
@@ -260,23 +265,37 @@ def merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_all(res: dict[str, Any], out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [write_json(res, out)]
-    md = out / "perf.md"
-    md.write_text(markdown(res))
-    paths.append(md)
+def write_all(res: dict[str, Any], out: Path, run: Run) -> list[Path]:
+    """perf.json, perf.md and latency.png in ``out``; ``run``'s record goes into the first two."""
+    paths = [write_json(out / "perf.json", res, run), write_markdown(out / "perf.md", markdown(res), run)]
     if res.get("sizes"):
         paths.append(plot(res, out))
     return paths
 
 
-if __name__ == "__main__":
-    import sys
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.perf.report",
+        description="Re-render perf.md and latency.png from a perf.json (after a change to the report's layout), "
+        "optionally merging the sections that other runs measured (phases run separately with --only).",
+    )
+    p.add_argument(
+        "out",
+        nargs="?",
+        type=Path,
+        default=Path("benchmarks/results/perf"),
+        help="report directory holding perf.json (default: benchmarks/results/perf)",
+    )
+    p.add_argument("others", nargs="*", type=Path, help="other runs' report directories, merged in order")
+    a = p.parse_args(argv)
+    merged = json.loads((a.out / "perf.json").read_text())
+    # The file-level record stays the measuring run's (each phase's own is under "runs"), not this re-rendering's.
+    run = Run.recorded(merged.pop("run")) if "run" in merged else Run.begin()
+    for other in a.others:
+        merged = merge(merged, json.loads((other / "perf.json").read_text()))
+    print(write_all(merged, a.out, run))
+    return 0
 
-    # python -m benchmarks.perf.report [OUT [OTHER_OUT ...]]: regenerate OUT's report, merging other runs' sections.
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("benchmarks/results/perf")
-    merged = json.loads((target / "perf.json").read_text())
-    for other in sys.argv[2:]:
-        merged = merge(merged, json.loads((Path(other) / "perf.json").read_text()))
-    print(write_all(merged, target))
+
+if __name__ == "__main__":
+    raise SystemExit(main())

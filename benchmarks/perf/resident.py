@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.jsonfile import save_report
+<<<<<<< HEAD
 from graphrecall import Memory, Scope, Settings, testing
+=======
+from benchmarks.percentile import percentiles
+from benchmarks.provenance import Run
+from graphrecall import Memory, Scope, Settings
+>>>>>>> bench
 from graphrecall.cli_common import positive_int, positive_int_list
 from graphrecall.embed import HashingEmbedder
 
@@ -54,8 +60,8 @@ def measure(root: Path, rounds: int, resident: bool, queries: int) -> dict[str, 
             t0 = time.perf_counter()
             m.search(SCOPE, f"which bakery {i} sold rye bread", k=10)
             times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    return {"p50_ms": statistics.median(times), "p95_ms": times[int(0.95 * (len(times) - 1))]}
+    p50, p95 = percentiles(times, [50, 95])
+    return {"p50_ms": p50, "p95_ms": p95}
 
 
 def run(work: Path, sizes: list[int], queries: int, pairs: int) -> dict[str, Any]:
@@ -109,9 +115,10 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/resident"), help="report directory")
     a = ap.parse_args()
+    this_run = Run.begin()
     with tempfile.TemporaryDirectory() as tmp:
         res = run(Path(tmp), a.sizes, a.queries, a.pairs)
-    save_report(a.out, "resident", res, report(res))
+    save_report(a.out, "resident", res, report(res), this_run)
 
 
 if __name__ == "__main__":

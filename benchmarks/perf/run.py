@@ -19,9 +19,11 @@ from typing import Any
 
 import kuzu
 
+from benchmarks.jsonfile import data_file
 from benchmarks.perf import disk, latency, report, scopes, synth, throughput
-from benchmarks.perf.corpus import Corpus, load
+from benchmarks.perf.corpus import DATA, Corpus, load
 from benchmarks.perf.memwatch import RssWatch
+from benchmarks.provenance import Run
 from graphrecall import Memory, testing
 from graphrecall.config import Settings
 from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
@@ -50,6 +52,9 @@ METHOD = (
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.perf.run", description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000,10000,100000", help="store sizes in rounds, ascending")
+    p.add_argument(
+        "--data", type=data_file, default=DATA, help="LongMemEval_S JSON, the corpus (default: %(default)s)"
+    )
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     p.add_argument("--quick", action="store_true", help="1k and 10k only, fewer queries and repeats")
     p.add_argument("--queries", type=int, default=100, help="queries per latency measurement (index path)")
@@ -91,6 +96,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    this_run = Run.begin()
     sizes = sorted(int(x) for x in a.sizes.split(","))
     only = {x.strip() for x in a.only.split(",") if x.strip()}
     if unknown := only - set(PHASES):
@@ -104,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     watch = RssWatch().start()
     t_all = time.perf_counter()
     print("loading LongMemEval ...", flush=True)
-    corpus = load()
+    corpus = load(a.data)
     queries = [text for text, _ in corpus.questions]
     st = SentenceTransformerEmbedder()
     run_info = {
@@ -150,10 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     res["memory"]["phases"].update(watch.phases)
     res["memory"]["process_peak_mib"] = max(res["memory"]["process_peak_mib"], RssWatch.process_peak_mib())
     res["total_seconds"] = time.perf_counter() - t_all
+    run_info["run"] = this_run.finish()  # the record of every phase this run measured (the dict "runs" holds)
     prev = out / "perf.json"
     if prev.exists() and only != set(PHASES):  # read at the end: another phase may have finished meanwhile
         res = report.merge(json.loads(prev.read_text()), res)
-    paths = report.write_all(res, out)
+    paths = report.write_all(res, out, this_run)
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
     print()

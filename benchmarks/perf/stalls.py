@@ -17,7 +17,6 @@ import collections
 import contextlib
 import gc
 import random
-import statistics
 import tempfile
 import threading
 import time
@@ -29,6 +28,8 @@ from typing import Any
 from benchmarks.jsonfile import save_report
 from benchmarks.load.http_load import WORDS
 from benchmarks.load.openloop import arrival_times
+from benchmarks.percentile import percentile, percentiles
+from benchmarks.provenance import Run
 from graphrecall import Memory, Scope, Settings
 from graphrecall.cli_common import positive_int
 from graphrecall.store import database
@@ -108,11 +109,6 @@ class Recorder:
             self._gc_start = None
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
-
-
 def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     rng = random.Random(args.seed)
 
@@ -176,11 +172,12 @@ def summarize(
     ops: dict[str, Any] = {}
     for op in ("write", "search"):
         lat = [(end - sched) * 1000 for o, sched, _, end in samples if o == op]
+        p50, p90, p99 = percentiles(lat, [50, 90, 99]) if lat else (0.0, 0.0, 0.0)
         ops[op] = {
             "n": len(lat),
-            "p50_ms": pct(lat, 0.5),
-            "p90_ms": pct(lat, 0.9),
-            "p99_ms": pct(lat, 0.99),
+            "p50_ms": p50,
+            "p90_ms": p90,
+            "p99_ms": p99,
             "max_ms": max(lat, default=0.0),
         }
     steps: dict[str, Any] = {}
@@ -190,8 +187,8 @@ def summarize(
     for kind, ms in sorted(by_kind.items()):
         steps[kind] = {
             "n": len(ms),
-            "p50_ms": statistics.median(ms),
-            "p99_ms": pct(ms, 0.99),
+            "p50_ms": percentile(ms, 50),
+            "p99_ms": percentile(ms, 99),
             "max_ms": max(ms),
         }
     slow = []
@@ -259,11 +256,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/stalls"), help="report directory")
     args = ap.parse_args(argv)
+    this_run = Run.begin()
     if args.rate <= 0 or args.duration <= 0 or not 0 <= args.write_ratio <= 1:
         ap.error("--rate and --duration must be positive and --write-ratio within 0-1")
     with tempfile.TemporaryDirectory(prefix="stalls-") as tmp:
         res = run(args, Path(tmp))
-    save_report(args.out, "stalls", res, report(res))
+    save_report(args.out, "stalls", res, report(res), this_run)
 
 
 if __name__ == "__main__":

@@ -14,16 +14,18 @@ Kuzu transaction (and checkpoint) per call.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import provenance
+from benchmarks.jsonfile import write_json, write_markdown
+from benchmarks.percentile import percentile
 from benchmarks.perf.footprint import scope_files
+from benchmarks.provenance import Run
 from graphrecall import Memory, Scope, writer
 from graphrecall.config import Settings
 from graphrecall.embed import default_embedder
@@ -53,11 +55,6 @@ def _session(i: int, rng: random.Random) -> list[dict[str, str]]:
 
 def _du(root: Path, scope: Scope) -> int:
     return sum(scope_files(root, scope).values())
-
-
-def _pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
 def run(turns: int, base_sessions: int, seed: int, flush_age: float = 0.5) -> dict[str, Any]:
@@ -113,8 +110,8 @@ def run(turns: int, base_sessions: int, seed: int, flush_age: float = 0.5) -> di
     for name in sides:
         lat = latency[name]
         out[name] = {
-            "p50_ms": statistics.median(lat),
-            "p99_ms": _pct(lat, 0.99),
+            "p50_ms": percentile(lat, 50),
+            "p99_ms": percentile(lat, 99),
             "max_ms": max(lat),
             "next_search_found": f"{found[name]}/{turns}",
             "disk_growth_kb_per_turn": (after[name] - before[name]) / turns / 1024,
@@ -136,10 +133,10 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/turns"))
     args = ap.parse_args()
+    this_run = Run.begin()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     res = run(args.turns, args.base_sessions, args.seed, args.flush_age)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "turns.json").write_text(json.dumps(res, indent=2))
+    write_json(args.out / "turns.json", res, this_run)
     lines = [
         f"# One turn at a time ({res['turns']} turns per side, {res['base_sessions']}-session warm scope, "
         f"flush age {res['flush_max_age_s']:g} s, load {res['load']:.1f})",
@@ -155,8 +152,9 @@ def main() -> None:
         )
     lines.append(f"\np50 log / direct: {res['p50_ratio_log_over_direct']:.3f}")
     text = "\n".join(lines)
-    (args.out / "turns.md").write_text(text + "\n")
+    write_markdown(args.out / "turns.md", text, this_run)
     print(text)
+    print(provenance.markdown(this_run.finish()))
 
 
 if __name__ == "__main__":

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -27,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import percentile
+from benchmarks.provenance import Run
 from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message, Role
 from graphrecall.store.wal import Flusher, ScopeLog, WriteEntry, WriteLog
@@ -54,12 +54,8 @@ def turn(i: int, rng: np.random.Generator) -> WriteEntry:
 
 
 def percentiles(ms: Sequence[float]) -> dict[str, float]:
-    a = np.asarray(ms)
-    return {
-        "p50_ms": round(float(np.percentile(a, 50)), 3),
-        "p99_ms": round(float(np.percentile(a, 99)), 3),
-        "max_ms": round(float(a.max()), 3),
-    }
+    p50, p99 = percentile.percentiles(ms, [50, 99])
+    return {"p50_ms": round(p50, 3), "p99_ms": round(p99, 3), "max_ms": round(max(ms), 3)}
 
 
 def run(mode: str, entries: Sequence[WriteEntry], directory: Path) -> dict[str, Any]:
@@ -98,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--dir", type=Path, default=None, help="where the logs go (default: a temp dir)")
     args = ap.parse_args(argv)
+    this_run = Run.begin()
     rng = np.random.default_rng(0)
     entries = [turn(i, rng) for i in range(args.n)]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
@@ -107,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "fsync_cost_ratio_p50": round(full["p50_ms"] / max(normal["p50_ms"], 1e-6), 1),
         "payload_bytes": len(entries[0].payload_json()) + len(entries[0].vector_blob()),
-        "uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
-        "cpus": os.cpu_count(),
+        "run": this_run.finish(),
     }
     print(json.dumps(report, indent=2))
     return 0

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+<<<<<<< HEAD
 from benchmarks.sessionrank import (
     BASE_SYSTEMS,
     SEARCH_K,
@@ -42,6 +43,12 @@ from benchmarks.sessionrank import (
     rank_history,
     score,
 )
+=======
+from benchmarks.jsonfile import write_json, write_markdown
+from benchmarks.longmemeval import metrics
+from benchmarks.longmemeval.bm25 import BM25
+from benchmarks.provenance import Run
+>>>>>>> bench
 from benchmarks.smallstore import data
 from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, testing
@@ -200,6 +207,7 @@ def render_markdown(summary: dict[str, Any], rows: Sequence[dict[str, Any]], con
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    this_run = Run.begin()
     splits = list(data.SPLITS) if args.split == "all" else [args.split]
     histories = [(split, h) for split in splits for h in data.load(split, args.data_dir)]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -276,11 +284,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "wall_s": time.perf_counter() - t0,
         "llm_rerank": llm_cost,
     }
-    (args.out / "smallstore.json").write_text(
-        json.dumps({"config": config, "summary": summary, "questions": rows}, indent=1)
+    write_json(
+        args.out / "smallstore.json",
+        {"config": config, "summary": summary, "questions": rows},
+        this_run,
+        indent=1,
     )
     md = render_markdown(summary, rows, config)
-    (args.out / "smallstore.md").write_text(md)
+    write_markdown(args.out / "smallstore.md", md, this_run)
     print("\n" + md)
     print(f"wrote {args.out / 'smallstore.json'} and {args.out / 'smallstore.md'}")
     return 0

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.fakeserver import FakeHTTPServer, Recorded, Reply
 
 from graphrecall import Memory, NotAvailable, Scope
 from graphrecall.cli import main as cli_main
 from graphrecall.embed import HashingEmbedder
 from graphrecall.errors import InvalidInput
 from graphrecall.llm import ScriptedLLM, Step
-from graphrecall.llm.fakeserver import FakeHTTPServer, Recorded, Reply
 from graphrecall.read import Answer
 
 

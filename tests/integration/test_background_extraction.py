@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.fakeserver import FakeHTTPServer, Recorded
 
 from graphrecall import Memory, Scope
 from graphrecall.embed import HashingEmbedder
@@ -23,7 +24,6 @@ from graphrecall.errors import StorageFull
 from graphrecall.extract import ExtractionConfig
 from graphrecall.extract.queue import ExtractionQueue
 from graphrecall.llm import LLMRateLimited, ScriptedLLM
-from graphrecall.llm.fakeserver import FakeHTTPServer, Recorded
 from graphrecall.params import ExtractParams
 from graphrecall.services.knowledge import KnowledgeService
 

@@ -1,5 +1,5 @@
-"""The documentation's examples run: fenced blocks in README.md and docs/*.md marked runnable are executed, so a
-command or snippet that stops working fails here, naming the file and line of its block.
+"""The documentation's examples run: fenced blocks in README.md, benchmarks/README.md and docs/*.md marked runnable
+are executed, so a command or snippet that stops working fails here, naming the file and line of its block.
 
 Markers (docs/contributing.md): an HTML comment on the line right before the opening fence, invisible on GitHub.
 
@@ -11,7 +11,7 @@ Markers (docs/contributing.md): an HTML comment on the line right before the ope
 - ``<!-- doctest: model -->``: a shell block that runs with the real embedding model (when its output is the point).
 - ``<!-- doctest: skip REASON -->``: never run; the reason is required (starts a server, needs an LLM, installs).
 
-Every shell and Python block of README.md and docs/*.md must carry one of these markers, and every fence must name
+Every shell and Python block of those files must carry one of these markers, and every fence must name
 its language (``text`` for output and diagrams), so a new example cannot silently stay untested. Blocks that do not
 run are still checked for what can be checked without running them (``test_commands_name_what_exists``): Python
 compiles and its ``graphrecall`` imports resolve; a ``graphrecall`` command line uses a real subcommand and real
@@ -88,7 +88,7 @@ def blocks(path: Path) -> list[Block]:
 
 
 def doc_files() -> list[Path]:
-    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    return [REPO / "README.md", REPO / "benchmarks" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
 def _environment(tmp: Path, *, hashing: bool) -> dict[str, str]:

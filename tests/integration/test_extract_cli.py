@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.fakeserver import FakeHTTPServer, Recorded
 
 from graphrecall.cli import main
-from graphrecall.llm.fakeserver import FakeHTTPServer, Recorded
 
 
 def completion(content: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -13,7 +13,7 @@ from graphrecall.llm.anthropic import AnthropicLLM
 
 pytest.importorskip("anthropic")  # an optional extra; also pays the SDK import at collection
 
-from graphrecall.llm.fakeserver import FakeHTTPServer, Recorded, Reply
+from tests.fakeserver import FakeHTTPServer, Recorded, Reply
 
 
 class Mood(BaseModel):

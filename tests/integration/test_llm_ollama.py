@@ -13,7 +13,8 @@ from graphrecall.llm import ChatMessage, LLMError, ToolSpec
 
 pytest.importorskip("ollama")  # an optional extra; also pays the SDK import at collection
 
-from graphrecall.llm.fakeserver import FakeHTTPServer, Recorded, Reply
+from tests.fakeserver import FakeHTTPServer, Recorded, Reply
+
 from graphrecall.llm.ollama import OllamaLLM
 
 

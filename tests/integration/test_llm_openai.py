@@ -17,7 +17,8 @@ from graphrecall.llm import ChatMessage, LLMError, LLMRateLimited, ToolCall, Too
 
 pytest.importorskip("openai")  # an optional extra; also pays the SDK import at collection
 
-from graphrecall.llm.fakeserver import FakeHTTPServer, Recorded, Reply
+from tests.fakeserver import FakeHTTPServer, Recorded, Reply
+
 from graphrecall.llm.openai import OpenAILLM
 
 

@@ -348,9 +348,11 @@ def test_the_latency_benchmark_times_every_system_on_the_same_haystacks(tmp_path
     out = tmp_path / "out"
     args = ["--data", str(path), "--embedder", "hashing", "--repeats", "2", "--out", str(out)]
     assert latency.main([*args, "--time-range-only", "--variant", 'off={"in_range_weight": 0}']) == 0
-    rows = json.loads((out / "latency.json").read_text())
+    report = json.loads((out / "latency.json").read_text())
+    rows = report["systems"]
     assert [r["system"] for r in rows] == ["ours", "off"]
     assert all(r["searches"] == 2 and r["p50_ms"] > 0 for r in rows)  # one question kept: the timed one
     assert "| off |" in (out / "latency.md").read_text()
+    assert report["run"]["machine"]["cores"] and "Run: commit" in (out / "latency.md").read_text()
     with pytest.raises(SystemExit, match="at least 1"):
         latency.main([*args, "--repeats", "0"])

@@ -79,10 +79,10 @@ def _rows(out: Path) -> dict[str, dict[str, Any]]:
 def test_extract_runs_many_scopes_as_tasks_on_the_cluster(cluster: str, tmp_path: Path, capsys: Any) -> None:
     """``graphrecall extract --all-scopes --ray ADDRESS``: each scope a task; workers open the same root (one
     machine here) and reach the LLM server the driver checked."""
+    from tests.fakeserver import FakeHTTPServer
     from tests.integration.test_extract_cli import handler
 
     from graphrecall.cli import main
-    from graphrecall.llm.fakeserver import FakeHTTPServer
 
     session = [{"session_id": "s1", "date": "2024-01-10T10:00:00",
                 "messages": [{"role": "user", "content": "I live in Munich"}]}]  # fmt: skip

@@ -19,6 +19,7 @@ from benchmarks.locomo import data as locomo
 from benchmarks.longmemeval import data as lme
 from benchmarks.longmemeval.judge import Judge, OfficialJudgeError, is_yes, load_official, template_for
 from benchmarks.longmemeval.qa import answer_question, categories, run_all, summarize, write_outputs
+from benchmarks.provenance import Run
 
 from graphrecall import Memory, Settings
 from graphrecall.embed import HashingEmbedder
@@ -123,7 +124,7 @@ def test_summary_counts_categories_and_reports_are_written(tmp_path: Path) -> No
         s["by_category"]["abstention"]["n"] == 1 and s["by_category"]["temporal-reasoning"]["accuracy"] == 1.0
     )
     assert s["tokens"]["reader_input_tokens"] == 10 and s["cost_usd"]["judge_cost_usd"] == 0.5
-    report = write_outputs(tmp_path, "LongMemEval QA", s, {"command": "x", "reader": "scripted"})
+    report = write_outputs(tmp_path, "LongMemEval QA", s, {"command": "x", "reader": "scripted"}, Run.begin())
     text = report.read_text()
     assert "| multi-session | 2 | 50.0% | 1 |" in text and "![accuracy per category](accuracy.png)" in text
     assert (tmp_path / "accuracy.png").read_bytes()[:4] == b"\x89PNG"
