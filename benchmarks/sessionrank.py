@@ -13,12 +13,8 @@ A session ranks where its best round ranks; R@1, R@3 and MRR are by gold session
 
 from __future__ import annotations
 
-import os
-import platform
-import subprocess
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from benchmarks.longmemeval import metrics
@@ -98,34 +94,4 @@ def means(rows: Sequence[dict[str, Any]], system: str) -> dict[str, float]:
     n = len(rows)
     return {k: (sum(r["scores"][system][k] for r in rows) / n if n else float("nan")) for k in METRICS} | {
         "n": n
-    }
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def provenance() -> dict[str, Any]:
-    """What a report needs to be reproduced: the commit (and whether the tree had changes), the date, the machine."""
-    repo = Path(__file__).resolve().parents[1]
-
-    def git(*args: str) -> str:
-        try:
-            done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
-        return done.stdout.strip() if done.returncode == 0 else ""
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {
-        "commit": git("rev-parse", "HEAD") or "unknown",
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-        "date": datetime.now().astimezone().isoformat(timespec="seconds"),
-        "machine": f"{cpu}, {os.cpu_count()} CPUs visible, {platform.system()} {platform.release()}, "
-        f"Python {platform.python_version()}",
     }

@@ -22,7 +22,6 @@ Questions and gold labels never reach the store. Only dev misses are listed (the
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
 import sys
@@ -32,14 +31,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.jsonfile import write_json, write_markdown
 from benchmarks.multilingual import data
+from benchmarks.provenance import Run
 from benchmarks.sessionrank import (
     BASE_SYSTEMS,
     SEARCH_K,
     dense_retriever,
-    load_average,
     means,
-    provenance,
     rank_history,
     score,
 )
@@ -157,10 +156,7 @@ def render_markdown(summary: dict[str, Any], rows: Sequence[dict[str, Any]], con
         "",
         f"Command: `{config['command']}`  ",
         f"Embedder: `{config['embedder']}` ({config['embedder_id']})  ",
-        f"Commit: `{config['commit']}`{' (with uncommitted changes)' if config['dirty'] else ''}; "
-        f"date {config['date']}  ",
-        f"Machine: {config['machine']}; load average at start / end {config['load_start']} / "
-        f"{config['load_end']}; wall {config['wall_s']:.0f} s",
+        f"Wall {config['wall_s']:.0f} s (the run's commit, machine and load: the last line)",
         "",
         "R@1 / R@3 / MRR by gold session. Rows: all questions, the questions of each history language, then "
         "cross-lingual (asked in another language than the answer was said in), same-language, changed-fact and "
@@ -201,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         histories = [(split, h) for split, h in histories if h.id in args.history]
     out: Path = args.out or RESULTS / _slug(args.embedder)
     out.mkdir(parents=True, exist_ok=True)
-    load_start = load_average()
+    this_run = Run.begin()
     t0 = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="multilingual-"))
     rows: list[dict[str, Any]] = []
@@ -224,22 +220,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         + " ".join(sys.argv[1:] if argv is None else argv),
         "embedder": args.embedder,
         "embedder_id": embedder_id,
-        **provenance(),
         "splits": splits,
         "histories": [h.id for _, h in histories],
         "systems": systems,
         "retrieval_config": settings.retrieval.model_dump(),
         "search_k": SEARCH_K,
-        "load_start": load_start,
-        "load_end": load_average(),
         "wall_s": time.perf_counter() - t0,
     }
-    (out / "multilingual.json").write_text(
-        json.dumps({"config": config, "summary": summary, "questions": rows}, indent=1, ensure_ascii=False),
-        encoding="utf-8",
+    write_json(
+        out / "multilingual.json",
+        {"config": config, "summary": summary, "questions": rows},
+        this_run,
+        indent=1,
     )
     md = render_markdown(summary, rows, config)
-    (out / "multilingual.md").write_text(md, encoding="utf-8")
+    write_markdown(out / "multilingual.md", md, this_run)
     print("\n" + md)
     print(f"wrote {out / 'multilingual.json'} and {out / 'multilingual.md'}")
     return 0

@@ -23,13 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.jsonfile import save_report
-<<<<<<< HEAD
-from graphrecall import Memory, Scope, Settings, testing
-=======
 from benchmarks.percentile import percentile
 from benchmarks.provenance import Run
-from graphrecall import Memory, Scope, Settings
->>>>>>> bench
+from graphrecall import Memory, Scope, Settings, testing
 from graphrecall.cli_common import positive_int, positive_int_list
 from graphrecall.embed import HashingEmbedder
 
@@ -71,13 +67,8 @@ def run(root: Path, users: int, rounds: int, sizes: list[int], queries: int, pai
                 times.append((time.perf_counter() - t0) * 1000)
             row = out["search"].setdefault(str(size), {"mean_ms": [], "p50_ms": [], "opens": []})
             row["mean_ms"].append(statistics.mean(times))
-<<<<<<< HEAD
-            row["p50_ms"].append(statistics.median(times))
-            row["opens"].append(testing.pool(m).opens - opened)
-=======
             row["p50_ms"].append(percentile(times, 50))
-            row["opens"].append(m._pool.opens - opened)
->>>>>>> bench
+            row["opens"].append(testing.pool(m).opens - opened)
     with _open(root, users) as m:
         base = _rss_mb()
         for s in scopes:

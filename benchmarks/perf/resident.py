@@ -24,13 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.jsonfile import save_report
-<<<<<<< HEAD
-from graphrecall import Memory, Scope, Settings, testing
-=======
 from benchmarks.percentile import percentiles
 from benchmarks.provenance import Run
-from graphrecall import Memory, Scope, Settings
->>>>>>> bench
+from graphrecall import Memory, Scope, Settings, testing
 from graphrecall.cli_common import positive_int, positive_int_list
 from graphrecall.embed import HashingEmbedder
 

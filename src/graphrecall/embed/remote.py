@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -69,14 +69,18 @@ class RemoteSettings:
     document_prefix: str = ""
     batch: int = 64
     concurrency: int = 4
-    retry: RetryPolicy = RetryPolicy(max_retries=3, timeout=60.0, retry_timeouts=True)
+    retry: RetryPolicy = field(
+        default_factory=lambda: RetryPolicy(max_retries=3, timeout=60.0, retry_timeouts=True)
+    )
 
     @classmethod
     def from_env(cls, provider: Provider, env: Mapping[str, str] | None = None) -> RemoteSettings:
         e = os.environ if env is None else env
         if provider == "openai":
             url = e.get("GRAPHRECALL_EMBED_BASE_URL", "").strip() or OPENAI_URL
-            key = e.get("GRAPHRECALL_EMBED_API_KEY", "").strip() or e.get("OPENAI_API_KEY", "").strip() or None
+            key = (
+                e.get("GRAPHRECALL_EMBED_API_KEY", "").strip() or e.get("OPENAI_API_KEY", "").strip() or None
+            )
             if key is None and url.rstrip("/") == OPENAI_URL:
                 raise ConfigurationError(
                     "OpenAI's embeddings API needs a key: set GRAPHRECALL_EMBED_API_KEY or OPENAI_API_KEY (or "
@@ -84,7 +88,11 @@ class RemoteSettings:
                     where="GRAPHRECALL_EMBED_API_KEY",
                 )
         else:
-            url = e.get("GRAPHRECALL_EMBED_BASE_URL", "").strip() or e.get("OLLAMA_HOST", "").strip() or OLLAMA_URL
+            url = (
+                e.get("GRAPHRECALL_EMBED_BASE_URL", "").strip()
+                or e.get("OLLAMA_HOST", "").strip()
+                or OLLAMA_URL
+            )
             key = e.get("GRAPHRECALL_EMBED_API_KEY", "").strip() or None
         if "://" not in url:
             url = f"http://{url}"  # OLLAMA_HOST is often host:port
@@ -162,7 +170,9 @@ class RemoteEmbedder:
                 if attempt >= policy.max_retries:
                     if e.unreachable:
                         raise Unreachable(f"embeddings server {self.url} did not answer: {e}") from None
-                    raise EmbeddingFailed(f"embeddings server {self.url}: {e} (after {attempt + 1} tries)") from None
+                    raise EmbeddingFailed(
+                        f"embeddings server {self.url}: {e} (after {attempt + 1} tries)"
+                    ) from None
                 time.sleep(policy.delay(attempt, e.retry_after))
                 attempt += 1
 
@@ -177,7 +187,9 @@ class RemoteEmbedder:
         except httpx.TransportError as e:
             raise _Retry(f"{type(e).__name__}: {e}", unreachable=True) from None
         if r.status_code == 429 or r.status_code >= 500 or r.status_code == 408:
-            raise _Retry(f"HTTP {r.status_code}: {r.text[:200]}", parse_retry_after(r.headers.get("retry-after")))
+            raise _Retry(
+                f"HTTP {r.status_code}: {r.text[:200]}", parse_retry_after(r.headers.get("retry-after"))
+            )
         if r.status_code in (401, 403):
             raise ConfigurationError(
                 f"embeddings server {self.url} refused the key (HTTP {r.status_code}): {r.text[:200]}",
@@ -206,7 +218,9 @@ class RemoteEmbedder:
                 raw = list(body["embeddings"])
             vecs = np.asarray(raw, dtype=np.float32)
         except (KeyError, TypeError, ValueError) as e:
-            raise EmbeddingFailed(f"embeddings server {self.url} answered a body without vectors ({e!r})") from None
+            raise EmbeddingFailed(
+                f"embeddings server {self.url} answered a body without vectors ({e!r})"
+            ) from None
         if vecs.ndim != 2 or vecs.shape[0] != count:
             got = vecs.shape[0] if vecs.ndim >= 1 else 0
             raise EmbeddingFailed(f"embeddings server {self.url} sent {got} vectors for {count} texts")

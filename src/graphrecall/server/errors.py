@@ -13,7 +13,16 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from graphrecall.errors import GraphRecallError, InvalidInput, NotAvailable, NotFound, StorageFull, StoreBusy
+from graphrecall.errors import (
+    EmbeddingFailed,
+    GraphRecallError,
+    InvalidInput,
+    NotAvailable,
+    NotFound,
+    StorageFull,
+    StoreBusy,
+    Unreachable,
+)
 from graphrecall.params import first_problem
 from graphrecall.store.wal import FlushFailed, WriteLogCorrupt, WriteLogError
 
@@ -110,6 +119,16 @@ def _library(_: Request, exc: Exception) -> JSONResponse:
             503,
             exc.code,
             "the server's store could not be written just now; nothing of this request was stored; retry",
+            headers={"Retry-After": "5"},
+        )
+    if isinstance(exc, EmbeddingFailed | Unreachable):
+        # The embeddings (or LLM) server this one relies on failed: nothing of the request was stored; retry later.
+        log.error("a server this one relies on failed: %s", exc)
+        return error_response(
+            503,
+            exc.code,
+            "a service this server relies on (its embedding model server) failed; nothing of this request was "
+            "stored; retry",
             headers={"Retry-After": "5"},
         )
     if isinstance(exc, NotAvailable):
