@@ -612,7 +612,6 @@ class Memory:
             plan = erase_store.plan(db, sessions=sessions, messages=messages, facts=facts, events=events)
             if not dry_run and not plan.empty():
                 erase_store.apply(db, plan)
-                self._writer.forget_known(db)
                 if self._queue is not None or self._queue_file().exists():
                     self._extraction_queue(start=False).forget_sessions(s, plan.sessions)
         return Erasure(scope=s, dry_run=dry_run, **dataclasses.asdict(plan))
