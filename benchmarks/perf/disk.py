@@ -19,6 +19,7 @@ from graphrecall import ingest as ing
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
 from graphrecall.store.database import DEFAULT_BUFFER_POOL, DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
+from graphrecall.store.rows import SessionRow
 
 MB = 1e6
 
@@ -61,7 +62,7 @@ def _tiny_session(i: int, dim: int) -> dict[str, Any]:
     v = rng.standard_normal((len(rounds), dim)).astype(np.float32)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     return {
-        "new_sessions": [(sid, at)],
+        "new_sessions": [SessionRow(sid, at)],
         "messages": rows,
         "rounds": rounds,
         "user_vecs": v,

@@ -57,7 +57,7 @@ from graphrecall.models import utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
-from graphrecall.store.rows import MessageRow, RoundRow
+from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 from graphrecall.text import query_terms
 
 DATA = Path("../shared/data/longmemeval/longmemeval_s_dev.json.gz")
@@ -147,7 +147,7 @@ def make_rows(
         rows.rounds.extend(b.rounds)
         vec_parts.append(np.stack(b.user).astype(np.float32))
         rows.messages.update({m.id: m for m in b.messages})
-        rows.sessions.update(dict(b.sessions))
+        rows.sessions.update({x.id: x.started_at for x in b.sessions})
     rows.vecs = np.concatenate(vec_parts)
     return rows, questions, qv
 
@@ -157,7 +157,7 @@ def write_round(
 ) -> None:
     q.write_batch(
         txn,
-        new_sessions=[(r.session_id, at)] if new_session else [],
+        new_sessions=[SessionRow(r.session_id, at)] if new_session else [],
         messages=msgs,
         rounds=[r],
         user_vecs=vecs,
@@ -222,7 +222,7 @@ def build_kuzu(
         conn.execute("BEGIN TRANSACTION")
         q.write_batch(
             WriteTxn(conn),
-            new_sessions=[(s, rows.sessions[s]) for s in sids],
+            new_sessions=[SessionRow(s, rows.sessions[s]) for s in sids],
             messages=[rows.messages[m] for r in chunk for m in r.message_ids],
             rounds=chunk,
             user_vecs=rows.vecs[a : a + len(chunk)],
@@ -391,7 +391,7 @@ def measure_writes(
             with db.write() as txn:
                 q.write_batch(
                     txn,
-                    new_sessions=[(r.session_id, r.at) for r, _, _ in docs[:done]],
+                    new_sessions=[SessionRow(r.session_id, r.at) for r, _, _ in docs[:done]],
                     messages=[m for _, msgs, _ in docs[:done] for m in msgs],
                     rounds=[r for r, _, _ in docs[:done]],
                     user_vecs=np.concatenate([v for _, _, v in docs[:done]]),

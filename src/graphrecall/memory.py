@@ -251,11 +251,12 @@ class Memory:
         s = as_scope(scope)
         _check_id(session_id, "session_id")
         msgs = ing.validate_messages(_message_list(messages, "messages"))
+        when = parse_date(date, where="date") if date is not None else None
 
         def append(db: ScopeDatabase) -> IngestResult:
             start = self._writer.next_index(db, s, session_id)
             numbered = [m if m.id else m.model_copy(update={"idx": start + i}) for i, m in enumerate(msgs)]
-            return self._writer.write(db, s, [(session_id, numbered, date)], start_idx={session_id: start})
+            return self._writer.write(db, s, [(session_id, numbered, when)], start_idx={session_id: start})
 
         return self._write(s, append)
 
@@ -285,7 +286,7 @@ class Memory:
             raise InvalidInput(
                 f"expected a list of sessions, got {type(sessions).__name__}", where="sessions"
             )
-        items: list[tuple[str, list[Message], datetime | str | None]] = []
+        items: list[tuple[str, list[Message], datetime | None]] = []
         message_ids: set[str] = set()
         for i, raw in enumerate(sessions):
             where = f"sessions[{i}]"

@@ -17,21 +17,22 @@ from datetime import datetime
 import numpy as np
 
 from graphrecall import ingest as ing
-from graphrecall.dates import parse_date
 from graphrecall.embed import Embedder
 from graphrecall.embed.base import Vectors
 from graphrecall.embed.passages import PASSAGE_FROM_CHARS, embed_passages
-from graphrecall.models import IngestResult, Message, Scope, utcnow
+from graphrecall.models import IngestResult, Message, Scope, ensure_utc, utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase, WriteTxn
 from graphrecall.store.logs import ScopeLogs
-from graphrecall.store.rows import MessageRow, RoundRow
+from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 from graphrecall.store.wal import WriteEntry
 
 # Texts per embedding call when a large batch is embedded while its rounds are written (``_embed_and_write``).
 TEXT_CHUNK = 96
 
-SessionBatch = Sequence[tuple[str, list[Message], datetime | str | None]]
+SessionBatch = Sequence[tuple[str, list[Message], datetime | None]]
+"""(session id, its validated messages, its date or None): dates arrive parsed (the facade parses what callers
+send, once); ``None`` means the session's stored start, or now for a new one."""
 
 
 # A call that adds at most this many rounds goes through the scope's write log (acknowledged after an fsync,
@@ -50,7 +51,7 @@ class Plan:
     """What a batch adds to a scope, computed against Kuzu plus the unflushed tail: ids and positions are fixed
     here, before anything is written, so a logged write replays to the same rows."""
 
-    new_sessions: list[tuple[str, datetime]] = field(default_factory=list)
+    new_sessions: list[SessionRow] = field(default_factory=list)
     messages: list[MessageRow] = field(default_factory=list)
     rounds: list[RoundRow] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
@@ -91,10 +92,7 @@ class Writer:
         pending: dict[str, list[MessageRow]] = {}
         if log is not None:
             for sid in session_ids:
-                rows = [
-                    MessageRow(m.id, m.session_id, m.idx, m.role, m.text, m.at)
-                    for m in log.tail.messages(sid)
-                ]
+                rows = log.tail.messages(sid)
                 if rows:
                     pending[sid] = rows
         out: dict[str, list[MessageRow]] = {}
@@ -121,9 +119,8 @@ class Writer:
         plan = Plan()
         stored_by_sid = self._stored_messages(db, scope, [sid for sid, _, _ in batch])
         for sid, msgs, date in batch:
-            when = date if isinstance(date, datetime) else (parse_date(date, where="date") if date else None)
             stored = stored_by_sid.get(sid, [])
-            session_date = when or (stored[0].at if stored else utcnow())
+            session_date = ensure_utc(date) if date is not None else (stored[0].at if stored else utcnow())
             base = (start_idx or {}).get(sid, 0)
             rows = ing.message_rows(sid, msgs, start_idx=base, date=session_date)
             known = {m.id for m in stored} | self._known_ids(db, scope, [r.id for r in rows])
@@ -132,7 +129,7 @@ class Writer:
             if not fresh:
                 continue
             if not stored:
-                plan.new_sessions.append((sid, session_date))
+                plan.new_sessions.append(SessionRow(sid, session_date))
             combined = sorted([*stored, *fresh], key=lambda m: (m.idx, m.id))
             fresh_ids = {m.id for m in fresh}
             stored_round_ids = (

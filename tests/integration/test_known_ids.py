@@ -16,6 +16,7 @@ from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message
 from graphrecall.store import erase
 from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.rows import SessionRow
 from graphrecall.store.wal import WriteEntry
 from graphrecall.store.wal.apply import apply_entries
 
@@ -28,7 +29,7 @@ def entry(sid: str, seq: int) -> WriteEntry:
     rounds = build_rounds(sid, rows)
     vecs = EMB.embed([r.user_text for r in rounds])
     e = WriteEntry.from_rows(
-        sessions=[(sid, datetime(2024, 2, 1))], messages=rows, rounds=rounds, user_vectors=vecs,
+        sessions=[SessionRow(sid, datetime(2024, 2, 1))], messages=rows, rounds=rounds, user_vectors=vecs,
         reply_vectors=vecs, dim=EMB.dim,
     )  # fmt: skip
     return e.model_copy(update={"seq": seq})

@@ -15,6 +15,7 @@ from graphrecall.models import Message, Scope
 from graphrecall.store import rounds as q
 from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.pool import DatabasePool
+from graphrecall.store.rows import SessionRow
 from graphrecall.store.wal import WriteEntry
 
 EMB = HashingEmbedder(64)
@@ -27,7 +28,7 @@ def entry(sid: str) -> WriteEntry:
     rounds = build_rounds(sid, rows)
     vecs = EMB.embed([r.user_text for r in rounds])
     return WriteEntry.from_rows(
-        sessions=[(sid, datetime(2024, 2, 1))], messages=rows, rounds=rounds, user_vectors=vecs,
+        sessions=[SessionRow(sid, datetime(2024, 2, 1))], messages=rows, rounds=rounds, user_vectors=vecs,
         reply_vectors=vecs, dim=EMB.dim,
     )  # fmt: skip
 

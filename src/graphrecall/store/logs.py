@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from graphrecall.errors import EmbedderMismatch, StorageFull
-from graphrecall.models import Message, Role, Scope, Session
+from graphrecall.models import Scope, Session
 from graphrecall.store import proclock
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.pool import DatabasePool
@@ -371,19 +371,7 @@ class ScopeLogs:
 
 def _sessions_of(tail: TailIndex) -> list[Session]:
     """The tail's sessions with their messages, oldest first."""
-    out = [
-        Session(
-            id=sid,
-            started_at=started,
-            messages=[
-                Message(
-                    id=m.id, role=Role(m.role), content=m.text, at=m.at, session_id=m.session_id, idx=m.idx
-                )
-                for m in tail.messages(sid)
-            ],
-        )
-        for sid, started in tail.sessions().items()
-    ]
+    out = [s.to_session(tail.messages(s.id)) for s in tail.sessions()]
     return sorted(out, key=lambda x: (x.started_at, x.id))
 
 

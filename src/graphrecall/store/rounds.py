@@ -9,22 +9,13 @@ import numpy as np
 import pyarrow as pa
 
 from graphrecall.embed.base import Vectors
-from graphrecall.models import Message, Role, Round, Session, utcnow
+from graphrecall.models import Round, Session, utcnow
 from graphrecall.store import schema
 from graphrecall.store.arrow import TS, edge_table, vector_column
 from graphrecall.store.database import ScopeDatabase, WriteTxn
-from graphrecall.store.rows import MessageRow, RoundRow
+from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 from graphrecall.store.schema import HNSW_SEARCH_EF
 from graphrecall.store.visibility import round_condition
-
-
-def existing_sessions(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, int]:
-    """Session id -> number of stored messages, for the ids that exist (point lookups: see ``fetch_rounds``)."""
-    rows = db.query_each(
-        "MATCH (s:Session {id: $i}) OPTIONAL MATCH (m:Message)-[:MSG_IN]->(s) RETURN s.id, count(m)",
-        [{"i": sid} for sid in dict.fromkeys(ids)],
-    )
-    return {r[0]: int(r[1]) for r in rows}
 
 
 def existing_ids(db: ScopeDatabase, table: str, ids: Sequence[str]) -> set[str]:
@@ -46,7 +37,7 @@ def session_messages(db: ScopeDatabase, session_id: str) -> list[MessageRow]:
 def write_batch(
     txn: WriteTxn,
     *,
-    new_sessions: Sequence[tuple[str, datetime]],
+    new_sessions: Sequence[SessionRow],
     messages: Sequence[MessageRow],
     rounds: Sequence[RoundRow],
     user_vecs: Vectors,
@@ -65,7 +56,7 @@ def write_batch(
 def write_messages(
     txn: WriteTxn,
     *,
-    new_sessions: Sequence[tuple[str, datetime]],
+    new_sessions: Sequence[SessionRow],
     messages: Sequence[MessageRow],
     replaced_round_ids: Sequence[str],
 ) -> None:
@@ -77,8 +68,8 @@ def write_messages(
             "Session",
             pa.table(
                 {
-                    "id": [s for s, _ in new_sessions],
-                    "started_at": pa.array([d for _, d in new_sessions], TS),
+                    "id": [s.id for s in new_sessions],
+                    "started_at": pa.array([s.started_at for s in new_sessions], TS),
                     "extract_status": ["none"] * len(new_sessions),
                     "extract_error": pa.array([None] * len(new_sessions), pa.string()),
                     "updated_at": pa.array([now] * len(new_sessions), TS),
@@ -323,10 +314,7 @@ def get_session(db: ScopeDatabase, session_id: str) -> Session | None:
     )
     if not rows:
         return None
-    msgs = [
-        Message(id=m.id, role=Role(m.role), content=m.text, at=m.at, session_id=m.session_id, idx=m.idx)
-        for m in session_messages(db, session_id)
-    ]
+    msgs = [m.to_message() for m in session_messages(db, session_id)]
     r = rows[0]
     return Session(id=r[0], started_at=r[1], extract_status=r[2] or "none", messages=msgs)
 
