@@ -11,11 +11,14 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from graphrecall.embed import HashingEmbedder
 from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message
 from graphrecall.store import erase
 from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.known import POINT_LOOKUPS_UP_TO, existing_ids
 from graphrecall.store.rows import SessionRow
 from graphrecall.store.wal import WriteEntry
 from graphrecall.store.wal.apply import apply_entries
@@ -87,3 +90,19 @@ def test_ids_committed_before_the_load_are_read_from_kuzu(tmp_path: Path) -> Non
         assert again.known.stored("Message", ["s1#0", "s1#1"]) == {"s1#0", "s1#1"}
     finally:
         again.close()
+
+
+def test_existing_ids_asks_kuzu_the_same_by_lookups_and_by_scan(tmp_path: Path) -> None:
+    db = open_db(tmp_path)
+    try:
+        apply_entries(db, [entry("s1", 1)])
+        few = ["s1#1", "nope", "s1#0"]
+        many = few + [
+            f"other{i}" for i in range(POINT_LOOKUPS_UP_TO)
+        ]  # past the point-lookup limit: one scan
+        assert existing_ids(db, "Message", few) == existing_ids(db, "Message", many) == {"s1#0", "s1#1"}
+        assert existing_ids(db, "Round", ["s1@0", "s1@1"]) == {"s1@0"}
+        with pytest.raises(ValueError, match="not a table keyed by id"):
+            existing_ids(db, "Meta", ["meta"])
+    finally:
+        db.close()

@@ -21,6 +21,9 @@ from graphrecall.models import Entity, Event, Fact, FactKind
 from graphrecall.names import normalize_name
 from graphrecall.store.arrow import TS, edge_table, vector_column
 from graphrecall.store.database import ScopeDatabase, WriteTxn
+from graphrecall.store.known import (
+    existing_ids as existing_ids,  # extraction and import check ids through here
+)
 from graphrecall.store.rows import EntityRecord
 from graphrecall.store.rows import EventRow as EventRow  # extraction builds them as ``store.facts`` rows
 from graphrecall.store.rows import FactRow as FactRow
@@ -579,16 +582,6 @@ def session_date(db: ScopeDatabase, session_id: str) -> datetime | None:
 
 
 # -- a whole scope (``exchange``) ------------------------------------------------------------------------------------
-def existing_ids(db: ScopeDatabase, table: str, ids: Sequence[str]) -> set[str]:
-    """The subset of ``ids`` stored in ``table`` (Fact, Event or Entity)."""
-    if table not in ("Fact", "Event", "Entity"):
-        raise ValueError(f"not an extracted-memory table: {table}")
-    if not ids:
-        return set()
-    rows = db.query(f"MATCH (x:{table}) WHERE x.id IN $ids RETURN x.id", {"ids": list(ids)})
-    return {r[0] for r in rows}
-
-
 def extraction_states(db: ScopeDatabase) -> dict[str, tuple[str, str | None]]:
     """Session id -> (extract_status, extract_error)."""
     rows = db.query("MATCH (s:Session) RETURN s.id, coalesce(s.extract_status, 'none'), s.extract_error")

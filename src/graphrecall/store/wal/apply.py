@@ -20,6 +20,7 @@ import numpy as np
 
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.known import existing_ids
 from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 from graphrecall.store.wal.entry import WriteEntry
 
@@ -48,9 +49,9 @@ def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry], *, durable: 
             latest[r.id] = (r, users[i], replies[i], passages[i])
     with db.write_lock:
         # Asked of Kuzu itself, not of ``db.known``: a replay must be right whatever any cache says.
-        known_sessions = q.existing_ids(db, "Session", list(sessions))
+        known_sessions = existing_ids(db, "Session", sessions)
         new_sessions = [s for sid, s in sessions.items() if sid not in known_sessions]
-        known_messages = q.existing_ids(db, "Message", list(messages))
+        known_messages = existing_ids(db, "Message", messages)
         new_messages = [m for mid, m in messages.items() if mid not in known_messages]
         rows = [v[0] for v in latest.values()]
         stale = sorted(deleted | set(latest))  # every round id written is replaced, if Kuzu has it
