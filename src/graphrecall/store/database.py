@@ -23,6 +23,7 @@ from typing import Any
 
 import kuzu
 
+from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy
 from graphrecall.index import index_dir
 from graphrecall.models import utcnow
@@ -42,7 +43,6 @@ _UPGRADE_WORK = {
     "`graphrecall backfill-passages` or Memory.backfill_passages embeds their passages)",
 }
 
-DEFAULT_BUFFER_POOL = 64 << 20
 DEFAULT_MAX_DB_SIZE = 1 << 36  # 64 GiB of address space per database, not memory
 CREATE_MAX_ROWS = 256  # inserts up to this many rows are CREATE statements (``WriteTxn.copy``)
 # Below this many rounds a scope's edges are created with one UNWIND statement per table, else one statement per
@@ -61,7 +61,7 @@ class ScopeDatabase:
         *,
         embedder_id: str,
         dim: int,
-        buffer_pool_size: int = DEFAULT_BUFFER_POOL,
+        buffer_pool_size: int = BUFFER_POOL_BYTES,
         max_db_size: int = DEFAULT_MAX_DB_SIZE,
     ) -> None:
         self.path = path

@@ -10,8 +10,8 @@ Open logs are bounded (each has a flusher thread): past ``capacity`` the least r
 closed; its file stays, and the next access opens it again.
 
 Small scopes live in their log. Kuzu 0.11.3 spends ~1 MB on the first row of every node table (its primary-key
-index), so a user who said one word cost 4.3 MB in Kuzu against ~20 KB in the log (docs/benchmarks.md,
-"Footprint"). A scope without a Kuzu database whose log holds fewer than ``resident_rounds`` rounds is *resident*:
+index), so a user who said one word cost 4.3 MB in Kuzu against 24 KB in the log (docs/architecture.md, "Small
+scopes live in their write log"). A scope without a Kuzu database whose log holds fewer than ``resident_rounds`` rounds is *resident*:
 its flusher holds the entries (no batch by age, none at close or eviction), reads go through ``reading`` (an empty
 database from ``DatabasePool.empty`` plus the tail, which holds everything) and the raw-history reads through
 ``resident_sessions``. It moves into Kuzu, for good, when its log reaches ``resident_rounds`` rounds, when a bulk
@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from graphrecall.config import FLUSH_MAX_AGE_S, RESIDENT_ROUNDS, default_flush_concurrency
 from graphrecall.errors import EmbedderMismatch, StorageFull
 from graphrecall.models import Scope, Session
 from graphrecall.store import proclock
@@ -37,13 +38,11 @@ from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.pool import DatabasePool
 from graphrecall.store.wal import ScopeLog, TailIndex, TailSnapshot, WriteEntry, WriteLog, log_path
 from graphrecall.store.wal.apply import apply_entries
+from graphrecall.store.wal.flusher import BATCH_ENTRIES
 from graphrecall.store.wal.log import LOG_SUFFIX
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
-
-# A scope stays in its write log (no Kuzu database) while it has fewer rounds than this: the module docstring.
-RESIDENT_ROUNDS = 64
 
 
 class ScopeLogs:
@@ -52,22 +51,26 @@ class ScopeLogs:
         pool: DatabasePool,
         dim: int,
         *,
-        capacity: int = 64,
-        batch_entries: int = 64,
-        max_age_s: float = 5.0,
+        capacity: int | None = None,
+        batch_entries: int = BATCH_ENTRIES,
+        max_age_s: float = FLUSH_MAX_AGE_S,
         resident_rounds: int = RESIDENT_ROUNDS,
-        flush_slots: int = 1,
+        flush_slots: int | None = None,
     ) -> None:
-        """``resident_rounds``: a scope with no Kuzu database stays in its log below this many rounds (0: every
-        scope is flushed into Kuzu as its writes come). ``flush_slots``: how many scopes' flushers write to Kuzu
-        in the background at once (``Flusher``'s ``slots``)."""
+        """``capacity``: open logs at most (default: twice the pool's databases, since a scope that lives in its log
+        has a log and no database). ``resident_rounds``: a scope with no Kuzu database stays in its log below this
+        many rounds (0: every scope is flushed into Kuzu as its writes come). ``flush_slots``: how many scopes'
+        flushers write to Kuzu in the background at once (``Flusher``'s ``slots``; default: half the cores). The
+        defaults are ``Settings``' (``graphrecall.config``)."""
         self._pool = pool
         self.resident_rounds = max(0, resident_rounds)
         self._dim = dim
-        self._capacity = max(1, capacity)
+        self._capacity = max(1, capacity if capacity is not None else 2 * pool.capacity)
         self._batch_entries = batch_entries
         self._max_age_s = max_age_s
-        self._flush_slots = threading.BoundedSemaphore(max(1, flush_slots))
+        self._flush_slots = threading.BoundedSemaphore(
+            max(1, flush_slots if flush_slots is not None else default_flush_concurrency())
+        )
         self._open: OrderedDict[Scope, ScopeLog] = OrderedDict()
         self._lock = threading.Lock()
         self._changed = threading.Condition(
@@ -125,7 +128,6 @@ class ScopeLogs:
                     dim=self._dim,
                     apply=to_scope,
                     checkpoint=to_scope.checkpoint,
-                    checkpoint_age_s=max(1.0, 2 * self._max_age_s),  # about one checkpoint per two batches
                     name=str(scope),
                     hold=lambda tail: self._holds(scope, tail),
                     check=self._check_embedder,
