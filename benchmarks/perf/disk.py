@@ -16,9 +16,11 @@ import kuzu
 import numpy as np
 
 from graphrecall import ingest as ing
+from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
-from graphrecall.store.database import DEFAULT_BUFFER_POOL, DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
+from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
+from graphrecall.store.rows import SessionRow
 
 MB = 1e6
 
@@ -61,7 +63,7 @@ def _tiny_session(i: int, dim: int) -> dict[str, Any]:
     v = rng.standard_normal((len(rounds), dim)).astype(np.float32)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     return {
-        "new_sessions": [(sid, at)],
+        "new_sessions": [SessionRow(sid, at)],
         "messages": rows,
         "rounds": rounds,
         "user_vecs": v,
@@ -72,7 +74,7 @@ def _tiny_session(i: int, dim: int) -> dict[str, Any]:
 
 
 def _variant(path: Path, index_stmts: list[str], dim: int, sessions: int) -> dict[str, float]:
-    db = kuzu.Database(str(path), buffer_pool_size=DEFAULT_BUFFER_POOL, max_db_size=DEFAULT_MAX_DB_SIZE)
+    db = kuzu.Database(str(path), buffer_pool_size=BUFFER_POOL_BYTES, max_db_size=DEFAULT_MAX_DB_SIZE)
     conn = kuzu.Connection(db)
     for stmt in [*schema.node_tables(dim), *schema.REL_TABLES, *index_stmts]:
         conn.execute(stmt)

@@ -8,7 +8,7 @@ and replicated by ``synth.StoreGrower`` (new ids, shifted dates, perturbed re-no
 size; each size is the prefix of that one stream, so every engine indexes exactly the same rows. The Kuzu store of a
 size has the product schema, rows written through ``store.rounds.write_batch`` and the product's indexes built
 once over them (size after each index is recorded: that is the index's footprint), and is queried through a real
-``ScopeDatabase`` with ``store.rounds.kuzu_fts_search`` / ``kuzu_vector_search``, exactly as the retriever does. Queries are
+``ScopeDatabase`` with ``kuzu_native.kuzu_fts_search`` / ``kuzu_vector_search`` (the queries schema 1's retriever ran). Queries are
 real LongMemEval questions; lexical engines all get ``graphrecall.text.query_terms`` (our tokens, stopwords, stems), vector
 engines the question's MiniLM vector (query embedding is NOT in the latencies here; the product adds ~5 ms).
 
@@ -42,6 +42,7 @@ import numpy as np
 
 from benchmarks.jsonfile import write_json, write_markdown
 from benchmarks.percentile import percentile
+from benchmarks.perf import kuzu_native as kn
 from benchmarks.perf import synth
 from benchmarks.perf.corpus import load
 from benchmarks.perf.engines import (
@@ -60,7 +61,7 @@ from graphrecall.models import utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
-from graphrecall.store.rows import MessageRow, RoundRow
+from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 from graphrecall.text import query_terms
 
 DATA = Path("../shared/data/longmemeval/longmemeval_s_dev.json.gz")
@@ -150,7 +151,7 @@ def make_rows(
         rows.rounds.extend(b.rounds)
         vec_parts.append(np.stack(b.user).astype(np.float32))
         rows.messages.update({m.id: m for m in b.messages})
-        rows.sessions.update(dict(b.sessions))
+        rows.sessions.update({x.id: x.started_at for x in b.sessions})
     rows.vecs = np.concatenate(vec_parts)
     return rows, questions, qv
 
@@ -160,7 +161,7 @@ def write_round(
 ) -> None:
     q.write_batch(
         txn,
-        new_sessions=[(r.session_id, at)] if new_session else [],
+        new_sessions=[SessionRow(r.session_id, at)] if new_session else [],
         messages=msgs,
         rounds=[r],
         user_vecs=vecs,
@@ -225,7 +226,7 @@ def build_kuzu(
         conn.execute("BEGIN TRANSACTION")
         q.write_batch(
             WriteTxn(conn),
-            new_sessions=[(s, rows.sessions[s]) for s in sids],
+            new_sessions=[SessionRow(s, rows.sessions[s]) for s in sids],
             messages=[rows.messages[m] for r in chunk for m in r.message_ids],
             rounds=chunk,
             user_vecs=rows.vecs[a : a + len(chunk)],
@@ -321,7 +322,7 @@ def measure_queries(
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"load_before": load_now()}
     lex: dict[str, Callable[[str], list[str]]] = {
-        "kuzu_fts": lambda t: [i for i, _ in q.kuzu_fts_search(db, "Round", "round_fts", query_terms(t), K)],
+        "kuzu_fts": lambda t: [i for i, _ in kn.kuzu_fts_search(db, "Round", "round_fts", query_terms(t), K)],
         "tantivy": lambda t: eng["tantivy"].search(query_terms(t).split(), K),
         "bm25s": lambda t: eng["bm25s"].search(query_terms(t).split(), K),
     }
@@ -336,7 +337,7 @@ def measure_queries(
         out[name]["top60_overlap_kuzu_fts"] = statistics.fmean(overlap(a, b, K) for a, b in pairs)
     exact = [[ids[i] for i in exact_topk(mat, v, K)] for v in qv]
     vec: dict[str, Callable[[Any], list[str]]] = {
-        "kuzu_hnsw": lambda v: [i for i, _ in q.kuzu_vector_search(db, "Round", "round_user_vec", v, K)],
+        "kuzu_hnsw": lambda v: [i for i, _ in kn.kuzu_vector_search(db, "Round", "round_user_vec", v, K)],
         "numpy": lambda v: eng["numpy"].search(v, K),
         "usearch": lambda v: eng["usearch"].search(v, K),
     }
@@ -394,7 +395,7 @@ def measure_writes(
             with db.write() as txn:
                 q.write_batch(
                     txn,
-                    new_sessions=[(r.session_id, r.at) for r, _, _ in docs[:done]],
+                    new_sessions=[SessionRow(r.session_id, r.at) for r, _, _ in docs[:done]],
                     messages=[m for _, msgs, _ in docs[:done] for m in msgs],
                     rounds=[r for r, _, _ in docs[:done]],
                     user_vecs=np.concatenate([v for _, _, v in docs[:done]]),
@@ -454,7 +455,9 @@ def natural_language(db: ScopeDatabase, eng: dict[str, Any]) -> dict[str, Any]:
 
     out: dict[str, Any] = {"queries": NASTY, "errors": {}, "raw_tantivy_parser_errors": []}
     fns: dict[str, Callable[[str], list[str]]] = {
-        "kuzu_fts": lambda t: [i for i, _ in q.kuzu_fts_search(db, "Round", "round_fts", query_terms(t), 10)],
+        "kuzu_fts": lambda t: [
+            i for i, _ in kn.kuzu_fts_search(db, "Round", "round_fts", query_terms(t), 10)
+        ],
         "tantivy": lambda t: eng["tantivy"].search(query_terms(t).split(), 10),
         "bm25s": lambda t: eng["bm25s"].search(query_terms(t).split(), 10),
     }
@@ -510,7 +513,7 @@ def semantics(work: Path, embedder_id: str) -> dict[str, Any]:
         with db.write() as txn:
             write_round(txn, r, [m], at, v, True)
     engines["kuzu_fts"] = lambda t: [
-        i for i, _ in q.kuzu_fts_search(db, "Round", "round_fts", query_terms(t), 10)
+        i for i, _ in kn.kuzu_fts_search(db, "Round", "round_fts", query_terms(t), 10)
     ]
     out: dict[str, Any] = {}
     for name, fn in engines.items():

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from itertools import count
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from graphrecall.models import utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
-from graphrecall.store.rows import MessageRow, RoundRow
+from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 
 
 @dataclass
@@ -65,7 +65,7 @@ def embed_base(sessions: list[ChatSession], embedder: Embedder) -> BaseVectors:
 
 @dataclass
 class _Batch:
-    sessions: list[tuple[str, datetime]] = field(default_factory=list)
+    sessions: list[SessionRow] = field(default_factory=list)
     messages: list[MessageRow] = field(default_factory=list)
     rounds: list[RoundRow] = field(default_factory=list)
     user: list[Vectors] = field(default_factory=list)
@@ -92,7 +92,7 @@ class StoreGrower:
         sid = s.session_id if copy == 0 else f"x{copy}-{s.session_id}"
         shift = timedelta(weeks=copy)
         new_id = {m.id: f"{sid}#{m.idx}" for m in s.message_rows}
-        batch.sessions.append((sid, s.date + shift))
+        batch.sessions.append(SessionRow(sid, s.date + shift))
         for m in s.message_rows:
             batch.messages.append(MessageRow(new_id[m.id], sid, m.idx, m.role, m.text, m.at + shift))
         for r in s.rounds:

@@ -29,6 +29,7 @@ from benchmarks import percentile
 from benchmarks.provenance import Run
 from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message, Role
+from graphrecall.store.rows import SessionRow
 from graphrecall.store.wal import Flusher, ScopeLog, WriteEntry, WriteLog
 
 
@@ -44,7 +45,7 @@ def turn(i: int, rng: np.random.Generator) -> WriteEntry:
     rows = message_rows(sid, msgs, start_idx=0, date=date)
     rounds = build_rounds(sid, rows)
     return WriteEntry.from_rows(
-        sessions=[(sid, date)],
+        sessions=[SessionRow(sid, date)],
         messages=rows,
         rounds=rounds,
         user_vectors=rng.standard_normal((1, 384)).astype(np.float32),

@@ -218,6 +218,22 @@ EMBEDDER_SPECS = "minilm (default), e5-small, sentence-transformers:NAME_OR_PATH
 import the embedders, which bring NumPy)."""
 
 
+# -- the defaults of ``Settings`` that the store uses too ---------------------------------------------------------
+# Defined once, here: ``Settings`` takes them as its defaults and the store's classes (``store.logs.ScopeLogs``,
+# ``store.wal.flusher.Flusher``, ``store.pool.DatabasePool``, ``store.database.ScopeDatabase``) as theirs, so a test
+# or a benchmark that builds those classes directly gets what a ``Memory`` gets. The reasons are in the field
+# descriptions below.
+POOL_SIZE = 64
+BUFFER_POOL_BYTES = 256 << 20  # 64 MiB ran out at ~4k-round ingest batches (benchmarks/perf)
+FLUSH_MAX_AGE_S = 20.0
+RESIDENT_ROUNDS = 64
+
+
+def default_flush_concurrency() -> int:
+    """Half the cores, at least one."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 class Settings(BaseModel):
     root: Path = Field(default_factory=default_root)
     embedder: str | None = Field(
@@ -228,16 +244,18 @@ class Settings(BaseModel):
     reranker: str | None = None
     embed_cache: Path | None = None
     pool_size: int = Field(
-        default=64,
+        default=POOL_SIZE,
         ge=1,
         description="scope databases kept open (LRU). A request for a scope that is not open opens it (~25 ms for a "
         "small scope, idle machine) and closes another: with 20 active users and 16 open, 17% of searches paid that "
         "(benchmarks/perf/pool.py). Each open scope holds ~2-5 MB for a small one, more for a large one (its vectors "
         "are in memory: ~3 KB per round)",
     )
-    buffer_pool_bytes: int = 256 << 20  # 64 MiB ran out at ~4k-round ingest batches (benchmarks/perf)
+    buffer_pool_bytes: int = Field(
+        default=BUFFER_POOL_BYTES, description="Kuzu's buffer pool per open scope database"
+    )
     flush_max_age_s: float = Field(
-        default=20.0,
+        default=FLUSH_MAX_AGE_S,
         ge=0.0,
         description="a write waits at most this long in a scope's write log before the flusher moves it into "
         "Kuzu (it is durable and searchable meanwhile); longer batches more turns per Kuzu commit, whose tantivy "
@@ -245,18 +263,19 @@ class Settings(BaseModel):
         "(before query batching); 5 s 91, 20 s 98 requests/s for users with a past (docs/benchmarks.md)",
     )
     flush_concurrency: int = Field(
-        default_factory=lambda: max(1, (os.cpu_count() or 2) // 2),
+        default_factory=default_flush_concurrency,
         ge=1,
         description="how many scopes' flushers write into Kuzu at once in the background (default: half the "
         "cores). A flush of a scope's batch and its checkpoint is ~0.2-0.3 s of CPU; with 20 users flushing "
         "together on 2 cores, requests waited over a second behind them (docs/benchmarks.md)",
     )
     resident_rounds: int = Field(
-        default=64,
+        default=RESIDENT_ROUNDS,
         ge=0,
         description="a scope stays in its write log, with no Kuzu database, until it has this many rounds (or "
         "is extracted, erased from, or bulk-written): Kuzu spends ~1 MB on the first row of each node table, so "
-        "a one-message user took 4.3 MB in Kuzu and ~20 KB in its log (docs/benchmarks.md); 0 turns it off",
+        "a one-message user took 4.3 MB in Kuzu and 24 KB in its log (384-d vectors; docs/architecture.md, "
+        "'Small scopes live in their write log'); 0 turns it off",
     )
     passage_from_chars: int = Field(
         default=300,

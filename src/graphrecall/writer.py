@@ -9,8 +9,6 @@ writes straight into Kuzu in one transaction (bulk ingest). Either way a failed 
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -19,21 +17,22 @@ from datetime import datetime
 import numpy as np
 
 from graphrecall import ingest as ing
-from graphrecall.dates import parse_date
 from graphrecall.embed import Embedder
 from graphrecall.embed.base import Vectors
 from graphrecall.embed.passages import PASSAGE_FROM_CHARS, embed_passages
-from graphrecall.models import IngestResult, Message, Scope, utcnow
+from graphrecall.models import IngestResult, Message, Scope, ensure_utc, utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase, WriteTxn
 from graphrecall.store.logs import ScopeLogs
-from graphrecall.store.rows import MessageRow, RoundRow
+from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 from graphrecall.store.wal import WriteEntry
 
 # Texts per embedding call when a large batch is embedded while its rounds are written (``_embed_and_write``).
 TEXT_CHUNK = 96
 
-SessionBatch = Sequence[tuple[str, list[Message], datetime | str | None]]
+SessionBatch = Sequence[tuple[str, list[Message], datetime | None]]
+"""(session id, its validated messages, its date or None): dates arrive parsed (the facade parses what callers
+send, once); ``None`` means the session's stored start, or now for a new one."""
 
 
 # A call that adds at most this many rounds goes through the scope's write log (acknowledged after an fsync,
@@ -48,32 +47,11 @@ class Graduated(Exception):
 
 
 @dataclass
-class Known:
-    """Every session and message id a scope's Kuzu database holds, kept in memory while the database is open.
-
-    Why: planning a chat turn asked Kuzu whether its session and message ids exist (three point queries, ~8 ms of a
-    ~20 ms turn on a loaded machine); a set answers at once. Loaded with one scan per open database and extended by
-    the writer after each successful write (writes to a scope are serialized); a write that fails adds nothing, so
-    the sets never claim an id that was not stored. Messages of the write log count through its tail, as before.
-    """
-
-    sessions: set[str]
-    messages: set[str]
-
-    @classmethod
-    def load(cls, db: ScopeDatabase) -> Known:
-        return cls(
-            {r[0] for r in db.query("MATCH (s:Session) RETURN s.id")},
-            {r[0] for r in db.query("MATCH (m:Message) RETURN m.id")},
-        )
-
-
-@dataclass
 class Plan:
     """What a batch adds to a scope, computed against Kuzu plus the unflushed tail: ids and positions are fixed
     here, before anything is written, so a logged write replays to the same rows."""
 
-    new_sessions: list[tuple[str, datetime]] = field(default_factory=list)
+    new_sessions: list[SessionRow] = field(default_factory=list)
     messages: list[MessageRow] = field(default_factory=list)
     rounds: list[RoundRow] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
@@ -98,28 +76,6 @@ class Writer:
         self.embedder = embedder
         self.logs = logs
         self.passage_from_chars = passage_from_chars  # user turns longer than this get passage vectors
-        # One entry per open database object: a database closed (pool eviction, erase) takes its entry with it.
-        self._known: weakref.WeakKeyDictionary[ScopeDatabase, Known] = weakref.WeakKeyDictionary()
-        self._known_lock = threading.Lock()
-
-    def known(self, db: ScopeDatabase) -> Known:
-        with self._known_lock:
-            k = self._known.get(db)
-            if k is None:
-                k = self._known[db] = Known.load(db)
-            return k
-
-    def forget_known(self, db: ScopeDatabase) -> None:
-        """Drop the ids kept for ``db`` (after an erase): the next write reloads them."""
-        with self._known_lock:
-            self._known.pop(db, None)
-
-    def _remember(self, db: ScopeDatabase, plan: Plan) -> None:
-        if db.placeholder:  # a scope that lives in its log: its tail knows these ids
-            return
-        k = self.known(db)
-        k.sessions.update(sid for sid, _ in plan.new_sessions)
-        k.messages.update(m.id for m in plan.messages)
 
     def next_index(self, db: ScopeDatabase, scope: Scope, session_id: str) -> int:
         """How many messages ``session_id`` already holds (flushed or not): where appended ones are numbered
@@ -136,16 +92,12 @@ class Writer:
         pending: dict[str, list[MessageRow]] = {}
         if log is not None:
             for sid in session_ids:
-                rows = [
-                    MessageRow(m.id, m.session_id, m.idx, m.role, m.text, m.at)
-                    for m in log.tail.messages(sid)
-                ]
+                rows = log.tail.messages(sid)
                 if rows:
                     pending[sid] = rows
-        existing = self.known(db).sessions
         out: dict[str, list[MessageRow]] = {}
         for sid in session_ids:
-            by_id = {m.id: m for m in (q.session_messages(db, sid) if sid in existing else [])}
+            by_id = {m.id: m for m in (q.session_messages(db, sid) if db.known.holds("Session", sid) else [])}
             by_id.update({m.id: m for m in pending.get(sid, [])})
             if by_id:
                 out[sid] = sorted(by_id.values(), key=lambda m: (m.idx, m.id))
@@ -154,7 +106,7 @@ class Writer:
     def _known_ids(self, db: ScopeDatabase, scope: Scope, ids: Sequence[str]) -> set[str]:
         log = self.logs.get(scope, create=False)
         pending = log.tail.message_ids() & set(ids) if log is not None else set()
-        return pending | (self.known(db).messages & set(ids))
+        return pending | db.known.stored("Message", ids)
 
     def plan(
         self,
@@ -167,9 +119,8 @@ class Writer:
         plan = Plan()
         stored_by_sid = self._stored_messages(db, scope, [sid for sid, _, _ in batch])
         for sid, msgs, date in batch:
-            when = date if isinstance(date, datetime) else (parse_date(date, where="date") if date else None)
             stored = stored_by_sid.get(sid, [])
-            session_date = when or (stored[0].at if stored else utcnow())
+            session_date = ensure_utc(date) if date is not None else (stored[0].at if stored else utcnow())
             base = (start_idx or {}).get(sid, 0)
             rows = ing.message_rows(sid, msgs, start_idx=base, date=session_date)
             known = {m.id for m in stored} | self._known_ids(db, scope, [r.id for r in rows])
@@ -178,7 +129,7 @@ class Writer:
             if not fresh:
                 continue
             if not stored:
-                plan.new_sessions.append((sid, session_date))
+                plan.new_sessions.append(SessionRow(sid, session_date))
             combined = sorted([*stored, *fresh], key=lambda m: (m.idx, m.id))
             fresh_ids = {m.id for m in fresh}
             stored_round_ids = (
@@ -220,18 +171,14 @@ class Writer:
                 dim=self.embedder.dim,
             )
             self.logs.append(scope, entry)
-            self._remember(db, plan)
             return plan.result()
         self.logs.flush(scope)
         if db.placeholder:  # a bulk write: the scope moves into Kuzu with it
-            with self.logs.database(scope) as own:
-                with own.write_lock:
-                    self._write_direct(own, plan)
-                self._remember(own, plan)
+            with self.logs.database(scope) as own, own.write_lock:
+                self._write_direct(own, plan)
             return plan.result()
         with db.write_lock:
             self._write_direct(db, plan)
-        self._remember(db, plan)
         return plan.result()
 
     def check_planned(self, db: ScopeDatabase, scope: Scope) -> None:

@@ -16,6 +16,7 @@ from graphrecall.store import schema
 from graphrecall.store.database import ScopeDatabase, WriteTxn
 from graphrecall.store.derived import DERIVED
 from graphrecall.store.rounds import counts
+from graphrecall.store.rows import SessionRow
 
 
 def chat(*turns: str) -> list[dict[str, str]]:
@@ -241,7 +242,7 @@ def test_rounds_written_without_passages_have_none(tmp_path: Path) -> None:
         vecs = np.eye(64, dtype=np.float32)[: len(rounds)]
         with db.write() as txn:
             write_batch(
-                txn, new_sessions=[("s1", rows[0].at)], messages=rows, rounds=rounds, user_vecs=vecs,
+                txn, new_sessions=[SessionRow("s1", rows[0].at)], messages=rows, rounds=rounds, user_vecs=vecs,
                 reply_vecs=vecs, replaced_round_ids=[], dim=64,
             )  # fmt: skip
         assert db.query("MATCH (r:Round) RETURN count(r)") == [[1]]

@@ -19,6 +19,7 @@ from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.rows import SessionRow
 from graphrecall.store.wal import ScopeLog, WriteEntry
 from graphrecall.store.wal.apply import apply_entries
 from graphrecall.text import query_terms
@@ -38,7 +39,7 @@ def entry(sid: str, turns: list[str], *, start: int = 0, replaced: list[str] | N
     users = EMB.embed([r.user_text or r.reply_text for r in rounds])
     replies = EMB.embed([r.reply_text or r.user_text for r in rounds])
     return WriteEntry.from_rows(
-        sessions=[(sid, date)] if start == 0 else [],
+        sessions=[SessionRow(sid, date)] if start == 0 else [],
         messages=rows[start:],
         rounds=rounds,
         user_vectors=users,
@@ -145,6 +146,7 @@ KILL_DURING_FLUSH = textwrap.dedent(
     from graphrecall.ingest import build_rounds, message_rows
     from graphrecall.models import Message
     from graphrecall.store.database import ScopeDatabase
+    from graphrecall.store.rows import SessionRow
     from graphrecall.store.wal import ScopeLog, WriteEntry
     from graphrecall.store.wal.apply import apply_entries
 
@@ -163,7 +165,7 @@ KILL_DURING_FLUSH = textwrap.dedent(
         rows = message_rows(sid, msgs, start_idx=0, date=datetime(2024, 1, 1))
         rounds = build_rounds(sid, rows)
         v = emb.embed([r.user_text for r in rounds])
-        e = WriteEntry.from_rows(sessions=[(sid, datetime(2024, 1, 1))], messages=rows, rounds=rounds,
+        e = WriteEntry.from_rows(sessions=[SessionRow(sid, datetime(2024, 1, 1))], messages=rows, rounds=rounds,
                                  user_vectors=v, reply_vectors=v, dim=64)
         print("ACK", sl.append(e).seq, flush=True)
     sl.flush()  # batch after batch, until the parent kills us

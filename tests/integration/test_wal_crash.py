@@ -21,6 +21,7 @@ import pytest
 
 from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message
+from graphrecall.store.rows import SessionRow
 from graphrecall.store.wal import WriteEntry, WriteLog, WriteLogError
 
 
@@ -34,7 +35,7 @@ def turn(i: int) -> WriteEntry:
     rounds = build_rounds(sid, rows)
     rng = np.random.default_rng(i)
     return WriteEntry.from_rows(
-        sessions=[(sid, datetime(2024, 1, 1))], messages=rows, rounds=rounds,
+        sessions=[SessionRow(sid, datetime(2024, 1, 1))], messages=rows, rounds=rounds,
         user_vectors=rng.random((1, 384)), reply_vectors=rng.random((1, 384)), dim=384,
     )  # fmt: skip
 
@@ -46,6 +47,7 @@ CHILD = textwrap.dedent(
     import numpy as np
     from graphrecall.ingest import build_rounds, message_rows
     from graphrecall.models import Message
+    from graphrecall.store.rows import SessionRow
     from graphrecall.store.wal import WriteEntry, WriteLog, WriteLogError
 
     path, limit = sys.argv[1], int(sys.argv[2])
@@ -59,7 +61,7 @@ CHILD = textwrap.dedent(
         msgs = [Message(role="user", content=f"turn {i}"), Message(role="assistant", content="ok")]
         rows = message_rows(sid, msgs, start_idx=0, date=datetime(2024, 1, 1))
         rounds = build_rounds(sid, rows)
-        entry = WriteEntry.from_rows(sessions=[(sid, datetime(2024, 1, 1))], messages=rows, rounds=rounds,
+        entry = WriteEntry.from_rows(sessions=[SessionRow(sid, datetime(2024, 1, 1))], messages=rows, rounds=rounds,
                                      user_vectors=rng.random((1, 384)), reply_vectors=rng.random((1, 384)), dim=384)
         try:
             seq = log.append(entry).seq

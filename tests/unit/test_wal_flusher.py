@@ -14,6 +14,7 @@ import pytest
 
 from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message
+from graphrecall.store.rows import SessionRow
 from graphrecall.store.wal import Flusher, FlushFailed, ScopeLog, WriteEntry, WriteLog
 
 DIM = 8
@@ -26,7 +27,7 @@ def turn(i: int, text: str = "") -> WriteEntry:
     rounds = build_rounds(sid, rows)
     vec = np.eye(DIM)[[i % DIM]]
     return WriteEntry.from_rows(
-        sessions=[(sid, datetime(2024, 1, 1))], messages=rows, rounds=rounds, user_vectors=vec,
+        sessions=[SessionRow(sid, datetime(2024, 1, 1))], messages=rows, rounds=rounds, user_vectors=vec,
         reply_vectors=vec, dim=DIM,
     )  # fmt: skip
 

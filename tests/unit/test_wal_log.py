@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message, Scope
+from graphrecall.store.rows import SessionRow
 from graphrecall.store.wal import WriteEntry, WriteLog, WriteLogCorrupt, WriteLogError, WriteLogFull, log_path
 
 DIM = 384
@@ -36,7 +37,7 @@ def session_entry(
     rounds = build_rounds(sid, rows)
     rng = np.random.default_rng(seed)
     return WriteEntry.from_rows(
-        sessions=[(sid, date)],
+        sessions=[SessionRow(sid, date)],
         messages=rows,
         rounds=rounds,
         user_vectors=rng.standard_normal((len(rounds), dim)),

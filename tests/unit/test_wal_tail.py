@@ -10,6 +10,7 @@ import pytest
 
 from graphrecall.ingest import build_rounds, message_rows
 from graphrecall.models import Message, Round
+from graphrecall.store.rows import SessionRow
 from graphrecall.store.wal import TailIndex, WriteEntry, WriteLog
 
 DIM = 4
@@ -30,7 +31,7 @@ def entry(
     rows = message_rows(sid, msgs, start_idx=0, date=datetime(2024, 5, seq))
     rounds = build_rounds(sid, rows)
     e = WriteEntry.from_rows(
-        sessions=[(sid, datetime(2024, 5, seq))],
+        sessions=[SessionRow(sid, datetime(2024, 5, seq))],
         messages=rows,
         rounds=rounds,
         user_vectors=np.tile(AXES[user_axis], (len(rounds), 1)),
@@ -79,7 +80,7 @@ def test_the_tail_returns_rounds_as_models_for_building_hits() -> None:
     assert rounds[1].user_text == "and a second question" and rounds[1].at == datetime(2024, 5, 1)
     assert set(tail.snapshot().get(["s1@1", "nope"])) == {"s1@1"}
     assert [m.id for m in tail.messages("s1")] == ["s1#0", "s1#1", "s1#2", "s1#3"]
-    assert tail.sessions() == {"s1": datetime(2024, 5, 1)}
+    assert tail.sessions() == [SessionRow("s1", datetime(2024, 5, 1))]
 
 
 def test_a_round_written_again_keeps_its_newest_version_whatever_the_arrival_order() -> None:
@@ -108,7 +109,7 @@ def test_trim_forgets_flushed_entries_and_a_late_add_of_a_flushed_seq_is_ignored
         tail.add(entry(f"s{i}", [f"turn {i}"], i))
     tail.trim(2)
     assert [r.id for r in tail.snapshot().rounds()] == ["s3@0", "s4@0"]
-    assert tail.message_ids() == {"s3#0", "s4#0"} and set(tail.sessions()) == {"s3", "s4"}
+    assert tail.message_ids() == {"s3#0", "s4#0"} and {s.id for s in tail.sessions()} == {"s3", "s4"}
     tail.add(entry("s2", ["turn 2"], 2))  # its append raced with the flush that already took it
     assert len(tail) == 2
 
@@ -146,7 +147,7 @@ def test_a_long_user_turn_scores_the_best_of_its_vector_and_its_passages() -> No
     plain = entry("dog", ["I adopted a beagle", "lovely"], 1, user_axis=0)
     long = entry("trip", ["A long story about a trip", "nice"], 2, user_axis=1)
     long = WriteEntry.from_rows(
-        sessions=[("trip", datetime(2024, 5, 2))],
+        sessions=[SessionRow("trip", datetime(2024, 5, 2))],
         messages=[],
         rounds=long.rounds,
         user_vectors=long.user_matrix(),

@@ -54,7 +54,6 @@ class ErasureService:
             )
             if not p.dry_run and not plan.empty():
                 erase_store.apply(db, plan)
-                self.writer.forget_known(db)
                 self.knowledge.forget(scope, plan.sessions)
         return Erasure(scope=scope, dry_run=p.dry_run, **dataclasses.asdict(plan))
 

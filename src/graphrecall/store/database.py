@@ -23,11 +23,13 @@ from typing import Any
 
 import kuzu
 
+from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy
 from graphrecall.index import index_dir
 from graphrecall.models import utcnow
 from graphrecall.store import schema
 from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
+from graphrecall.store.known import KNOWN_TABLES, KnownIds
 from graphrecall.store.recovery import recover
 
 log = logging.getLogger(__name__)
@@ -41,7 +43,6 @@ _UPGRADE_WORK = {
     "`graphrecall backfill-passages` or Memory.backfill_passages embeds their passages)",
 }
 
-DEFAULT_BUFFER_POOL = 64 << 20
 DEFAULT_MAX_DB_SIZE = 1 << 36  # 64 GiB of address space per database, not memory
 CREATE_MAX_ROWS = 256  # inserts up to this many rows are CREATE statements (``WriteTxn.copy``)
 # Below this many rounds a scope's edges are created with one UNWIND statement per table, else one statement per
@@ -60,7 +61,7 @@ class ScopeDatabase:
         *,
         embedder_id: str,
         dim: int,
-        buffer_pool_size: int = DEFAULT_BUFFER_POOL,
+        buffer_pool_size: int = BUFFER_POOL_BYTES,
         max_db_size: int = DEFAULT_MAX_DB_SIZE,
     ) -> None:
         self.path = path
@@ -84,6 +85,7 @@ class ScopeDatabase:
         self.placeholder = False  # ``DatabasePool.empty``: stands for a scope with no database; never written
         self._marks: dict[str, int] = {}
         self._embedder_id, self._dim = embedder_id, dim
+        self.known = KnownIds(self)  # its Session and Message ids, kept in step by ``write`` (store/known.py)
         t0 = time.perf_counter()
         created, upgraded = self._ensure_schema(embedder_id, dim)
         try:
@@ -173,6 +175,7 @@ class ScopeDatabase:
                     _run(self._writer, "COMMIT")
             finally:
                 self._txn = None
+            self.known.committed(txn.ids_added, txn.ids_deleted)  # before anyone can trim what was written
             if txn.changes:
                 self._marks = marks
                 self._apply_to_indexes(txn.changes, marks)
@@ -443,6 +446,9 @@ class WriteTxn:
         self.create_small = create_small  # small inserts as CREATE (see ``copy``)
         self.small_tables = small_tables  # the scope is small: edges by UNWIND (see ``_create``)
         self.changes: list[Change] = []  # what this transaction did to indexed tables
+        # Ids it inserted into and deleted from the tables whose ids the database keeps in memory (``KnownIds``).
+        self.ids_added: dict[str, list[str]] = {}
+        self.ids_deleted: dict[str, list[str]] = {}
         self.created = False  # it inserted with CREATE (its commit does not checkpoint)
         self.copied = False  # it ran a COPY (its commit checkpoints)
 
@@ -451,10 +457,12 @@ class WriteTxn:
         return _run(self._conn, cypher, params)
 
     def unindex(self, table: str, ids: Sequence[str]) -> None:
-        """Take ``ids`` of ``table`` out of its derived indexes when the transaction commits (call it beside the
-        statement that deletes them)."""
+        """Announce that this transaction deletes ``ids`` of ``table`` (call it beside the statement that deletes
+        them): at commit they leave its derived indexes and the database's known ids."""
         if table in INDEXED_TABLES and ids:
             self.changes.append(Change(table, deleted=list(ids)))
+        if table in KNOWN_TABLES and ids:
+            self.ids_deleted.setdefault(table, []).extend(ids)
 
     def copy(self, table: str, data: Any) -> None:
         """Insert a pyarrow table; an indexed table's rows are indexed at commit.
@@ -477,6 +485,8 @@ class WriteTxn:
             self.copied = True
         if table in INDEXED_TABLES:
             self.changes.append(Change(table, added=data))
+        if table in KNOWN_TABLES:
+            self.ids_added.setdefault(table, []).extend(data.column("id").to_pylist())
 
     def _create(self, table: str, data: Any) -> None:
         rows = data.to_pylist()

@@ -21,7 +21,12 @@ from graphrecall.models import Entity, Event, Fact, FactKind
 from graphrecall.names import normalize_name
 from graphrecall.store.arrow import TS, edge_table, vector_column
 from graphrecall.store.database import ScopeDatabase, WriteTxn
+from graphrecall.store.known import (
+    existing_ids as existing_ids,  # extraction and import check ids through here
+)
 from graphrecall.store.rows import EntityRecord
+from graphrecall.store.rows import EventRow as EventRow  # extraction builds them as ``store.facts`` rows
+from graphrecall.store.rows import FactRow as FactRow
 from graphrecall.store.visibility import event_condition, fact_condition
 
 FACT_COLS = (
@@ -34,41 +39,6 @@ SUMMARY_PREFIX = "fsum_"
 """Ids of period summaries (``extract.consolidate``): facts about a stretch of time, not statements to version a new
 fact against, so versioning never offers them as candidates (nor does consolidation cluster them)."""
 NOT_SUMMARY = f"NOT starts_with(f.id, '{SUMMARY_PREFIX}')"
-
-
-@dataclass
-class FactRow:
-    id: str
-    text: str
-    terms: str
-    kind: str
-    polarity: str
-    confidence: float
-    valid_from: datetime | None
-    recorded_at: datetime | None
-    last_seen: datetime | None
-    session_id: str | None
-    message_ids: list[str]
-    entity_ids: list[str]
-    vec: Vectors
-    reinforcement: int = 1  # observations so far: 1 for a new fact, the exported count on import
-
-
-@dataclass
-class EventRow:
-    id: str
-    subject: str
-    verb: str
-    object: str
-    text: str
-    terms: str
-    time_start: datetime | None
-    time_end: datetime | None
-    session_id: str | None
-    message_ids: list[str]
-    subject_ids: list[str]
-    object_ids: list[str]
-    vec: Vectors
 
 
 @dataclass
@@ -612,16 +582,6 @@ def session_date(db: ScopeDatabase, session_id: str) -> datetime | None:
 
 
 # -- a whole scope (``exchange``) ------------------------------------------------------------------------------------
-def existing_ids(db: ScopeDatabase, table: str, ids: Sequence[str]) -> set[str]:
-    """The subset of ``ids`` stored in ``table`` (Fact, Event or Entity)."""
-    if table not in ("Fact", "Event", "Entity"):
-        raise ValueError(f"not an extracted-memory table: {table}")
-    if not ids:
-        return set()
-    rows = db.query(f"MATCH (x:{table}) WHERE x.id IN $ids RETURN x.id", {"ids": list(ids)})
-    return {r[0] for r in rows}
-
-
 def extraction_states(db: ScopeDatabase) -> dict[str, tuple[str, str | None]]:
     """Session id -> (extract_status, extract_error)."""
     rows = db.query("MATCH (s:Session) RETURN s.id, coalesce(s.extract_status, 'none'), s.extract_error")

@@ -10,8 +10,8 @@ Open logs are bounded (each has a flusher thread): past ``capacity`` the least r
 closed; its file stays, and the next access opens it again.
 
 Small scopes live in their log. Kuzu 0.11.3 spends ~1 MB on the first row of every node table (its primary-key
-index), so a user who said one word cost 4.3 MB in Kuzu against ~20 KB in the log (docs/benchmarks.md,
-"Footprint"). A scope without a Kuzu database whose log holds fewer than ``resident_rounds`` rounds is *resident*:
+index), so a user who said one word cost 4.3 MB in Kuzu against 24 KB in the log (docs/architecture.md, "Small
+scopes live in their write log"). A scope without a Kuzu database whose log holds fewer than ``resident_rounds`` rounds is *resident*:
 its flusher holds the entries (no batch by age, none at close or eviction), reads go through ``reading`` (an empty
 database from ``DatabasePool.empty`` plus the tail, which holds everything) and the raw-history reads through
 ``resident_sessions``. It moves into Kuzu, for good, when its log reaches ``resident_rounds`` rounds, when a bulk
@@ -23,25 +23,26 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from graphrecall.config import FLUSH_MAX_AGE_S, RESIDENT_ROUNDS, default_flush_concurrency
 from graphrecall.errors import EmbedderMismatch, StorageFull
-from graphrecall.models import Message, Role, Scope, Session
+from graphrecall.models import Scope, Session
 from graphrecall.store import proclock
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.pool import DatabasePool
 from graphrecall.store.wal import ScopeLog, TailIndex, TailSnapshot, WriteEntry, WriteLog, log_path
 from graphrecall.store.wal.apply import apply_entries
+from graphrecall.store.wal.flusher import BATCH_ENTRIES
 from graphrecall.store.wal.log import LOG_SUFFIX
 
 T = TypeVar("T")
-
-# A scope stays in its write log (no Kuzu database) while it has fewer rounds than this: the module docstring.
-RESIDENT_ROUNDS = 64
+_log = logging.getLogger(__name__)
 
 
 class ScopeLogs:
@@ -50,26 +51,38 @@ class ScopeLogs:
         pool: DatabasePool,
         dim: int,
         *,
-        capacity: int = 64,
-        batch_entries: int = 64,
-        max_age_s: float = 5.0,
+        capacity: int | None = None,
+        batch_entries: int = BATCH_ENTRIES,
+        max_age_s: float = FLUSH_MAX_AGE_S,
         resident_rounds: int = RESIDENT_ROUNDS,
-        flush_slots: int = 1,
+        flush_slots: int | None = None,
     ) -> None:
-        """``resident_rounds``: a scope with no Kuzu database stays in its log below this many rounds (0: every
-        scope is flushed into Kuzu as its writes come). ``flush_slots``: how many scopes' flushers write to Kuzu
-        in the background at once (``Flusher``'s ``slots``)."""
+        """``capacity``: open logs at most (default: twice the pool's databases, since a scope that lives in its log
+        has a log and no database). ``resident_rounds``: a scope with no Kuzu database stays in its log below this
+        many rounds (0: every scope is flushed into Kuzu as its writes come). ``flush_slots``: how many scopes'
+        flushers write to Kuzu in the background at once (``Flusher``'s ``slots``; default: half the cores). The
+        defaults are ``Settings``' (``graphrecall.config``)."""
         self._pool = pool
         self.resident_rounds = max(0, resident_rounds)
         self._dim = dim
-        self._capacity = max(1, capacity)
+        self._capacity = max(1, capacity if capacity is not None else 2 * pool.capacity)
         self._batch_entries = batch_entries
         self._max_age_s = max_age_s
-        self._flush_slots = threading.BoundedSemaphore(max(1, flush_slots))
+        self._flush_slots = threading.BoundedSemaphore(
+            max(1, flush_slots if flush_slots is not None else default_flush_concurrency())
+        )
         self._open: OrderedDict[Scope, ScopeLog] = OrderedDict()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(
+            self._lock
+        )  # notified when a scope's use ends or its log is closed
         self._scope_locks: dict[Scope, threading.Lock] = {}  # writes of a scope, one at a time
         self._opening: dict[Scope, threading.Lock] = {}  # one open of a scope's log at a time
+        # Eviction closes only logs nobody uses: a write (from planning to append) and a flush pin their scope's log
+        # (``_pinned``). An evicted log is in ``_closing`` until its close (a flush) is done; opening that scope
+        # again waits for it, so a scope never has two open logs (two tails, two flushers).
+        self._users: dict[Scope, int] = {}
+        self._closing: dict[Scope, ScopeLog] = {}
         self._closed = False
 
     def path(self, scope: Scope) -> Path:
@@ -81,8 +94,11 @@ class ScopeLogs:
             return self._scope_locks.setdefault(scope, threading.Lock())
 
     def get(self, scope: Scope, *, create: bool) -> ScopeLog | None:
-        """The scope's open log; opened (and replayed) if its file exists or ``create``; else ``None``."""
+        """The scope's open log; opened (and replayed) if its file exists or ``create``; else ``None``. A caller
+        that uses the log itself (appends, flushes) rather than a snapshot of its tail holds ``_pinned`` around
+        the use, so that eviction does not close it under the caller."""
         with self._lock:
+            self._changed.wait_for(lambda: scope not in self._closing)
             found = self._open.get(scope)
             if found is not None:
                 self._open.move_to_end(scope)
@@ -99,6 +115,7 @@ class ScopeLogs:
             opening = self._opening.setdefault(scope, threading.Lock())
         with opening:
             with self._lock:
+                self._changed.wait_for(lambda: scope not in self._closing)
                 found = self._open.get(scope)
                 if found is not None:
                     return found
@@ -111,7 +128,6 @@ class ScopeLogs:
                     dim=self._dim,
                     apply=to_scope,
                     checkpoint=to_scope.checkpoint,
-                    checkpoint_age_s=max(1.0, 2 * self._max_age_s),  # about one checkpoint per two batches
                     name=str(scope),
                     hold=lambda tail: self._holds(scope, tail),
                     check=self._check_embedder,
@@ -124,10 +140,27 @@ class ScopeLogs:
                 raise
             with self._lock:
                 self._open[scope] = opened
-                evicted = self._evict()
-        for old in evicted:
-            _close(old)
+                evicted = self._evict(keep=scope)  # not the log this caller is about to use
+        self._close_evicted(evicted)
         return opened
+
+    @contextlib.contextmanager
+    def _pinned(self, scope: Scope) -> Iterator[None]:
+        """Keep the scope's log (open now or opened inside) from being evicted for the body of a ``with``."""
+        with self._lock:
+            self._users[scope] = self._users.get(scope, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._users[scope] - 1
+                if left:
+                    self._users[scope] = left
+                else:
+                    del self._users[scope]
+                self._changed.notify_all()
+                evicted = self._evict()  # a log kept past capacity while it was in use
+            self._close_evicted(evicted)
 
     def _lock_log(self, scope: Scope) -> None:
         """This process's hold on the scope's log (``store.proclock``); ``StoreBusy`` when another process has it."""
@@ -198,13 +231,15 @@ class ScopeLogs:
     def writing(self, scope: Scope) -> Iterator[ScopeDatabase]:
         """The database a write of ``scope`` is planned against (the caller holds ``scope_lock``): its own, created
         if need be, or the pool's empty one for a scope that lives or may start in its log. A write planned
-        against the empty one must check ``resident`` again after reading the tail (``Writer``)."""
-        if self.resident_rounds and not self._pool.exists(scope):
-            with self._pool.empty() as db:
+        against the empty one must check ``resident`` again after reading the tail (``Writer``). The scope's log
+        stays open for the body: the write reads its tail, then appends to it."""
+        with self._pinned(scope):
+            if self.resident_rounds and not self._pool.exists(scope):
+                with self._pool.empty() as db:
+                    yield db
+                return
+            with self._pool.acquire(scope) as db:
                 yield db
-            return
-        with self._pool.acquire(scope) as db:
-            yield db
 
     def resident_sessions(self, scope: Scope) -> list[Session] | None:
         """Every session of a scope that lives in its log, with its messages, oldest first (from the tail);
@@ -233,18 +268,40 @@ class ScopeLogs:
         out = read(tail)
         return out if self.resident(scope) else None
 
-    def _evict(self) -> list[ScopeLog]:
-        """Least recently used logs beyond capacity (caller holds ``_lock``; the caller closes them)."""
+    def _evict(self, keep: Scope | None = None) -> list[tuple[Scope, ScopeLog]]:
+        """Least recently used logs beyond capacity that nobody uses (nor ``keep``), moved to ``_closing`` (caller
+        holds ``_lock``; the caller closes them with ``_close_evicted``)."""
         out = []
-        while len(self._open) > self._capacity:
-            _, old = self._open.popitem(last=False)
-            out.append(old)
+        for scope in list(self._open):
+            if len(self._open) <= self._capacity:
+                break
+            if self._users.get(scope) or scope == keep:
+                continue
+            old = self._open.pop(scope)
+            self._closing[scope] = old
+            out.append((scope, old))
         return out
 
+    def _close_evicted(self, evicted: Sequence[tuple[Scope, ScopeLog]]) -> None:
+        """Close evicted logs (flushing them), then let waiting openers of those scopes in. A close that fails
+        leaves its entries in the log file, for the next open to replay."""
+        for scope, old in evicted:
+            try:
+                _close(old)
+            except Exception:
+                _log.exception(
+                    "closing the evicted write log of %s failed; its entries stay in the file", scope
+                )
+            finally:
+                with self._lock:
+                    del self._closing[scope]
+                    self._changed.notify_all()
+
     def append(self, scope: Scope, entry: WriteEntry) -> WriteEntry:
-        log = self.get(scope, create=True)
-        assert log is not None
-        return log.append(entry)
+        with self._pinned(scope):
+            found = self.get(scope, create=True)
+            assert found is not None
+            return found.append(entry)
 
     def snapshot(self, scope: Scope) -> TailSnapshot | None:
         """The scope's unflushed rounds, or ``None`` when it has no log."""
@@ -270,25 +327,27 @@ class ScopeLogs:
 
     def flush(self, scope: Scope) -> None:
         """Move the scope's pending writes into Kuzu now (the caller must not hold the database's write lock)."""
-        log = self.get(scope, create=False)
-        if log is not None:
-            log.flush()
+        with self._pinned(scope):
+            found = self.get(scope, create=False)
+            if found is not None:
+                found.flush()
 
     def flush_all(self) -> None:
         """Flush every open log (a log that is not open has nothing a flusher could have missed: opening it
         replays it)."""
         with self._lock:
-            logs = list(self._open.values())
-        for log in logs:
-            log.flush()
+            scopes = list(self._open)
+        for scope in scopes:
+            self.flush(scope)
 
     def drop(self, scope: Scope) -> bool:
-        """Close the scope's log without flushing and delete its files (the scope is being erased). Returns
-        whether it existed."""
+        """Close the scope's log without flushing and delete its files (the scope is being erased): once a flush
+        of it in progress is done (writes are held off by ``scope_lock``). Returns whether it existed."""
         with self.scope_lock(scope), self._lock:
-            log = self._open.pop(scope, None)
-        if log is not None:
-            _close(log, flush=False)
+            self._changed.wait_for(lambda: not self._users.get(scope) and scope not in self._closing)
+            found = self._open.pop(scope, None)
+        if found is not None:
+            _close(found, flush=False)
         path = self.path(scope)
         held = path.exists()
         for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), proclock.lock_path(path)):
@@ -314,19 +373,7 @@ class ScopeLogs:
 
 def _sessions_of(tail: TailIndex) -> list[Session]:
     """The tail's sessions with their messages, oldest first."""
-    out = [
-        Session(
-            id=sid,
-            started_at=started,
-            messages=[
-                Message(
-                    id=m.id, role=Role(m.role), content=m.text, at=m.at, session_id=m.session_id, idx=m.idx
-                )
-                for m in tail.messages(sid)
-            ],
-        )
-        for sid, started in tail.sessions().items()
-    ]
+    out = [s.to_session(tail.messages(s.id)) for s in tail.sessions()]
     return sorted(out, key=lambda x: (x.started_at, x.id))
 
 

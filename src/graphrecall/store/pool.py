@@ -34,10 +34,11 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from graphrecall.config import BUFFER_POOL_BYTES, POOL_SIZE
 from graphrecall.errors import NotFound, StorageFull, StoreBusy
 from graphrecall.index import index_dir
 from graphrecall.models import Scope
-from graphrecall.store.database import DEFAULT_BUFFER_POOL, DEFAULT_MAX_DB_SIZE, ScopeDatabase
+from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase
 from graphrecall.store.recovery import wal_path
 from graphrecall.store.space import is_io_failure, no_room, short_of_room
 
@@ -59,8 +60,8 @@ class DatabasePool:
         *,
         embedder_id: str,
         dim: int,
-        capacity: int = 16,
-        buffer_pool_size: int = DEFAULT_BUFFER_POOL,
+        capacity: int = POOL_SIZE,
+        buffer_pool_size: int = BUFFER_POOL_BYTES,
         max_db_size: int = DEFAULT_MAX_DB_SIZE,
     ) -> None:
         if capacity < 1:

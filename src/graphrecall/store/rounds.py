@@ -9,28 +9,15 @@ import numpy as np
 import pyarrow as pa
 
 from graphrecall.embed.base import Vectors
-from graphrecall.models import Message, Role, Round, Session, utcnow
+from graphrecall.models import Round, Session, utcnow
 from graphrecall.store import schema
 from graphrecall.store.arrow import TS, edge_table, vector_column
 from graphrecall.store.database import ScopeDatabase, WriteTxn
-from graphrecall.store.rows import MessageRow, RoundRow
-from graphrecall.store.schema import HNSW_SEARCH_EF
+from graphrecall.store.known import (
+    existing_ids as existing_ids,  # the facade checks ids by table through here
+)
+from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 from graphrecall.store.visibility import round_condition
-
-
-def existing_sessions(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, int]:
-    """Session id -> number of stored messages, for the ids that exist (point lookups: see ``fetch_rounds``)."""
-    rows = db.query_each(
-        "MATCH (s:Session {id: $i}) OPTIONAL MATCH (m:Message)-[:MSG_IN]->(s) RETURN s.id, count(m)",
-        [{"i": sid} for sid in dict.fromkeys(ids)],
-    )
-    return {r[0]: int(r[1]) for r in rows}
-
-
-def existing_ids(db: ScopeDatabase, table: str, ids: Sequence[str]) -> set[str]:
-    """The ids of ``table`` rows that exist (one primary-key lookup each: see ``kuzu_rounds``)."""
-    rows = db.query_each(f"MATCH (n:{table} {{id: $i}}) RETURN n.id", [{"i": i} for i in dict.fromkeys(ids)])
-    return {r[0] for r in rows}
 
 
 def session_messages(db: ScopeDatabase, session_id: str) -> list[MessageRow]:
@@ -46,7 +33,7 @@ def session_messages(db: ScopeDatabase, session_id: str) -> list[MessageRow]:
 def write_batch(
     txn: WriteTxn,
     *,
-    new_sessions: Sequence[tuple[str, datetime]],
+    new_sessions: Sequence[SessionRow],
     messages: Sequence[MessageRow],
     rounds: Sequence[RoundRow],
     user_vecs: Vectors,
@@ -65,7 +52,7 @@ def write_batch(
 def write_messages(
     txn: WriteTxn,
     *,
-    new_sessions: Sequence[tuple[str, datetime]],
+    new_sessions: Sequence[SessionRow],
     messages: Sequence[MessageRow],
     replaced_round_ids: Sequence[str],
 ) -> None:
@@ -77,8 +64,8 @@ def write_messages(
             "Session",
             pa.table(
                 {
-                    "id": [s for s, _ in new_sessions],
-                    "started_at": pa.array([d for _, d in new_sessions], TS),
+                    "id": [s.id for s in new_sessions],
+                    "started_at": pa.array([s.started_at for s in new_sessions], TS),
                     "extract_status": ["none"] * len(new_sessions),
                     "extract_error": pa.array([None] * len(new_sessions), pa.string()),
                     "updated_at": pa.array([now] * len(new_sessions), TS),
@@ -222,7 +209,8 @@ def round_vectors(db: ScopeDatabase, ids: Sequence[str], side: str = "user") -> 
 def exact_vector_search(
     db: ScopeDatabase, column: str, vec: Vectors, k: int, table: str = "Round"
 ) -> list[tuple[str, float]]:
-    """The same ranking by a full scan in Kuzu, without an index: the reference the indexes are measured against."""
+    """The same ranking by a full scan in Kuzu, without an index: the reference the derived indexes are checked
+    against (tests, ``benchmarks/perf``, and the retriever's ``use_index=False``, which only they set)."""
     rows = db.query(
         f"MATCH (r:{table}) WITH r, array_cosine_similarity(r.{column}, $v) AS s RETURN r.id, s ORDER BY s DESC "
         "LIMIT $k",
@@ -244,30 +232,6 @@ def lexical_search(db: ScopeDatabase, index: str, terms: str, k: int) -> list[tu
     """BM25 top-k with OR semantics over normalized terms (see ``graphrecall.text``), from the derived lexical
     index ``index``."""
     return db.indexes.lexical_search(index, terms, k)
-
-
-def kuzu_vector_search(
-    db: ScopeDatabase, table: str, index: str, vec: Vectors, k: int
-) -> list[tuple[str, float]]:
-    """Top-k through a Kuzu HNSW index (schema 1; benchmarks compare it with the derived index)."""
-    rows = db.query(
-        f"CALL QUERY_VECTOR_INDEX('{table}', '{index}', $v, $k, efs := {max(HNSW_SEARCH_EF, k)}) "
-        "RETURN node.id, distance ORDER BY distance",
-        {"v": np.asarray(vec, dtype=np.float32).tolist(), "k": k},
-    )
-    return [(r[0], 1.0 - float(r[1])) for r in rows]
-
-
-def kuzu_fts_search(db: ScopeDatabase, table: str, index: str, terms: str, k: int) -> list[tuple[str, float]]:
-    """BM25 top-k through a Kuzu full-text index (schema 1; benchmarks compare it with the derived index)."""
-    if not terms:
-        return []
-    rows = db.query(
-        f"CALL QUERY_FTS_INDEX('{table}', '{index}', $q, conjunctive := false, top := $k) "
-        "RETURN node.id, score ORDER BY score DESC",
-        {"q": terms, "k": k},
-    )
-    return [(r[0], float(r[1])) for r in rows]
 
 
 def rounds_between(
@@ -323,10 +287,7 @@ def get_session(db: ScopeDatabase, session_id: str) -> Session | None:
     )
     if not rows:
         return None
-    msgs = [
-        Message(id=m.id, role=Role(m.role), content=m.text, at=m.at, session_id=m.session_id, idx=m.idx)
-        for m in session_messages(db, session_id)
-    ]
+    msgs = [m.to_message() for m in session_messages(db, session_id)]
     r = rows[0]
     return Session(id=r[0], started_at=r[1], extract_status=r[2] or "none", messages=msgs)
 

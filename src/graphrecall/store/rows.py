@@ -1,6 +1,16 @@
-"""Storage rows: what the store writes and reads back, built by ingest and extraction.
+"""The store's rows: one type per stored entity, the internal form of everything the store writes.
 
-They live with the store (not with their builders) so that the store depends on nothing above it.
+One type each, used end to end. A chat turn becomes a ``MessageRow`` once, in ``ingest.message_rows``, and its
+round a ``RoundRow`` once, in ``ingest.build_rounds``; the same objects are planned by the writer, serialized into a
+write-log entry (``wal.entry``: the JSON of these fields, so a new column is one field here plus, for Kuzu, its
+schema and COPY column), kept by the log's tail, and written to Kuzu by the flusher or a bulk ingest. Dates in a row
+are ``datetime``s, naive UTC (``models.ensure_utc``): parsed once, where a caller's string entered (the facade), or
+where a stored one is read back (the log's JSON, by pydantic). The public models of ``graphrecall.models``
+(``Message``, ``Round``, ``Session``, ``Fact``, ...) are the API; rows turn into them at one place each
+(``MessageRow.to_message``, ``RoundRow.to_round``, ``SessionRow.to_session``).
+
+They live with the store (not with their builders) so that the store depends on nothing above it. Frozen: a row
+built once is shared by a write-log entry and the tail, so nothing may change it in place.
 """
 
 from __future__ import annotations
@@ -10,11 +20,25 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from graphrecall.embed.base import Vectors
+from graphrecall.models import Message, Role, Round, Session
 from graphrecall.names import is_user, match_keys, normalize_name
 
 
-@dataclass
+@dataclass(frozen=True)
+class SessionRow:
+    """A session as ingest creates it (its extraction state is the store's, set by extraction)."""
+
+    id: str
+    started_at: datetime
+
+    def to_session(self, messages: Sequence[MessageRow] = ()) -> Session:
+        return Session(id=self.id, started_at=self.started_at, messages=[m.to_message() for m in messages])
+
+
+@dataclass(frozen=True)
 class MessageRow:
+    """A message with its final id and position (``session_id#idx`` unless the caller named it)."""
+
     id: str
     session_id: str
     idx: int
@@ -22,9 +46,23 @@ class MessageRow:
     text: str
     at: datetime
 
+    def to_message(self) -> Message:
+        return Message(
+            id=self.id,
+            role=Role(self.role),
+            content=self.text,
+            at=self.at,
+            session_id=self.session_id,
+            idx=self.idx,
+        )
 
-@dataclass
+
+@dataclass(frozen=True)
 class RoundRow:
+    """A user turn and the replies that followed (``ingest.build_rounds``); a round id written again replaces it.
+    ``reply_text`` and ``terms`` are what the vectors and the lexical index are made from; Kuzu keeps ``terms``,
+    the write log both."""
+
     id: str
     session_id: str
     idx: int
@@ -35,10 +73,61 @@ class RoundRow:
     at: datetime
     message_ids: list[str] = field(default_factory=list)
 
+    def to_round(self) -> Round:
+        return Round(
+            id=self.id,
+            session_id=self.session_id,
+            idx=self.idx,
+            text=self.text,
+            user_text=self.user_text,
+            at=self.at,
+            message_ids=list(self.message_ids),
+        )
+
+
+@dataclass
+class FactRow:
+    """A fact as extraction, ``add_fact``, consolidation and import write it (``store.facts.write_extraction``)."""
+
+    id: str
+    text: str
+    terms: str
+    kind: str
+    polarity: str
+    confidence: float
+    valid_from: datetime | None
+    recorded_at: datetime | None
+    last_seen: datetime | None
+    session_id: str | None
+    message_ids: list[str]
+    entity_ids: list[str]
+    vec: Vectors
+    reinforcement: int = 1  # observations so far: 1 for a new fact, the exported count on import
+
+
+@dataclass
+class EventRow:
+    """An event as extraction and import write it."""
+
+    id: str
+    subject: str
+    verb: str
+    object: str
+    text: str
+    terms: str
+    time_start: datetime | None
+    time_end: datetime | None
+    session_id: str | None
+    message_ids: list[str]
+    subject_ids: list[str]
+    object_ids: list[str]
+    vec: Vectors
+
 
 @dataclass
 class EntityRecord:
-    """An entity as resolution sees it: stored ones have ``stored=True``; ``vec`` is the name embedding."""
+    """An entity as resolution sees it: stored ones have ``stored=True``; ``vec`` is the name embedding. Mutable:
+    resolution merges aliases into it (``absorb``) before it is written."""
 
     id: str
     name: str

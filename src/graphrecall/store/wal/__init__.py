@@ -1,7 +1,7 @@
 """The write path of a live service: a durable per-scope log that acknowledges writes, a flusher that moves them
 into Kuzu in batches, and an exact index over the not-yet-flushed tail (see ``docs/write-log.md``)."""
 
-from graphrecall.store.wal.entry import ENTRY_VERSION, LoggedMessage, LoggedRound, LoggedSession, WriteEntry
+from graphrecall.store.wal.entry import ENTRY_VERSION, WriteEntry
 from graphrecall.store.wal.flusher import Apply, Flusher, FlushFailed
 from graphrecall.store.wal.log import WriteLog, WriteLogCorrupt, WriteLogError, WriteLogFull, log_path
 from graphrecall.store.wal.scope import ScopeLog
@@ -12,9 +12,6 @@ __all__ = [
     "Apply",
     "FlushFailed",
     "Flusher",
-    "LoggedMessage",
-    "LoggedRound",
-    "LoggedSession",
     "ScopeLog",
     "TailIndex",
     "TailSnapshot",

@@ -15,13 +15,13 @@ One batch is one transaction: all of it or nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 import numpy as np
 
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
-from graphrecall.store.rows import MessageRow, RoundRow
+from graphrecall.store.known import existing_ids
+from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 from graphrecall.store.wal.entry import WriteEntry
 
 
@@ -30,7 +30,7 @@ def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry], *, durable: 
     if not entries:
         return
     dim = entries[0].dim
-    sessions: dict[str, datetime] = {}
+    sessions: dict[str, SessionRow] = {}
     messages: dict[str, MessageRow] = {}
     latest: dict[str, tuple[RoundRow, np.ndarray, np.ndarray, np.ndarray | None]] = {}
     deleted: set[str] = set()
@@ -38,30 +38,20 @@ def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry], *, durable: 
         if e.dim != dim:
             raise ValueError(f"entry seq {e.seq} has dim {e.dim}; the batch has dim {dim}")
         for s in e.sessions:
-            sessions.setdefault(s.id, s.started_at)
+            sessions.setdefault(s.id, s)
         for m in e.messages:
-            messages.setdefault(m.id, MessageRow(m.id, m.session_id, m.idx, m.role, m.text, m.at))
+            messages.setdefault(m.id, m)
         for rid in e.replaced_round_ids:
             deleted.add(rid)
             latest.pop(rid, None)
         users, replies, passages = e.user_matrix(), e.reply_matrix(), e.passages()
         for i, r in enumerate(e.rounds):
-            row = RoundRow(
-                r.id,
-                r.session_id,
-                r.idx,
-                r.text,
-                r.user_text,
-                r.reply_text,
-                r.terms,
-                r.at,
-                list(r.message_ids),
-            )
-            latest[r.id] = (row, users[i], replies[i], passages[i])
+            latest[r.id] = (r, users[i], replies[i], passages[i])
     with db.write_lock:
-        known_sessions = q.existing_sessions(db, list(sessions))
-        new_sessions = [(sid, d) for sid, d in sessions.items() if sid not in known_sessions]
-        known_messages = q.existing_ids(db, "Message", list(messages))
+        # Asked of Kuzu itself, not of ``db.known``: a replay must be right whatever any cache says.
+        known_sessions = existing_ids(db, "Session", sessions)
+        new_sessions = [s for sid, s in sessions.items() if sid not in known_sessions]
+        known_messages = existing_ids(db, "Message", messages)
         new_messages = [m for mid, m in messages.items() if mid not in known_messages]
         rows = [v[0] for v in latest.values()]
         stale = sorted(deleted | set(latest))  # every round id written is replaced, if Kuzu has it

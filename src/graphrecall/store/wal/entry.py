@@ -3,7 +3,10 @@
 An entry holds exactly what ingest would write to Kuzu for that call: the sessions it creates, its messages (with
 their final ids and positions), its rounds (texts, index terms) and both vectors of every round as raw float32
 bytes. So a flush is a pure copy (no embedding, no id assignment, no reading of what is stored) and a replay after
-a crash writes the same rows again.
+a crash writes the same rows again. The rows are the store's own (``store.rows``: ``SessionRow``, ``MessageRow``,
+``RoundRow``), serialized field by field; their JSON is the log's format, so a field added to a row must have a
+default that reads older entries (and ``ENTRY_VERSION`` goes up when older readers must refuse the new ones).
+``tests/data/wal/`` holds logs written by earlier releases, which every release must replay.
 
 On disk an entry is two columns: the JSON of the model without its vectors (versioned: ``version``) and one BLOB
 with the user vectors followed by the reply vectors (``len(rounds) * dim`` float32 each, little-endian, row-major),
@@ -16,85 +19,18 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from graphrecall.models import Round, ensure_utc, utcnow
+from graphrecall.models import utcnow
+from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 
 # Version of the JSON payload. A reader accepts every version up to this one (older payloads are upgraded on read
 # by ``_upgrade``) and refuses newer ones: they were written by a newer graphrecall.
 ENTRY_VERSION = 2
 _F32 = np.dtype("<f4")
-
-
-class LoggedSession(BaseModel):
-    """A session this entry creates (sessions that exist already are not repeated)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    started_at: datetime
-
-
-class LoggedMessage(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    session_id: str
-    idx: int
-    role: str
-    text: str
-    at: datetime
-
-
-class LoggedRound(BaseModel):
-    """A round as ingest builds it (``ingest.RoundRow``); a round id written again replaces the earlier version."""
-
-    model_config = ConfigDict(frozen=True)
-
-    id: str
-    session_id: str
-    idx: int
-    text: str
-    user_text: str
-    reply_text: str
-    terms: str
-    at: datetime
-    message_ids: list[str] = Field(default_factory=list)
-
-    def as_round(self) -> Round:
-        return Round(
-            id=self.id,
-            session_id=self.session_id,
-            idx=self.idx,
-            text=self.text,
-            user_text=self.user_text,
-            at=self.at,
-            message_ids=list(self.message_ids),
-        )
-
-
-class _MessageLike(Protocol):
-    id: str
-    session_id: str
-    idx: int
-    role: str
-    text: str
-    at: datetime
-
-
-class _RoundLike(Protocol):
-    id: str
-    session_id: str
-    idx: int
-    text: str
-    user_text: str
-    reply_text: str
-    terms: str
-    at: datetime
-    message_ids: list[str]
 
 
 class WriteEntry(BaseModel):
@@ -106,9 +42,9 @@ class WriteEntry(BaseModel):
     version: int = ENTRY_VERSION
     written_at: datetime = Field(default_factory=utcnow)
     dim: int = Field(ge=1)
-    sessions: list[LoggedSession] = Field(default_factory=list)
-    messages: list[LoggedMessage] = Field(default_factory=list)
-    rounds: list[LoggedRound] = Field(default_factory=list)
+    sessions: list[SessionRow] = Field(default_factory=list)
+    messages: list[MessageRow] = Field(default_factory=list)
+    rounds: list[RoundRow] = Field(default_factory=list)
     replaced_round_ids: list[str] = Field(default_factory=list)
     user_vectors: bytes = b""
     reply_vectors: bytes = b""
@@ -143,17 +79,17 @@ class WriteEntry(BaseModel):
     def from_rows(
         cls,
         *,
-        sessions: Sequence[tuple[str, datetime]],
-        messages: Sequence[_MessageLike],
-        rounds: Sequence[_RoundLike],
+        sessions: Sequence[SessionRow],
+        messages: Sequence[MessageRow],
+        rounds: Sequence[RoundRow],
         user_vectors: Any,
         reply_vectors: Any,
         passages: Sequence[Any | None] = (),
         replaced_round_ids: Sequence[str] = (),
         dim: int,
     ) -> WriteEntry:
-        """From what ingest computes (``ingest.MessageRow``/``RoundRow``, the two (n, dim) vector arrays, and per
-        round ``None`` or its user turn's (passages, dim) vectors)."""
+        """From what the writer plans: its rows (kept as they are, not copied), the two (n, dim) vector arrays,
+        and per round ``None`` or its user turn's (passages, dim) vectors."""
         if passages and len(passages) != len(rounds):
             raise ValueError(f"{len(passages)} passage arrays for {len(rounds)} rounds")
         counts = [0 if p is None else len(p) for p in passages]
@@ -162,25 +98,9 @@ class WriteEntry(BaseModel):
             # An entry without passages is a valid version 1 entry: a graphrecall before passages can replay it.
             version=ENTRY_VERSION if owned else 1,
             dim=dim,
-            sessions=[LoggedSession(id=s, started_at=ensure_utc(d)) for s, d in sessions],
-            messages=[
-                LoggedMessage(id=m.id, session_id=m.session_id, idx=m.idx, role=m.role, text=m.text, at=m.at)
-                for m in messages
-            ],
-            rounds=[
-                LoggedRound(
-                    id=r.id,
-                    session_id=r.session_id,
-                    idx=r.idx,
-                    text=r.text,
-                    user_text=r.user_text,
-                    reply_text=r.reply_text,
-                    terms=r.terms,
-                    at=r.at,
-                    message_ids=list(r.message_ids),
-                )
-                for r in rounds
-            ],
+            sessions=list(sessions),
+            messages=list(messages),
+            rounds=list(rounds),
             replaced_round_ids=list(replaced_round_ids),
             user_vectors=_as_bytes(user_vectors, len(rounds), dim, "user_vectors"),
             reply_vectors=_as_bytes(reply_vectors, len(rounds), dim, "reply_vectors"),

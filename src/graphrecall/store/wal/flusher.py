@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from graphrecall.config import FLUSH_MAX_AGE_S
 from graphrecall.errors import GraphRecallError
 from graphrecall.store.wal.entry import WriteEntry
 from graphrecall.store.wal.log import WriteLog
@@ -34,6 +35,13 @@ from graphrecall.store.wal.log import WriteLog
 log = logging.getLogger(__name__)
 
 Apply = Callable[[Sequence[WriteEntry]], None]
+
+BATCH_ENTRIES = 64
+"""A batch is due once this many entries wait (sooner than their age): one Kuzu transaction per 64 turns, and a
+burst of turns never waits a whole ``max_age_s``."""
+MIN_CHECKPOINT_AGE_S = 1.0
+"""The least ``checkpoint_age_s`` that follows from ``max_age_s`` (twice it: about one checkpoint per two batches;
+a checkpoint makes every read wait, so never more often than this)."""
 
 
 class FlushFailed(GraphRecallError):
@@ -48,14 +56,14 @@ class Flusher:
         wlog: WriteLog,
         apply: Apply,
         *,
-        batch_entries: int = 64,
-        max_age_s: float = 0.5,
+        batch_entries: int = BATCH_ENTRIES,
+        max_age_s: float = FLUSH_MAX_AGE_S,
         backoff_s: float = 0.1,
         max_backoff_s: float = 10.0,
         jitter: float = 0.2,
         on_flushed: Callable[[int], None] | None = None,
         checkpoint: Callable[[], None] | None = None,
-        checkpoint_age_s: float = 2.0,
+        checkpoint_age_s: float | None = None,
         hold: Callable[[], bool] | None = None,
         slots: threading.Semaphore | None = None,
         name: str = "",
@@ -63,7 +71,8 @@ class Flusher:
     ) -> None:
         """``on_flushed(upto_seq)`` runs after entries up to ``upto_seq`` left the log, durable in Kuzu (e.g. to
         trim the tail). ``checkpoint()`` makes what ``apply`` committed durable; entries are deleted from the log
-        after it ran, at most ``checkpoint_age_s`` after the first of them was applied (and on ``flush``).
+        after it ran, at most ``checkpoint_age_s`` (default: twice ``max_age_s``, at least ``MIN_CHECKPOINT_AGE_S``)
+        after the first of them was applied (and on ``flush``).
         ``hold()``, asked whenever a batch could be due, keeps the entries in the log while it returns True: no
         batch by count or age and none at ``close``; only ``flush()`` and ``kick()`` move them (a small scope that
         lives in its log, ``store.logs``). ``slots``, shared by the flushers of a process, bounds how many of them
@@ -84,7 +93,9 @@ class Flusher:
         self.jitter = jitter
         self.on_flushed = on_flushed
         self.checkpoint = checkpoint
-        self.checkpoint_age_s = checkpoint_age_s
+        self.checkpoint_age_s = (
+            checkpoint_age_s if checkpoint_age_s is not None else max(MIN_CHECKPOINT_AGE_S, 2 * max_age_s)
+        )
         self.hold = hold
         self.slots = slots
         self._age_s = self._draw_age()

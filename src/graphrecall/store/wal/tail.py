@@ -22,13 +22,13 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
 
 from graphrecall.models import Round
-from graphrecall.store.wal.entry import LoggedMessage, WriteEntry
+from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
+from graphrecall.store.wal.entry import WriteEntry
 from graphrecall.text import BM25_B as B
 from graphrecall.text import BM25_K1 as K1
 from graphrecall.text import query_tokens, tokenize
@@ -37,9 +37,12 @@ Side = Literal["user", "reply"]
 
 
 @dataclass(frozen=True)
-class _TailRound:
+class _Indexed:
+    """A round of the tail with what exact search needs: its normalized vectors and its term counts. The round
+    itself is the entry's ``RoundRow``, shared, not copied."""
+
     seq: int
-    round: Round
+    row: RoundRow
     user_vec: np.ndarray[Any, np.dtype[np.float32]]
     reply_vec: np.ndarray[Any, np.dtype[np.float32]]
     terms: Counter[str]
@@ -60,10 +63,10 @@ class TailIndex:
     def __init__(self, dim: int, entries: Iterable[WriteEntry] = ()) -> None:
         self.dim = dim
         self._lock = threading.Lock()
-        self._rounds: dict[str, _TailRound] = {}
+        self._rounds: dict[str, _Indexed] = {}
         self._tombstones: dict[str, int] = {}  # round id -> seq of the entry that deleted it
-        self._messages: dict[str, tuple[int, LoggedMessage]] = {}
-        self._sessions: dict[str, tuple[int, datetime]] = {}
+        self._messages: dict[str, tuple[int, MessageRow]] = {}
+        self._sessions: dict[str, tuple[int, SessionRow]] = {}
         self._trimmed_upto = 0
         self._snapshot: TailSnapshot | None = None
         for e in entries:
@@ -82,9 +85,9 @@ class TailIndex:
             toks = tokenize(f"{r.user_text}\n{r.reply_text}")  # the text ingest's ``terms`` are made from
             parts = passages[i]
             built.append(
-                _TailRound(
+                _Indexed(
                     entry.seq,
-                    r.as_round(),
+                    r,
                     _unit(users[i]),
                     _unit(replies[i]),
                     Counter(toks),
@@ -105,15 +108,15 @@ class TailIndex:
                 if old is not None and old.seq < entry.seq:
                     del rounds[rid]
             for tr in built:
-                old = rounds.get(tr.round.id)
+                old = rounds.get(tr.row.id)
                 if old is None or old.seq < tr.seq:
-                    rounds[tr.round.id] = tr
+                    rounds[tr.row.id] = tr
             for m in entry.messages:
                 if m.id not in messages or messages[m.id][0] < entry.seq:
                     messages[m.id] = (entry.seq, m)
             for s in entry.sessions:
                 if s.id not in sessions:
-                    sessions[s.id] = (entry.seq, s.started_at)
+                    sessions[s.id] = (entry.seq, s)
             self._rounds, self._tombstones, self._messages, self._sessions = (
                 rounds,
                 tombstones,
@@ -147,7 +150,7 @@ class TailIndex:
     def __len__(self) -> int:
         return len(self._rounds)
 
-    def messages(self, session_id: str) -> list[LoggedMessage]:
+    def messages(self, session_id: str) -> list[MessageRow]:
         """Unflushed messages of a session in order: with Kuzu's, what ingest must treat as stored."""
         snap = self._messages
         return sorted(
@@ -157,18 +160,19 @@ class TailIndex:
     def message_ids(self) -> set[str]:
         return set(self._messages)
 
-    def sessions(self) -> dict[str, datetime]:
-        """Sessions created by unflushed entries, with their start dates."""
-        return {k: v[1] for k, v in self._sessions.items()}
+    def sessions(self) -> list[SessionRow]:
+        """Sessions created by unflushed entries."""
+        return [v[1] for v in self._sessions.values()]
 
 
 class TailSnapshot:
     """The tail at one moment: its rounds, the Kuzu ids they shadow, and exact search over them."""
 
-    def __init__(self, dim: int, rounds: dict[str, _TailRound], shadowed: frozenset[str]) -> None:
+    def __init__(self, dim: int, rounds: dict[str, _Indexed], shadowed: frozenset[str]) -> None:
         self.dim = dim
         self._rounds = rounds
         self._shadowed = shadowed
+        self._public: dict[str, Round] = {}  # ``models.Round`` of each row, made when first asked for
         self._ids = list(rounds)
         if self._ids:
             self._user = np.stack([rounds[i].user_vec for i in self._ids])
@@ -194,11 +198,17 @@ class TailSnapshot:
 
     def rounds(self) -> list[Round]:
         """The tail's rounds (newest version of each id), oldest first."""
-        snap = self._rounds.values()
-        return [t.round for t in sorted(snap, key=lambda t: (t.round.at, t.round.session_id, t.round.idx))]
+        rows = sorted((t.row for t in self._rounds.values()), key=lambda r: (r.at, r.session_id, r.idx))
+        return [self._round(r.id) for r in rows]
 
     def get(self, ids: Sequence[str]) -> dict[str, Round]:
-        return {i: self._rounds[i].round for i in ids if i in self._rounds}
+        return {i: self._round(i) for i in ids if i in self._rounds}
+
+    def _round(self, rid: str) -> Round:
+        found = self._public.get(rid)
+        if found is None:  # two threads may both make it: the same value, either one is kept
+            found = self._public.setdefault(rid, self._rounds[rid].row.to_round())
+        return found
 
     def vectors(
         self, ids: Sequence[str], side: Side = "user"
@@ -250,6 +260,6 @@ class TailSnapshot:
                 continue
             norm = k1 * (1 - b + b * t.length / avg)
             score = sum(idf[w] * t.terms[w] * (k1 + 1) / (t.terms[w] + norm) for w in hit)
-            out.append((t.round.id, score))
+            out.append((t.row.id, score))
         out.sort(key=lambda kv: (-kv[1], kv[0]))
         return out[:k]

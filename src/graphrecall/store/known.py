@@ -1,0 +1,113 @@
+"""Which ids a scope's database holds: asked of Kuzu (``existing_ids``, any table), or, for Session and Message ids,
+of ``KnownIds``, kept in memory while the database is open.
+
+Why: planning a chat turn asks whether its session and message ids are stored (three point queries were ~8 ms of a
+~20 ms turn on a loaded machine); a set answers at once.
+
+Invariant: the sets are exactly what Kuzu has committed, at every moment a caller can look. That holds because
+- they are loaded under the database's write lock, so no commit lands between the scans, nor between the scans
+  and the moment the sets are in place;
+- every committed write updates them (``ScopeDatabase.write`` calls ``committed`` under the same lock, after COMMIT
+  and before ``write()`` returns): ids a ``WriteTxn.copy`` inserted are added, ids announced deleted with
+  ``WriteTxn.unindex`` are removed, whoever wrote them (the write log's flusher, a bulk ingest, an import, an erase).
+
+What it replaced, and why that tore rounds: the writer kept these sets itself, loaded on its first write to a database
+object and extended only by its own writes. Turns that reached Kuzu through the write log's flusher after the load
+(a database closed by the pool and opened again while turns waited in the log, or a scope moving from its log into
+Kuzu) were in neither the sets nor, once flushed, the log's tail. The next turn of such a session was planned
+against nothing stored: numbered from 0, its round rebuilt from the new message alone (a round holding only the
+assistant's reply), the message itself dropped by the flush as a duplicate id (``tests/integration/
+test_lost_turn_race.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+KNOWN_TABLES = ("Session", "Message")
+ID_TABLES = frozenset(
+    {"Session", "Message", "Round", "Passage", "Fact", "Event", "Entity"}
+)  # keyed by ``id``
+POINT_LOOKUPS_UP_TO = 256
+"""``existing_ids`` looks up this many ids or fewer one by one (~0.8 ms each at 100k rows), more with one scan of
+the table's ids (~0.4 s at 100k rows, whatever their number): Kuzu 0.11.3 plans ``UNWIND $ids MATCH`` and ``IN``
+filters as scans of the whole table (``store.rounds.kuzu_rounds``)."""
+
+
+class _Database(Protocol):
+    write_lock: Any  # threading.RLock: held by every commit
+
+    def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]: ...
+
+    def query_each(self, cypher: str, param_sets: list[dict[str, Any]]) -> list[list[Any]]: ...
+
+
+def existing_ids(db: _Database, table: str, ids: Iterable[str]) -> set[str]:
+    """The subset of ``ids`` that ``table`` holds now, asked of Kuzu (what a replay or an import must trust: not a
+    cache). Any table keyed by ``id``."""
+    if table not in ID_TABLES:
+        raise ValueError(f"not a table keyed by id: {table}")
+    wanted = list(dict.fromkeys(ids))
+    if not wanted:
+        return set()
+    if len(wanted) <= POINT_LOOKUPS_UP_TO:
+        rows = db.query_each(f"MATCH (n:{table} {{id: $i}}) RETURN n.id", [{"i": i} for i in wanted])
+        return {r[0] for r in rows}
+    stored = {r[0] for r in db.query(f"MATCH (n:{table}) RETURN n.id")}
+    return stored.intersection(wanted)
+
+
+class KnownIds:
+    """The ids of ``KNOWN_TABLES`` one open database holds. Thread-safe; loaded on first use."""
+
+    def __init__(self, db: _Database) -> None:
+        # Weak: the database owns this object, and a cycle would keep a closed database (and the memory maps of its
+        # derived indexes) alive until the garbage collector ran.
+        self._db = weakref.ref(db)
+        self._lock = threading.Lock()  # guards the sets against a commit updating them during a lookup
+        self._ids: dict[str, set[str]] | None = None
+
+    def stored(self, table: str, ids: Iterable[str]) -> set[str]:
+        """The subset of ``ids`` that ``table`` holds."""
+        known = self._loaded()[_check(table)]
+        with self._lock:
+            return {i for i in ids if i in known}
+
+    def holds(self, table: str, id_: str) -> bool:
+        known = self._loaded()[_check(table)]
+        with self._lock:
+            return id_ in known
+
+    def committed(self, added: Mapping[str, Sequence[str]], deleted: Mapping[str, Sequence[str]]) -> None:
+        """What one committed transaction inserted and deleted (the caller holds the database's write lock). Not
+        loaded yet: nothing to do, the load reads the committed state."""
+        if self._ids is None:
+            return
+        with self._lock:
+            for table, ids in deleted.items():
+                if table in self._ids:
+                    self._ids[table].difference_update(ids)
+            for table, ids in added.items():
+                if table in self._ids:
+                    self._ids[table].update(ids)
+
+    def _loaded(self) -> dict[str, set[str]]:
+        found = self._ids
+        if found is not None:
+            return found
+        db = self._db()
+        if db is None:
+            raise RuntimeError("the database these ids belong to is gone")
+        with db.write_lock:  # no commit between the scans (``committed`` runs under this lock too)
+            if self._ids is None:
+                self._ids = {t: {r[0] for r in db.query(f"MATCH (n:{t}) RETURN n.id")} for t in KNOWN_TABLES}
+            return self._ids
+
+
+def _check(table: str) -> str:
+    if table not in KNOWN_TABLES:
+        raise ValueError(f"only {', '.join(KNOWN_TABLES)} ids are kept in memory, not {table}")
+    return table
