@@ -115,7 +115,7 @@ class GraphCandidates:
                 else fq.visible_event_ids(db, ids, until, as_of)
             )
             lists = {"vector": [x for x in vec if x[0] in ok], "bm25": [x for x in bm25 if x[0] in ok]}
-            out.append(fusion.order(fusion.rrf(lists, None, self.rrf_k))[:n])
+            out.append(fusion.order(fusion.fuse(lists, method="rrf", k=self.rrf_k))[:n])
         return out[0], out[1]
 
     def _to_rounds(self, db: ScopeDatabase, table: str, ranked: Ranked, n: int) -> Ranked:
