@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from graphrecall.config import DEFAULT_WEIGHTS, OWN_KNOB, RetrievalConfig
+from graphrecall.config import DEFAULT_WEIGHTS, OWN_KNOB, ListName, RetrievalConfig
+from graphrecall.retrieve.lists import GENERATORS, SMALL_SCOPE_LISTS
 
 
 def test_the_defaults_are_the_weights_the_lists_were_tuned_with() -> None:
@@ -59,3 +60,26 @@ def test_a_dumped_config_validates_back_to_itself() -> None:
     """Benchmarks build variants as ``base.model_dump() | overrides``."""
     cfg = RetrievalConfig(weights={"fact": 0.0}, recency_weight=2.0)
     assert RetrievalConfig.model_validate(cfg.model_dump()) == cfg
+
+
+def test_every_list_has_one_weight_and_one_generator() -> None:
+    cfg = RetrievalConfig(weights={"vector": 0.9}, recency_weight=2.0, in_range_weight=0.25)
+    assert {name: cfg.weight(name) for name in ListName} == {
+        **{ListName(name): w for name, w in cfg.weights.items()},
+        ListName.bm25_tail: cfg.weights["bm25"],  # the same signal as bm25, over rounds not yet in Kuzu
+        ListName.recency: 2.0,
+        ListName.in_range: 0.25,
+    }
+    produced = [name for g in GENERATORS for name in g.produces]
+    assert sorted(produced) == sorted(ListName)
+
+
+def test_small_scopes_scale_the_lexical_and_the_extracted_memory_lists() -> None:
+    assert {
+        ListName.bm25,
+        ListName.bm25_tail,
+        ListName.bm25_user,
+        ListName.fact,
+        ListName.event,
+        ListName.entity,
+    } == SMALL_SCOPE_LISTS

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from graphrecall.config import ListName
 from graphrecall.dates import Cutoff
 from graphrecall.embed.base import Vectors
 from graphrecall.models import Hit, utcnow
@@ -64,15 +65,17 @@ class GraphCandidates:
         *,
         cutoff: Cutoff | None,
         as_of: datetime | None,
-    ) -> dict[str, Ranked]:
+    ) -> dict[ListName, Ranked]:
+        """The ``fact``, ``event`` and ``entity`` lists of round ids (each present only when not empty; no entity
+        expansion when no fact or event is a candidate)."""
         facts, events = self._ranked(db, query, qvec, n, cutoff, as_of)
         if not facts and not events:
             return {}
-        out: dict[str, Ranked] = {}
+        out: dict[ListName, Ranked] = {}
         if facts:
-            out["fact"] = self._to_rounds(db, "Fact", facts, n)
+            out[ListName.fact] = self._to_rounds(db, "Fact", facts, n)
         if events:
-            out["event"] = self._to_rounds(db, "Event", events, n)
+            out[ListName.event] = self._to_rounds(db, "Event", events, n)
         expanded = self._entity_expansion(db, query, qvec, n, cutoff, as_of)
         if expanded:
             by_kind: dict[str, list[tuple[str, float]]] = {"fact": [], "event": []}
@@ -82,7 +85,7 @@ class GraphCandidates:
             for kind, table in (("fact", "Fact"), ("event", "Event")):
                 for rid, s in self._to_rounds(db, table, by_kind[kind], n):
                     merged[rid] = max(merged.get(rid, -1.0), s)
-            out["entity"] = fusion.order(merged)[:n]
+            out[ListName.entity] = fusion.order(merged)[:n]
         return out
 
     def _ranked(
