@@ -7,10 +7,12 @@ read once, at ``Settings.from_env()``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from graphrecall.errors import ConfigurationError
 
@@ -19,6 +21,38 @@ def default_root() -> Path:
     """``$GRAPHRECALL_ROOT``, else ``~/.graphrecall/store``."""
     env = os.environ.get("GRAPHRECALL_ROOT")
     return Path(env).expanduser() if env else Path.home() / ".graphrecall" / "store"
+
+
+class ListName(StrEnum):
+    """The ranked lists a search fuses, in the order fusion reads them; each is made by one candidate generator
+    (``retrieve.lists``) and is also the name of its signal on a ``Hit``."""
+
+    vector = "vector"  # rounds by the best of their user, passage and reply similarity
+    bm25 = "bm25"  # rounds by BM25 over their text (the derived ``round_terms`` index)
+    bm25_tail = "bm25_tail"  # the write log's unflushed rounds by BM25 over the tail alone
+    bm25_user = "bm25_user"  # the best candidates so far re-ranked by BM25 over the user's words
+    recency = "recency"  # the best candidates so far, newest first (questions about now)
+    fact = "fact"  # rounds holding the sources of the best facts
+    event = "event"  # rounds holding the sources of the best events
+    entity = "entity"  # rounds holding the facts and events of the entities the question names
+    in_range = "in_range"  # rounds inside the question's time range, by similarity
+
+
+DEFAULT_WEIGHTS: dict[str, float] = {
+    ListName.vector.value: 1.0,
+    ListName.bm25.value: 0.7,
+    ListName.bm25_user.value: 1.0,
+    ListName.fact.value: 1.0,
+    ListName.event.value: 0.5,
+    ListName.entity.value: 0.5,
+}
+"""The lists ``RetrievalConfig.weights`` names, and the weight of each when it is not named. The other lists have a
+knob of their own (``OWN_KNOB``)."""
+OWN_KNOB: dict[str, str] = {
+    ListName.bm25_tail.value: "it weighs like bm25: the same signal over the rounds not yet in Kuzu",
+    ListName.recency.value: "its weight is recency_weight",
+    ListName.in_range.value: "its weight is in_range_weight",
+}
 
 
 class RetrievalConfig(BaseModel):
@@ -35,14 +69,9 @@ class RetrievalConfig(BaseModel):
         "on turn-level nDCG, docs/benchmarks.md)",
     )
     weights: dict[str, float] = Field(
-        default_factory=lambda: {
-            "vector": 1.0,
-            "bm25": 0.7,
-            "bm25_user": 1.0,
-            "fact": 1.0,
-            "event": 0.5,
-            "entity": 0.5,
-        }
+        default_factory=lambda: dict(DEFAULT_WEIGHTS),
+        description="fusion weight per list (config.DEFAULT_WEIGHTS names them, with the default of each); a list "
+        "left out keeps its default, 0 mutes a list (it is not computed), an unknown name is an error",
     )
     user_pool: int = Field(
         default=40,
@@ -165,6 +194,34 @@ class RetrievalConfig(BaseModel):
         "question dates are often only day-precise (LongMemEval dates evidence hours after the question, on the "
         "same day)",
     )
+
+    @field_validator("weights", mode="before")
+    @classmethod
+    def _every_list_weighed(cls, value: object) -> object:
+        """Every list gets a weight: the ones named, the default for the rest. A name that is no list is refused,
+        naming the lists that exist: a misspelt list would otherwise keep its default without a word."""
+        if not isinstance(value, Mapping):
+            return value  # pydantic reports the wrong type
+        for name in value:
+            if name in DEFAULT_WEIGHTS:
+                continue
+            known = ", ".join(DEFAULT_WEIGHTS)
+            if name in OWN_KNOB:
+                raise ValueError(
+                    f"list {name!r} is not weighted in weights ({OWN_KNOB[name]}); the weighted lists are {known}"
+                )
+            raise ValueError(f"unknown list {name!r} in weights; the weighted lists are {known}")
+        return {name: value.get(name, default) for name, default in DEFAULT_WEIGHTS.items()}
+
+    def weight(self, name: ListName) -> float:
+        """The configured weight of list ``name``, before a search adjusts it (``retrieve.lists``)."""
+        if name == ListName.bm25_tail:
+            return self.weights[ListName.bm25]
+        if name == ListName.recency:
+            return self.recency_weight
+        if name == ListName.in_range:
+            return self.in_range_weight
+        return self.weights[name]
 
 
 class ConsolidationConfig(BaseModel):

@@ -17,6 +17,7 @@ from graphrecall.dates import Cutoff
 from graphrecall.embed import Embedder
 from graphrecall.errors import NotFound
 from graphrecall.models import Context, Event, Fact, Hit, HitKind, Profile, Round, Scope, TimeRange
+from graphrecall.retrieve import fusion
 from graphrecall.retrieve.context import build_context, estimate_tokens
 from graphrecall.retrieve.profile import RECENT_EVENT_DAYS, build_profile
 from graphrecall.retrieve.rerank import Reranker
@@ -92,8 +93,8 @@ class ScopeRecall:
         time_range: TimeRange | None = None,
         as_of: datetime | None = None,
     ) -> list[Hit]:
-        """Rounds and/or fact/event hits; several kinds are merged by score (all on the RRF scale) and ranked
-        1..k. Fact and event kinds are skipped when the scope has none."""
+        """Rounds and/or fact/event hits; several kinds are merged by score (all on the RRF scale:
+        ``fusion.interleave``) and ranked 1..k. Fact and event kinds are skipped when the scope has none."""
         if not self.has_extracted:
             kinds = [x for x in kinds if x == "round"] or ["round"]
         retriever = self._recall.retriever
@@ -117,8 +118,16 @@ class ScopeRecall:
                     )
         except NotFound:
             return []
-        hits.sort(key=lambda h: (-h.score, h.kind, h.id))
-        return [h.model_copy(update={"rank": i}) for i, h in enumerate(hits[:k], start=1)]
+        # Each kind's hits are already fused on the RRF scale: merged by score, not fused again.
+        by_kind: dict[str, list[tuple[str, float]]] = {}
+        for h in hits:
+            by_kind.setdefault(h.kind, []).append((h.id, h.score))
+        found: dict[tuple[str, str], Hit] = {(h.kind, h.id): h for h in hits}
+        merged = fusion.interleave(by_kind)[:k]
+        return [
+            found[kind, hid].model_copy(update={"rank": i})
+            for i, (kind, hid, _) in enumerate(merged, start=1)
+        ]
 
     def context(self, query: str, token_budget: int, *, k: int, include_profile: bool = False) -> Context:
         """The best round hits that fit ``token_budget`` tokens, dated, grouped by session, chronological. With

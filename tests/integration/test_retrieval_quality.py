@@ -135,7 +135,7 @@ def test_rare_codes_are_found_by_keyword(mem: Memory, question: str, expected: s
     [hit, *_] = mem.search(SCOPE, f"Has {question} been dealt with?", 3)
     assert hit.session_id == expected
     assert hit.signals.get("bm25", 0.0) > 0
-    bm25_only = RetrievalConfig(weights={"vector": 0.0, "bm25": 1.0})
+    bm25_only = RetrievalConfig(weights={"vector": 0.0, "bm25": 1.0, "bm25_user": 0.0})
     assert top_sessions(mem, question, 1, bm25_only) == [expected]
 
 
@@ -160,7 +160,7 @@ def test_fusion_beats_each_single_signal(mem: Memory) -> None:
     # fusion itself is compared with every list at its configured weight, and the defaults must not lose to either.
     fused = mean_reciprocal_rank(mem, RetrievalConfig(small_store_rounds=0), LABELLED)
     defaults = mean_reciprocal_rank(mem, RetrievalConfig(), LABELLED)
-    # Generators missing from ``weights`` count with weight 1, so each single-signal run names every lexical list.
+    # A list left out of ``weights`` keeps its default weight, so each single-signal run names every round list.
     vector_only = mean_reciprocal_rank(
         mem, RetrievalConfig(weights={"vector": 1.0, "bm25": 0.0, "bm25_user": 0.0}), LABELLED
     )
@@ -185,11 +185,46 @@ def test_parallel_and_sequential_search_rank_alike(mem: Memory) -> None:
         ), question
 
 
-def test_search_reports_the_time_of_each_stage(mem: Memory) -> None:
-    timings: dict[str, float] = {}
-    _hits(mem, "What exercises did you suggest for my back?", RetrievalConfig(), timings=timings)
-    assert {"embed_query", "bm25", "vec_user", "vec_reply"} <= timings.keys()
-    assert all(ms >= 0 for ms in timings.values())
+def test_search_reports_the_time_of_each_stage(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each stage is charged with its own time: a store query made 50 ms slower shows up under its stage (and
+    under no other), and with the stages run one after another they add up to no more than the search took."""
+    delay_ms = 50.0
+    real = q.lexical_search
+
+    def slow_lexical_search(*args: object) -> list[tuple[str, float]]:
+        time.sleep(delay_ms / 1000)
+        return real(*args)  # type: ignore[arg-type]
+
+    question = "What exercises did you suggest for my back?"
+    quick: dict[str, float] = {}
+    _hits(mem, question, RetrievalConfig(parallel=False), timings=quick)
+    monkeypatch.setattr("graphrecall.store.rounds.lexical_search", slow_lexical_search)
+    slow: dict[str, float] = {}
+    t0 = time.perf_counter()
+    _hits(mem, question, RetrievalConfig(parallel=False), timings=slow)
+    wall_ms = (time.perf_counter() - t0) * 1000
+    assert {"embed_query", "bm25", "vec_user", "vec_reply", "fetch_rows"} <= slow.keys()
+    assert slow["bm25"] >= delay_ms
+    others = {name: ms for name, ms in slow.items() if name != "bm25"}
+    assert sum(others.values()) < wall_ms - delay_ms
+    assert sum(slow.values()) <= wall_ms
+    assert slow.keys() == quick.keys()
+
+
+def test_a_partial_weights_dict_changes_only_the_lists_it_names(mem: Memory) -> None:
+    """``weights={"bm25": 0.5}`` ranks exactly as the defaults with bm25 at 0.5: the user-side list stays on and the
+    other lists keep their default weights (before, a list left out weighed 1 and the user-side list was dropped)."""
+    # At full size (this scope is small, and small-scope scaling used to give a missing list a weight again).
+    partial = RetrievalConfig(weights={"bm25": 0.5}, small_store_rounds=0)
+    spelled_out = RetrievalConfig(weights={**RetrievalConfig().weights, "bm25": 0.5}, small_store_rounds=0)
+    for question, _ in LABELLED:
+        with testing.database(mem, SCOPE, create=False) as db:
+            a = HybridRetriever(mem.embedder, partial).search(db, question, 10)
+            b = HybridRetriever(mem.embedder, spelled_out).search(db, question, 10)
+        assert [(h.id, h.score, h.signals) for h in a] == [(h.id, h.score, h.signals) for h in b], question
+    with testing.database(mem, SCOPE, create=False) as db:
+        hits = HybridRetriever(mem.embedder, partial).search(db, "my back hurts", 10)
+    assert any("bm25_user" in h.signals for h in hits)
 
 
 def test_the_user_side_list_rescores_only_the_user_pool(mem: Memory) -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graphrecall.retrieve.fusion import minmax, order, rrf, scale_for_store_size, weighted
+from graphrecall.retrieve.fusion import fuse, interleave, minmax, order, rrf, scale_for_store_size, weighted
 
 Ranked = list[tuple[str, float]]
 
@@ -137,3 +137,22 @@ def test_a_lexical_list_missing_from_the_weights_is_scaled_from_its_implicit_wei
 
 def test_a_muted_lexical_list_stays_muted() -> None:
     assert scale_for_store_size({"bm25": 0.0, "bm25_user": 1.0}, 10, 60)["bm25"] == 0.0
+
+
+# -- one fusion function, one interleaving ----------------------------------------------------------------------------
+
+
+@given(lists=lists_by_name, w=weights_by_name, k=st.integers(min_value=1, max_value=100))
+def test_fuse_is_the_named_method(lists: dict[str, Ranked], w: dict[str, float], k: int) -> None:
+    assert fuse(lists, w, method="rrf", k=k) == rrf(lists, w, k)
+    assert fuse(lists, w, method="weighted", k=k) == weighted(lists, w)
+
+
+@given(st.dictionaries(st.sampled_from(["round", "fact", "event"]), ranked_list(), max_size=3))
+def test_interleave_keeps_every_item_once_best_score_first_ties_by_list_then_id(
+    lists: dict[str, Ranked],
+) -> None:
+    merged = interleave(lists)
+    assert sorted(merged) == sorted((name, item, s) for name, lst in lists.items() for item, s in lst)
+    for (na, a, sa), (nb, b, sb) in itertools.pairwise(merged):
+        assert sa > sb or (sa == sb and (na, a) < (nb, b))

@@ -36,7 +36,8 @@ def kinds_for(access: MemoryAccess) -> tuple[HitKind, ...]:
 
 
 def fuse(lists: Sequence[list[Hit]], k: int, rrf_k: int = SUBQUERY_RRF_K) -> list[Hit]:
-    """Reciprocal rank fusion of hit lists; a single list is returned as is (cut to ``k``)."""
+    """Reciprocal rank fusion of hit lists (``retrieve.fusion.fuse``, with ``rrf_k``); a single list is returned as is
+    (cut to ``k``)."""
     if len(lists) == 1:
         return list(lists[0][:k])
     by_id: dict[str, Hit] = {}
@@ -45,7 +46,7 @@ def fuse(lists: Sequence[list[Hit]], k: int, rrf_k: int = SUBQUERY_RRF_K) -> lis
         ranked[str(i)] = [(h.id, h.score) for h in hits]
         for h in hits:
             by_id.setdefault(h.id, h)
-    ordered = fusion.order(fusion.rrf(ranked, k=rrf_k))[:k]
+    ordered = fusion.order(fusion.fuse(ranked, method="rrf", k=rrf_k))[:k]
     return [by_id[i].model_copy(update={"score": s, "rank": r}) for r, (i, s) in enumerate(ordered, start=1)]
 
 

@@ -1,16 +1,40 @@
-"""Rank fusion: reciprocal rank fusion (default) and weighted min-max score fusion.
+"""Fusion: the one place where ranked lists become one.
 
-RRF needs no score calibration between generators (BM25 scores and cosine similarities live on different scales),
-which is why it is the default; weights let a deployment lean on one signal.
+``fuse`` is the rank fusion every caller uses: the retriever (its generators' lists, and the first fusion that
+picks the pool its user-side and recency lists re-rank: ``retrieve.lists``), extracted memory (a fact's or an
+event's vector and BM25 lists: ``retrieve.graph``) and the Reader (the hits of a question and of its
+sub-questions: ``read.gather``). Callers choose the method and RRF's damping ``k``; the code is this one.
+Reciprocal rank fusion (default) needs no score calibration between generators (BM25 scores and cosine
+similarities live on different scales); weighted min-max fusion lets a deployment lean on one signal's scores.
+
+``interleave`` is not a fusion: it merges lists whose scores are already on one scale (hits of several kinds, each
+list fused on the RRF scale: ``recall``), by score.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 # A ranked list: (id, score), best first. Every generator returns one; fusion reads any sequence of pairs.
 Ranked = list[tuple[str, float]]
 Scored = Sequence[tuple[str, float]]
+Method = Literal["rrf", "weighted"]
+
+
+def fuse(
+    lists: Mapping[str, Scored],
+    weights: Mapping[str, float] | None = None,
+    *,
+    method: Method = "rrf",
+    k: int = 60,
+) -> dict[str, float]:
+    """Item -> fused score over ``lists``, read in their order (float sums depend on it), each list weighted by
+    ``weights`` (a list missing from it weighs 1; weight 0 drops the list, candidates and all). ``k``: RRF's
+    damping (unused by weighted fusion)."""
+    if method == "rrf":
+        return rrf(lists, weights, k)
+    return weighted(lists, weights)
 
 
 def rrf(
@@ -53,6 +77,14 @@ def weighted(lists: Mapping[str, Scored], weights: Mapping[str, float] | None = 
 def order(scores: Mapping[str, float]) -> list[tuple[str, float]]:
     """Descending by score, ties broken by id so results are deterministic."""
     return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def interleave(lists: Mapping[str, Scored]) -> list[tuple[str, str, float]]:
+    """(list name, id, score) of every item of ``lists``, best score first, ties by list name then id. For lists
+    whose scores already share one scale (a fact hit and a round hit both carry RRF scores), so that ranks would
+    throw away what the scores say."""
+    items = [(name, item, s) for name, ranked in lists.items() for item, s in ranked]
+    return sorted(items, key=lambda x: (-x[2], x[0], x[1]))
 
 
 LEXICAL_LISTS: tuple[str, ...] = ("bm25", "bm25_user")

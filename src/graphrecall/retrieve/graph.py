@@ -3,15 +3,17 @@
 Two outputs from the same candidates. Called by the retriever, the object returns ranked *round* ids
 (the rounds whose messages a matching fact or event came from), so round search keeps its provenance and simply
 gains a "the user's facts say this round matters" signal. ``node_hits`` returns the facts and events themselves
-as ``Hit(kind="fact"|"event")`` for callers that ask for them (``Memory.search(kinds=...)``).
+as ``Hit(kind="fact"|"event")`` for callers that ask for them (``Memory.search(kinds=...)``). Every read goes through
+``store.facts`` and ``store.mentions``: no query is written here.
 
 With ``RetrievalConfig.salience_weight`` > 0, fact hits (not rounds, not events) gain that weight times their
 salience (``retrieve.salience``) in RRF rank-1 units: a weak prior for facts said often and lately.
 
 Only what is visible at the question's cutoff counts (``store.visibility``): facts and events recorded later, and
 supersessions recorded later, are ignored. Superseded facts are skipped unless ``as_of`` asks for the past, in
-which case the facts valid at ``as_of`` (by valid time) are used instead. Entity expansion: entities whose name or alias occurs in the query pull in
-their current facts and events through ABOUT/SUBJECT/OBJECT edges, ranked by similarity to the query.
+which case the facts valid at ``as_of`` (by valid time) are used instead. Entity expansion: entities whose name or
+alias occurs in the query (``store.mentions``, which reads only the entities that can match) pull in their current
+facts and events through ABOUT/SUBJECT/OBJECT edges, ranked by similarity to the query.
 """
 
 from __future__ import annotations
@@ -19,16 +21,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from graphrecall.config import ListName
 from graphrecall.dates import Cutoff
 from graphrecall.embed.base import Vectors
 from graphrecall.models import Hit, utcnow
-from graphrecall.names import match_keys, normalize_name
 from graphrecall.retrieve import fusion
 from graphrecall.retrieve.fusion import Ranked
 from graphrecall.retrieve.salience import DEFAULT_HALF_LIFE_DAYS, SalienceFacts, salience
 from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.mentions import entities_named_in
 from graphrecall.text import query_terms
 
 
@@ -62,15 +65,17 @@ class GraphCandidates:
         *,
         cutoff: Cutoff | None,
         as_of: datetime | None,
-    ) -> dict[str, Ranked]:
+    ) -> dict[ListName, Ranked]:
+        """The ``fact``, ``event`` and ``entity`` lists of round ids (each present only when not empty; no entity
+        expansion when no fact or event is a candidate)."""
         facts, events = self._ranked(db, query, qvec, n, cutoff, as_of)
         if not facts and not events:
             return {}
-        out: dict[str, Ranked] = {}
+        out: dict[ListName, Ranked] = {}
         if facts:
-            out["fact"] = self._to_rounds(db, "Fact", facts, n)
+            out[ListName.fact] = self._to_rounds(db, "Fact", facts, n)
         if events:
-            out["event"] = self._to_rounds(db, "Event", events, n)
+            out[ListName.event] = self._to_rounds(db, "Event", events, n)
         expanded = self._entity_expansion(db, query, qvec, n, cutoff, as_of)
         if expanded:
             by_kind: dict[str, list[tuple[str, float]]] = {"fact": [], "event": []}
@@ -80,7 +85,7 @@ class GraphCandidates:
             for kind, table in (("fact", "Fact"), ("event", "Event")):
                 for rid, s in self._to_rounds(db, table, by_kind[kind], n):
                     merged[rid] = max(merged.get(rid, -1.0), s)
-            out["entity"] = fusion.order(merged)[:n]
+            out[ListName.entity] = fusion.order(merged)[:n]
         return out
 
     def _ranked(
@@ -113,7 +118,7 @@ class GraphCandidates:
                 else fq.visible_event_ids(db, ids, until, as_of)
             )
             lists = {"vector": [x for x in vec if x[0] in ok], "bm25": [x for x in bm25 if x[0] in ok]}
-            out.append(fusion.order(fusion.rrf(lists, None, self.rrf_k))[:n])
+            out.append(fusion.order(fusion.fuse(lists, method="rrf", k=self.rrf_k))[:n])
         return out[0], out[1]
 
     def _to_rounds(self, db: ScopeDatabase, table: str, ranked: Ranked, n: int) -> Ranked:
@@ -205,14 +210,3 @@ class GraphCandidates:
             seen = SalienceFacts(last_seen=last_seen, recorded_at=recorded_at, reinforcement=max(1, count))
             out[fid] = salience(seen, now, self.salience_half_life_days)
         return out
-
-
-def entities_named_in(db: ScopeDatabase, query: str) -> list[str]:
-    """Ids of stored entities whose normalized name or alias occurs (as whole words) in the query."""
-    padded = f" {normalize_name(query)} "
-    rows = db.query("MATCH (e:Entity) RETURN e.id, e.name, e.aliases")
-    out = []
-    for eid, name, aliases in rows:
-        if any(len(k) >= 3 and f" {k} " in padded for k in match_keys(name, list(aliases or []))):
-            out.append(eid)
-    return out

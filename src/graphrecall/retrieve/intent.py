@@ -10,6 +10,7 @@ either: who said it is not known, so both halves weigh alike.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from graphrecall.text import language_of
 
@@ -134,3 +135,22 @@ def asks_about_someone_else(question: str) -> bool:
         if any(w[:1].isupper() and w[1:2].islower() for w in words):
             return True
     return False
+
+
+@dataclass(frozen=True)
+class Cues:
+    """What one question says about where its evidence lives, read once per search. The candidate generators and
+    post-fusion stages that a cue changes say so beside their own definition (``retrieve.lists``,
+    ``retrieve.post``)."""
+
+    about_assistant: bool  # asks what the assistant said: the evidence is in a reply
+    about_someone_else: bool  # about another person: either half of a round may hold the evidence
+    about_now: bool  # asks how things are now: a newer mention outranks an older one
+
+    @classmethod
+    def of(cls, question: str) -> Cues:
+        return cls(
+            about_assistant=asks_about_assistant(question),
+            about_someone_else=asks_about_someone_else(question),
+            about_now=asks_about_now(question),
+        )
