@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import json
 import os
 import sys
@@ -23,6 +22,7 @@ from pydantic import ValidationError
 from graphrecall.config import default_root
 from graphrecall.errors import ConfigurationError, InvalidInput, NotAvailable, NotFound
 from graphrecall.models import Scope, Session
+from graphrecall.operations import missing_scope
 from graphrecall.params import MAX_LISTED
 
 if TYPE_CHECKING:
@@ -113,18 +113,15 @@ def require_scope(mem: Memory, scope: Scope) -> None:
     known = mem.scopes()
     if scope in known:
         return
-    names = [str(s) for s in known]
-    close = difflib.get_close_matches(str(scope), names, n=3, cutoff=0.6)
-    if not close:
-        close = [n for n in names if n.startswith(f"{scope.org_id}/")][:3]
-    if close:
-        hint = f"; did you mean {' or '.join(close)}?"
-    elif names:
-        hint = f"; {len(names)} scope(s) are stored there (graphrecall stats --root {mem.root} lists them)"
-    else:
-        hint = "; nothing is stored there yet (graphrecall ingest adds sessions)"
-    message = f"no memory stored for {scope} under {mem.root}{hint}"
-    raise CliError(message, EXIT_FAIL, error_code=NotFound.code, where="--user")
+    error = missing_scope(
+        scope,
+        known,
+        where=f" under {mem.root}",
+        org_only=False,
+        listed=f" (graphrecall stats --root {mem.root} lists them)",
+        empty=" (graphrecall ingest adds sessions)",
+    )
+    raise CliError(str(error), EXIT_FAIL, error_code=NotFound.code, where="--user")
 
 
 def every_session(mem: Memory, scope: Scope) -> Iterator[Session]:

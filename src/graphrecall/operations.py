@@ -514,7 +514,9 @@ def exposed(surface: Literal["http", "mcp", "cli"]) -> list[Operation[Any]]:
     return [op for op in OPERATIONS.values() if getattr(op, surface) is not None]
 
 
-def missing_scope(scope: Scope, known: Sequence[Scope], *, where: str, org_only: bool) -> NotFound:
+def missing_scope(
+    scope: Scope, known: Sequence[Scope], *, where: str, org_only: bool, listed: str = "", empty: str = ""
+) -> NotFound:
     """The error for a read of a scope that holds nothing: it names the stored scopes closest to the one asked
     for (``org_only``: only within its organisation, for callers that may not see the others)."""
     pool = [s for s in known if s.org_id == scope.org_id] if org_only else list(known)
@@ -525,9 +527,9 @@ def missing_scope(scope: Scope, known: Sequence[Scope], *, where: str, org_only:
     if close:
         hint = f"; did you mean {' or '.join(close)}?"
     elif names:
-        hint = f"; {len(names)} user(s) are stored{' in this organisation' if org_only else ''}"
+        hint = f"; {len(names)} user(s) are stored{' in this organisation' if org_only else ''}{listed}"
     else:
-        hint = "; nothing is stored there yet"
+        hint = f"; nothing is stored there yet{empty}"
     return NotFound(f"no memory stored for {scope}{where}{hint}")
 
 

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,3 +87,15 @@ def local_llm_url() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+def local_llm(url: str) -> Any:
+    """The local server as an OpenAI-compatible LLM, patient enough for a 1.5B model on 2 cores."""
+    from graphrecall.llm import llm_from_settings
+
+    return llm_from_settings("openai:local", base_url=url, timeout=900.0, max_retries=1)
+
+
+def exchange(user: str, assistant: str) -> list[dict[str, str]]:
+    """One user turn and the assistant's reply, as a session's messages."""
+    return [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]

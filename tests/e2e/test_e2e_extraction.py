@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.e2e.conftest import exchange, local_llm
 
 from graphrecall import Memory
 from graphrecall.extract import ExtractionConfig
-from graphrecall.llm import llm_from_settings
 
 pytestmark = pytest.mark.e2e
 
@@ -26,7 +26,7 @@ def test_a_moved_user_ends_with_the_old_city_superseded_and_the_new_one_current(
     local_llm_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.INFO, logger="graphrecall")
-    llm = llm_from_settings("openai:local", base_url=local_llm_url, timeout=900.0, max_retries=1)
+    llm = local_llm(local_llm_url)
     answers: list[str] = []  # the model's raw replies, printed so a failure shows what it actually said
     structured = llm._structured  # type: ignore[attr-defined]
 
@@ -41,10 +41,9 @@ def test_a_moved_user_ends_with_the_old_city_superseded_and_the_new_one_current(
     with Memory.open(tmp_path / "store", llm=llm, extraction=cfg) as m:
         first = m.add_session(
             SCOPE,
-            [
-                {"role": "user", "content": "Hi! I live in Munich and I work as a nurse."},
-                {"role": "assistant", "content": "Nice to meet you! Munich is a lovely city."},
-            ],
+            exchange(
+                "Hi! I live in Munich and I work as a nurse.", "Nice to meet you! Munich is a lovely city."
+            ),
             session_id="s1",
             date="2024-03-01T10:00:00",
             extract=True,
@@ -52,13 +51,10 @@ def test_a_moved_user_ends_with_the_old_city_superseded_and_the_new_one_current(
         after_first = [f.text for f in m.facts(SCOPE)]
         second = m.add_session(
             SCOPE,
-            [
-                {
-                    "role": "user",
-                    "content": "Big news: I moved to Berlin last month, so I live in Berlin now.",
-                },
-                {"role": "assistant", "content": "Congratulations on the move to Berlin!"},
-            ],
+            exchange(
+                "Big news: I moved to Berlin last month, so I live in Berlin now.",
+                "Congratulations on the move to Berlin!",
+            ),
             session_id="s2",
             date="2024-06-15T10:00:00",
             extract=True,

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.e2e.conftest import exchange, local_llm
 
 from graphrecall import Memory
 from graphrecall.extract import ExtractionConfig
-from graphrecall.llm import llm_from_settings
 
 pytestmark = pytest.mark.e2e
 
@@ -23,19 +23,16 @@ CYRILLIC = re.compile(r"[а-яё]", re.IGNORECASE)
 def test_a_russian_session_gives_russian_facts_found_by_a_russian_question(
     local_llm_url: str, tmp_path: Path
 ) -> None:
-    llm = llm_from_settings("openai:local", base_url=local_llm_url, timeout=900.0, max_retries=1)
+    llm = local_llm(local_llm_url)
     cfg = ExtractionConfig(llm_timeout_s=1200.0, max_tokens=1024, background=False)
     started = time.monotonic()
     with Memory.open(tmp_path / "store", llm=llm, extraction=cfg) as m:
         added = m.add_session(
             SCOPE,
-            [
-                {
-                    "role": "user",
-                    "content": "Привет! Я живу в Казани и работаю медсестрой. Мою собаку зовут Шарик.",
-                },
-                {"role": "assistant", "content": "Приятно познакомиться! Казань — прекрасный город."},
-            ],
+            exchange(
+                "Привет! Я живу в Казани и работаю медсестрой. Мою собаку зовут Шарик.",
+                "Приятно познакомиться! Казань — прекрасный город.",
+            ),
             session_id="s1",
             date="2024-03-01T10:00:00",
             extract=True,
