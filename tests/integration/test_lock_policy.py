@@ -67,6 +67,21 @@ def memory(tmp_path: Path) -> Iterator[Memory]:
         yield m
 
 
+def race(first: Callable[[], Any], second: Callable[[], Any], gate: Gate) -> tuple[bool, Any, Any]:
+    """Start ``first``, wait until it is held at ``gate`` (between its read and its write), start ``second`` and
+    give it ``PAUSE_S`` to run; then let both finish. Returns whether ``second`` finished while ``first`` was held,
+    and both outcomes (``{"value": ...}`` or ``{"error": ...}``)."""
+    one, first_out = run(first)
+    assert gate.reached.wait(30)
+    two, second_out = run(second)
+    two.join(PAUSE_S)
+    ran_meanwhile = not two.is_alive()
+    gate.release.set()
+    one.join(30)
+    two.join(30)
+    return ran_meanwhile, first_out, second_out
+
+
 def script(m: Memory) -> ScriptedLLM:
     assert isinstance(m.llm, ScriptedLLM)
     return m.llm
@@ -84,14 +99,9 @@ def test_an_erase_waits_for_a_running_extraction_and_what_it_erases_stays_erased
     gate = Gate(facts_of("The user is allergic to peanuts."))
     script(memory).add("Session id: s1\n", gate, times=1)
 
-    extraction, extracted = run(lambda: memory.extract(SCOPE, "s1"))
-    assert gate.reached.wait(30)
-    erase, erased = run(lambda: memory.erase(SCOPE, matching="peanuts"))
-    erase.join(PAUSE_S)
-    ran_meanwhile = not erase.is_alive()
-    gate.release.set()
-    extraction.join(30)
-    erase.join(30)
+    ran_meanwhile, extracted, erased = race(
+        lambda: memory.extract(SCOPE, "s1"), lambda: memory.erase(SCOPE, matching="peanuts"), gate
+    )
 
     assert not ran_meanwhile, "the erase ran while the extraction was between its read and its write"
     assert "error" not in extracted and "error" not in erased, (extracted, erased)
@@ -127,14 +137,9 @@ def test_a_supersede_waits_for_a_running_consolidation_and_no_fact_is_superseded
     gate = Gate({"decision": "MERGE", "keep": "f1", "text": None, "reason": "same habit"})
     script(memory).add(lambda msgs: MERGE_PROMPT in msgs[-1].content, gate, times=1)
 
-    consolidation, consolidated = run(lambda: memory.consolidate(SCOPE))
-    assert gate.reached.wait(30)
-    supersede, superseded = run(lambda: memory.supersede(SCOPE, chess[which], dog))
-    supersede.join(PAUSE_S)
-    ran_meanwhile = not supersede.is_alive()
-    gate.release.set()
-    consolidation.join(30)
-    supersede.join(30)
+    ran_meanwhile, consolidated, superseded = race(
+        lambda: memory.consolidate(SCOPE), lambda: memory.supersede(SCOPE, chess[which], dog), gate
+    )
 
     assert not ran_meanwhile, "the supersede ran while the consolidation was between its plan and its write"
     assert "error" not in consolidated, consolidated

@@ -9,25 +9,22 @@ from pathlib import Path
 
 from benchmarks.multilingual.run import main
 
+
+def session(session_id: str, date: str, language: str, user: str, reply: str) -> dict[str, object]:
+    """A one-exchange session in the benchmark's file format."""
+    messages = [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
+    return {"session_id": session_id, "date": date, "language": language, "messages": messages}
+
+
 SMALL = {
     "id": "x01",
     "language": "en+ru",
     "sessions": [
-        {"session_id": "x01-s01", "date": "2024-03-01T10:00:00", "language": "ru",
-         "messages": [{"role": "user", "content": "Моего кота зовут Персик, он рыжий"},
-                      {"role": "assistant", "content": "Отличное имя для рыжего кота!"}]},
-        {"session_id": "x01-s02", "date": "2024-03-09T10:00:00", "language": "en",
-         "messages": [{"role": "user", "content": "I started pottery classes on Tuesdays"},
-                      {"role": "assistant", "content": "Wheel throwing takes patience, enjoy it."}]},
-        {"session_id": "x01-s03", "date": "2024-03-20T10:00:00", "language": "ru",
-         "messages": [{"role": "user", "content": "Переехала в Казань, живу у набережной"},
-                      {"role": "assistant", "content": "Поздравляю с переездом!"}]},
-        {"session_id": "x01-s04", "date": "2024-04-02T10:00:00", "language": "en",
-         "messages": [{"role": "user", "content": "my sourdough starter smells like nail polish"},
-                      {"role": "assistant", "content": "That is acetone from hunger: feed it twice a day."}]},
-        {"session_id": "x01-s05", "date": "2024-04-15T10:00:00", "language": "en+ru",
-         "messages": [{"role": "user", "content": "pottery teacher quit, новая учительница Вера"},
-                      {"role": "assistant", "content": "A new teacher brings new techniques."}]},
+        session("x01-s01", "2024-03-01T10:00:00", "ru", "Моего кота зовут Персик, он рыжий", "Отличное имя для рыжего кота!"),
+        session("x01-s02", "2024-03-09T10:00:00", "en", "I started pottery classes on Tuesdays", "Wheel throwing takes patience, enjoy it."),
+        session("x01-s03", "2024-03-20T10:00:00", "ru", "Переехала в Казань, живу у набережной", "Поздравляю с переездом!"),
+        session("x01-s04", "2024-04-02T10:00:00", "en", "my sourdough starter smells like nail polish", "That is acetone from hunger: feed it twice a day."),
+        session("x01-s05", "2024-04-15T10:00:00", "en+ru", "pottery teacher quit, новая учительница Вера", "A new teacher brings new techniques."),
     ],
     "questions": [
         {"id": "x01-q1", "question": "как зовут кота Персик?", "language": "ru", "gold": ["x01-s01"],

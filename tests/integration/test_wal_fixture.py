@@ -12,19 +12,14 @@ import tarfile
 from datetime import datetime
 from pathlib import Path
 
-from graphrecall import Memory, Scope, Settings, testing
+from tests.data.wal.make_wal_fixture import LONG, SCOPE  # what the frozen log was written from
+
+from graphrecall import Memory, Settings, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 from graphrecall.store.wal import WriteLog
 
 ARCHIVE = Path(__file__).resolve().parents[1] / "data" / "wal" / "entry_v1_v2.tar.gz"
-SCOPE = Scope(org_id="fixture", user_id="ana")
-LONG = (
-    "Let me tell you about the trip. We flew to Lisbon in May and stayed in Alfama for a week. "
-    "The tram up the hill was always full, so we walked. My sister joined us for the weekend and we ate "
-    "grilled sardines by the river. On the last day I lost my passport at the airport, and the consulate "
-    "gave me an emergency one within three hours, which I still cannot believe."
-)
 D1, D2 = datetime(2024, 5, 20, 18, 30), datetime(2024, 5, 21, 8, 0)
 D3, TRIP = datetime(2024, 6, 2, 7, 0), datetime(2024, 6, 2, 8, 0)  # the trip turn was sent at 10:00+02:00
 D4 = datetime(2024, 7, 1, 9, 0)

@@ -23,11 +23,11 @@ from graphrecall.text import query_terms
 from graphrecall.writer import Writer
 
 
+@dataclasses.dataclass(frozen=True)
 class ErasureService:
-    def __init__(self, access: ScopeAccess, writer: Writer, knowledge: KnowledgeService) -> None:
-        self.access = access
-        self.writer = writer
-        self.knowledge = knowledge
+    access: ScopeAccess
+    writer: Writer
+    knowledge: KnowledgeService
 
     def erase(self, scope: Scope, p: EraseParams) -> Erasure:
         """Unknown ids raise ``NotFound`` before anything is deleted; ``dry_run`` reports the same lists."""

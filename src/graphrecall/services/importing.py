@@ -10,6 +10,7 @@ anything is written.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -35,11 +36,11 @@ def scope_export(doc: ScopeExport | Mapping[str, Any]) -> ScopeExport:
     return export
 
 
+@dataclass(frozen=True)
 class ImportService:
-    def __init__(self, access: ScopeAccess, writing: WritingService, embedder: Embedder) -> None:
-        self.access = access
-        self.writing = writing
-        self.embedder = embedder
+    access: ScopeAccess
+    writing: WritingService
+    embedder: Embedder
 
     def import_scope(self, scope: Scope, export: ScopeExport) -> ImportResult:
         skip = False

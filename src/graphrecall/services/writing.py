@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from graphrecall.embed import Embedder
@@ -39,11 +40,11 @@ def _messages(validated: Sequence[Message]) -> list[Message]:
     return list(validated)
 
 
+@dataclass(frozen=True)
 class WritingService:
-    def __init__(self, access: ScopeAccess, writer: Writer, embedder: Embedder) -> None:
-        self.access = access
-        self.writer = writer
-        self.embedder = embedder
+    access: ScopeAccess
+    writer: Writer
+    embedder: Embedder
 
     def _write(self, scope: Scope, run: Callable[[ScopeDatabase], IngestResult]) -> IngestResult:
         """``run`` one write under the scope's write lock, against its database or, while the scope lives in its
