@@ -130,9 +130,9 @@ def tokenize(text: str, stopwords: frozenset[str] = STOPWORDS, *, lang: str | No
             continue
         if tok[0].isdigit():
             out.append(tok.replace(",", ""))
-        elif _CJK_RUN.match(tok):
+        elif not tok.isascii() and _CJK_RUN.match(tok):  # isascii first: most tokens skip both regexes
             out += _grams(tok)
-        elif _CYRILLIC.match(tok):
+        elif not tok.isascii() and _CYRILLIC.match(tok):
             stem = _russian(tok, stopwords)
             if stem:
                 out.append(stem)
@@ -180,6 +180,12 @@ def _identifier() -> object:
 DETECT_MIN_PROBABILITY = 0.9
 """Below this the detector's choice is not trusted (``'Haha ok'`` is Portuguese at 0.25): the text keeps the
 English path."""
+
+
+def warm_up() -> None:
+    """Load the language identifier now (~1 s, once per process) rather than in the first write or question that
+    needs it; the HTTP server calls this before it accepts requests."""
+    _identifier()
 
 
 def detect_language(text: str) -> str | None:

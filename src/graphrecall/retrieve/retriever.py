@@ -124,7 +124,10 @@ class HybridRetriever:
                         post(s)
                 else:
                     post(s)
-        return [_hit(s, rid, score, rank) for rank, (rid, score) in enumerate(s.ranked[: s.k], start=1)]
+        signals = _signals(s)
+        return [
+            _hit(s, signals, rid, score, rank) for rank, (rid, score) in enumerate(s.ranked[: s.k], start=1)
+        ]
 
     def _embed_query(self, query: str) -> Vectors:
         if on_search_worker():
@@ -145,9 +148,9 @@ def _signals(s: SearchState) -> dict[str, dict[str, float]]:
     return out
 
 
-def _hit(s: SearchState, rid: str, score: float, rank: int) -> Hit:
+def _hit(s: SearchState, lists: dict[str, dict[str, float]], rid: str, score: float, rank: int) -> Hit:
     r: Round = s.rounds[rid]
-    signals: dict[str, Any] = {name: float(vals[rid]) for name, vals in _signals(s).items() if rid in vals}
+    signals: dict[str, Any] = {name: float(vals[rid]) for name, vals in lists.items() if rid in vals}
     signals["fused"] = float(s.fused.get(rid, 0.0))
     if s.time_range is not None:
         signals["time"] = 1.0 if rid in s.in_range_ids() else 0.0
