@@ -106,6 +106,10 @@ class OperationRoutes:
         if op.unknown_scope == "not_found" and not self.memory.stored(scope):
             raise missing_scope(scope, self.memory.scopes(), where="", org_only=True)
 
+    def _invoke(self, op: Operation[Any], scope: Scope, p: Params) -> Any:
+        self._stored(op, scope)
+        return op.invoke(self.memory, scope, p)
+
     def _add(self, r: APIRouter, op: Operation[Any]) -> None:
         http = op.http
         assert http is not None
@@ -136,8 +140,7 @@ class OperationRoutes:
                 if part in given:
                     values |= {n: getattr(given[part], n) for n in rest}
             p = validate(op.params, values)  # path parameters are checked here; 422 naming them
-            await self.call(self._stored, op, scope)
-            result = await self.call(op.invoke, self.memory, scope, p)
+            result = await self.call(self._invoke, op, scope, p)  # one thread hop: under load each hop queues
             if isinstance(result, IngestResult):
                 self.metrics.ingest(result)
                 if http.accepted and result.extraction_job is not None:
