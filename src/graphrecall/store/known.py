@@ -5,11 +5,15 @@ Why: planning a chat turn asks whether its session and message ids are stored (t
 ~20 ms turn on a loaded machine); a set answers at once.
 
 Invariant: the sets are exactly what Kuzu has committed, at every moment a caller can look. That holds because
-- they are loaded under the database's write lock, so no commit lands between the scans, nor between the scans
-  and the moment the sets are in place;
-- every committed write updates them (``ScopeDatabase.write`` calls ``committed`` under the same lock, after COMMIT
-  and before ``write()`` returns): ids a ``WriteTxn.copy`` inserted are added, ids announced deleted with
-  ``WriteTxn.unindex`` are removed, whoever wrote them (the write log's flusher, a bulk ingest, an import, an erase).
+- every committed write reports itself (``ScopeDatabase.write`` calls ``committed`` under the database's write
+  lock, after COMMIT and before ``write()`` returns): ids a ``WriteTxn.copy`` inserted are added, ids announced
+  deleted with ``WriteTxn.unindex`` are removed, whoever wrote them (the write log's flusher, a bulk ingest, an
+  import, an erase);
+- the load records every report from before its scans start until the sets are in place, and replays them, in
+  commit order, over what the scans read. A commit the scans already saw is applied again, which changes nothing:
+  a report sets ids present or absent, so for each id the last commit that touched it decides, over the scans'
+  state or over the one before them alike. The load does not take the write lock, so a turn planned while a flush
+  writes (a scope moving from its log into Kuzu holds that lock for hundreds of milliseconds) does not wait for it.
 
 What it replaced, and why that tore rounds: the writer kept these sets itself, loaded on its first write to a database
 object and extended only by its own writes. Turns that reached Kuzu through the write log's flusher after the load
@@ -38,7 +42,6 @@ filters as scans of the whole table (``store.rounds.kuzu_rounds``)."""
 
 
 class _Database(Protocol):
-    write_lock: Any  # threading.RLock: held by every commit
 
     def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]: ...
 
@@ -67,8 +70,10 @@ class KnownIds:
         # Weak: the database owns this object, and a cycle would keep a closed database (and the memory maps of its
         # derived indexes) alive until the garbage collector ran.
         self._db = weakref.ref(db)
-        self._lock = threading.Lock()  # guards the sets against a commit updating them during a lookup
+        self._lock = threading.Lock()  # guards the sets (and the reports a load records) against a commit
+        self._loading = threading.Lock()  # one load at a time
         self._ids: dict[str, set[str]] | None = None
+        self._reports: list[tuple[dict[str, list[str]], dict[str, list[str]]]] | None = None  # during a load
 
     def stored(self, table: str, ids: Iterable[str]) -> set[str]:
         """The subset of ``ids`` that ``table`` holds."""
@@ -83,16 +88,14 @@ class KnownIds:
 
     def committed(self, added: Mapping[str, Sequence[str]], deleted: Mapping[str, Sequence[str]]) -> None:
         """What one committed transaction inserted and deleted (the caller holds the database's write lock). Not
-        loaded yet: nothing to do, the load reads the committed state."""
-        if self._ids is None:
-            return
+        loaded and no load running: nothing to do, a later load reads the committed state."""
         with self._lock:
-            for table, ids in deleted.items():
-                if table in self._ids:
-                    self._ids[table].difference_update(ids)
-            for table, ids in added.items():
-                if table in self._ids:
-                    self._ids[table].update(ids)
+            if self._ids is not None:
+                _apply(self._ids, added, deleted)
+            elif self._reports is not None:
+                self._reports.append(
+                    ({t: list(v) for t, v in added.items()}, {t: list(v) for t, v in deleted.items()})
+                )
 
     def _loaded(self) -> dict[str, set[str]]:
         found = self._ids
@@ -101,10 +104,32 @@ class KnownIds:
         db = self._db()
         if db is None:
             raise RuntimeError("the database these ids belong to is gone")
-        with db.write_lock:  # no commit between the scans (``committed`` runs under this lock too)
-            if self._ids is None:
-                self._ids = {t: {r[0] for r in db.query(f"MATCH (n:{t}) RETURN n.id")} for t in KNOWN_TABLES}
-            return self._ids
+        with self._loading:
+            if self._ids is not None:
+                return self._ids
+            with self._lock:
+                self._reports = []  # from here on, every commit is recorded (see the invariant above)
+            try:
+                scanned = {t: {r[0] for r in db.query(f"MATCH (n:{t}) RETURN n.id")} for t in KNOWN_TABLES}
+                with self._lock:
+                    for added, deleted in self._reports:
+                        _apply(scanned, added, deleted)
+                    self._ids = scanned
+            finally:
+                with self._lock:
+                    self._reports = None
+            return scanned
+
+
+def _apply(
+    ids: dict[str, set[str]], added: Mapping[str, Sequence[str]], deleted: Mapping[str, Sequence[str]]
+) -> None:
+    for table, gone in deleted.items():
+        if table in ids:
+            ids[table].difference_update(gone)
+    for table, new in added.items():
+        if table in ids:
+            ids[table].update(new)
 
 
 def _check(table: str) -> str:
