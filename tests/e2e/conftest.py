@@ -99,3 +99,12 @@ def local_llm(url: str) -> Any:
 def exchange(user: str, assistant: str) -> list[dict[str, str]]:
     """One user turn and the assistant's reply, as a session's messages."""
     return [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+
+
+def local_memory(root: Path, llm: Any) -> Any:
+    """A store that extracts in the foreground with the local model, with its patience (a 1.5B model on 2 cores)."""
+    from graphrecall import Memory
+    from graphrecall.extract import ExtractionConfig
+
+    cfg = ExtractionConfig(llm_timeout_s=1200.0, max_tokens=1024, background=False)
+    return Memory.open(root, llm=llm, extraction=cfg)

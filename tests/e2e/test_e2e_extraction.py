@@ -12,10 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.conftest import exchange, local_llm
-
-from graphrecall import Memory
-from graphrecall.extract import ExtractionConfig
+from tests.e2e.conftest import exchange, local_llm, local_memory
 
 pytestmark = pytest.mark.e2e
 
@@ -36,9 +33,8 @@ def test_a_moved_user_ends_with_the_old_city_superseded_and_the_new_one_current(
         return reply
 
     monkeypatch.setattr(llm, "_structured", spy)
-    cfg = ExtractionConfig(llm_timeout_s=1200.0, max_tokens=1024, background=False)
     started = time.monotonic()
-    with Memory.open(tmp_path / "store", llm=llm, extraction=cfg) as m:
+    with local_memory(tmp_path / "store", llm) as m:
         first = m.add_session(
             SCOPE,
             exchange(

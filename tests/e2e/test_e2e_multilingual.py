@@ -9,10 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.e2e.conftest import exchange, local_llm
-
-from graphrecall import Memory
-from graphrecall.extract import ExtractionConfig
+from tests.e2e.conftest import exchange, local_llm, local_memory
 
 pytestmark = pytest.mark.e2e
 
@@ -24,9 +21,8 @@ def test_a_russian_session_gives_russian_facts_found_by_a_russian_question(
     local_llm_url: str, tmp_path: Path
 ) -> None:
     llm = local_llm(local_llm_url)
-    cfg = ExtractionConfig(llm_timeout_s=1200.0, max_tokens=1024, background=False)
     started = time.monotonic()
-    with Memory.open(tmp_path / "store", llm=llm, extraction=cfg) as m:
+    with local_memory(tmp_path / "store", llm) as m:
         added = m.add_session(
             SCOPE,
             exchange(

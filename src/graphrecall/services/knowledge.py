@@ -13,6 +13,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -71,25 +72,22 @@ def superseded_until(old: Fact, new: Fact, now: datetime) -> datetime:
     return now
 
 
+@dataclass(eq=False)
 class KnowledgeService:
-    def __init__(
-        self,
-        access: ScopeAccess,
-        embedder: Embedder,
-        root: Path,
-        llm: LLM | None,
-        extraction: ExtractionConfig,
-        consolidation: ConsolidationConfig,
-    ) -> None:
-        self.access = access
-        self.embedder = embedder
-        self.root = root
-        self.llm = llm
-        self.extraction = extraction
-        self.consolidation = consolidation
-        self._guard = threading.Lock()
-        self._queue: ExtractionQueue | None = None
-        if llm is not None and extraction.background and self._queue_file().exists():
+    """Extracted memory: the extraction queue, add_fact, consolidate, supersede, under one lock policy. ``llm``,
+    ``extraction`` and ``consolidation`` may be replaced while it runs (``Memory.llm = ...``)."""
+
+    access: ScopeAccess
+    embedder: Embedder
+    root: Path
+    llm: LLM | None
+    extraction: ExtractionConfig
+    consolidation: ConsolidationConfig
+    _guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _queue: ExtractionQueue | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.llm is not None and self.extraction.background and self._queue_file().exists():
             self._extraction_queue()  # resume what an earlier process left queued
 
     # -- the background queue ----------------------------------------------------------------------------------
