@@ -72,6 +72,11 @@ LATIN_LANGUAGES: dict[str, str] = {
 }  # fmt: skip
 LANGUAGES = ("en", "ru", *LATIN_LANGUAGES, "zh", "ja", "ko")
 """The languages the detector chooses among (``detect_language``)."""
+LANGUAGE_NAMES = {
+    "en": "English", "ru": "Russian", "de": "German", "es": "Spanish", "fr": "French", "it": "Italian",
+    "pt": "Portuguese", "nl": "Dutch", "zh": "Chinese", "ja": "Japanese", "ko": "Korean",
+}  # fmt: skip
+"""Each of ``LANGUAGES`` by its English name, for prompts that name the language to write in."""
 
 
 @lru_cache(maxsize=16)

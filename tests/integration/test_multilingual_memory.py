@@ -88,6 +88,9 @@ def test_facts_stay_in_their_language_and_are_found_in_it(
     )  # fmt: skip
     [stored] = memory.facts(scope)
     assert stored.text == fact  # not translated
+    language = "Russian" if scope[1] == "olga" else "Chinese"
+    [asked] = [c for c in llm.calls if EXTRACT in c.messages[-1].content]
+    assert f"written in {language}" in asked.messages[-1].content  # the prompt names the language to keep
     assert stored.valid_from is not None and stored.valid_from.month == month  # "last month" of March 2024
     assert [e.name for e in memory.entities(scope)] == [name]  # as written
     hits = memory.search(scope, question, 3, kinds=("round", "fact"), question_date="2024-03-11")

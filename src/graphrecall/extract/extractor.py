@@ -41,7 +41,7 @@ from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.rows import EntityRecord, MessageRow
 from graphrecall.store.space import is_io_failure
-from graphrecall.text import index_terms
+from graphrecall.text import LANGUAGE_NAMES, index_terms, language_of
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,7 @@ class Extractor:
                 session_id=sid,
                 session_date=f"{session_date:%Y-%m-%d (%A) %H:%M}",
                 messages=self._render_messages(batch, labels),
+                language=_language(batch),
             )
             answer = self._parse(prompt, SessionExtraction, "extract")
             self._clean(answer, labels, session_date, clean)
@@ -479,3 +480,11 @@ def _describe(e: BaseException) -> str:
         return "LLM call timed out"
     text = str(e).strip() or type(e).__name__
     return f"{type(e).__name__}: {text}"[:1000]
+
+
+def _language(messages: Sequence[MessageRow]) -> str:
+    """The language the user's turns are in, by name: the prompt says it in so many words, because a small model
+    given only the general rule ("the language the user wrote in") answered a Russian session in English (the
+    local 1.5B model, tests/e2e/test_e2e_multilingual.py)."""
+    said = " ".join(m.text for m in messages if m.role == "user") or " ".join(m.text for m in messages)
+    return LANGUAGE_NAMES.get(language_of(said), "English")
