@@ -217,6 +217,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--user", help="user id (needs --org)")
 
+    s = sub.add_parser(
+        "reembed",
+        parents=[common, as_json],
+        help="move stored scopes to the embedder named by --embedder (required): every vector computed again, "
+        "nothing else changed; resumable, and a killed run loses nothing (stop the server first)",
+    )
+    s.add_argument(
+        "--org", help="organisation id (alone: every scope of that organisation; neither: every scope)"
+    )
+    s.add_argument("--user", help="user id (needs --org)")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+
     s = sub.add_parser("serve", parents=[common], help="run the HTTP API")
     serve_arguments(s)
 
@@ -662,6 +674,43 @@ def cmd_backfill_passages(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_reembed(args: argparse.Namespace) -> int:
+    """One scope, an organisation's or every scope, moved to ``--embedder`` (``graphrecall.reembed``)."""
+    from graphrecall.embed.spec import embedder_from_spec
+    from graphrecall.reembed import reembed
+
+    spec = embedder_of(args)
+    if spec is None:
+        raise CliError(
+            "reembed needs --embedder SPEC: the embedder to move the scopes to", where="--embedder"
+        )
+    embedder = embedder_from_spec(spec)
+    with open_memory(args) as mem:
+        scopes = selected_scopes(mem, args)
+        root = mem.root
+    done = reembed(root, embedder, scopes, quiet=args.quiet or args.json)
+    if args.json:
+        print_json(
+            {
+                "embedder": embedder.id,
+                "scopes": [
+                    {"scope": str(d.scope), "from": d.stored_id, "texts": d.texts, "skipped": d.skipped}
+                    for d in done
+                ],
+            }
+        )
+        return EXIT_OK
+    for d in done:
+        print(
+            f"{d.scope}: already uses {embedder.id}"
+            if d.skipped
+            else f"{d.scope}: {d.stored_id} -> {embedder.id} ({d.texts} texts embedded)"
+        )
+    if not done:
+        print(f"no scopes under {root}", file=sys.stderr)
+    return EXIT_OK
+
+
 def _require_extra(extra: str, modules: Sequence[str], what: str) -> None:
     """Fail with the pip command to run when an optional dependency group is missing (servers import lazily, so
     a missing package would otherwise surface as a traceback halfway through start-up)."""
@@ -781,6 +830,7 @@ COMMANDS = {
     "import": cmd_import,
     "forget": cmd_forget,
     "backfill-passages": cmd_backfill_passages,
+    "reembed": cmd_reembed,
     "serve": cmd_serve,
     "shard-config": cmd_shard_config,
     "mcp": cmd_mcp,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class GraphRecallError(Exception):
     """Base class: every error this library raises on purpose."""
@@ -20,9 +22,26 @@ class InvalidInput(GraphRecallError, ValueError):
 
 
 class EmbedderMismatch(GraphRecallError):
-    """The database was built with another embedder; its vectors are not comparable with ours."""
+    """The database was built with another embedder; its vectors are not comparable with ours. ``stored_id`` and
+    ``stored_dim`` name the one that wrote it (``graphrecall reembed`` reads them)."""
 
     code = "embedder_mismatch"
+
+    def __init__(self, message: str, *, stored_id: str | None = None, stored_dim: int | None = None) -> None:
+        super().__init__(message)
+        self.stored_id = stored_id
+        self.stored_dim = stored_dim
+
+
+def reembed_hint(path: Path) -> str:
+    """The command that moves the scope stored at ``path`` (``<root>/<org>/<user>.kuzu`` or its write log) to
+    another embedder."""
+    user = path.name.removesuffix(".kuzu").removesuffix(".log.sqlite")
+    return (
+        f"To move it to this Memory's embedder: graphrecall reembed --embedder SPEC --root {path.parent.parent} "
+        f"--org {path.parent.name} --user {user} (SPEC: the embedder this Memory was opened with, e.g. e5-small); "
+        "or open it with the embedder that wrote it."
+    )
 
 
 class SchemaMismatch(GraphRecallError):

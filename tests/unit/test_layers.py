@@ -36,7 +36,7 @@ FLOORS: dict[str, int] = {
     # 8 the facade
     "memory": 8, "aio": 8, "testing": 8,
     # 9 surfaces
-    "formats": 9, "cli": 9, "cli_common": 9, "cli_extract": 9, "cli_ops": 9, "server": 9, "__main__": 9,
+    "formats": 9, "reembed": 9, "cli": 9, "cli_common": 9, "cli_extract": 9, "cli_ops": 9, "server": 9, "__main__": 9,
     "raymap": 9,
 }  # fmt: skip
 # Floors whose modules may import each other (the ground floor's helpers, the facade and its async twin, the

@@ -24,7 +24,7 @@ from typing import Any
 import kuzu
 
 from graphrecall.config import BUFFER_POOL_BYTES
-from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy
+from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy, reembed_hint
 from graphrecall.index import index_dir
 from graphrecall.models import utcnow
 from graphrecall.store import schema
@@ -240,8 +240,9 @@ class ScopeDatabase:
         if stored_id != embedder_id or stored_dim != dim:
             raise EmbedderMismatch(
                 f"database {self.path} was built with embedder {stored_id!r} (dim {stored_dim}); "
-                f"this Memory uses {embedder_id!r} (dim {dim}). Open it with the same embedder, or export and "
-                "re-import into a new store."
+                f"this Memory uses {embedder_id!r} (dim {dim}). {reembed_hint(self.path)}",
+                stored_id=stored_id,
+                stored_dim=stored_dim,
             )
         upgraded = 0
         if version == 1:

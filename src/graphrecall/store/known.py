@@ -42,7 +42,6 @@ filters as scans of the whole table (``store.rounds.kuzu_rounds``)."""
 
 
 class _Database(Protocol):
-
     def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]: ...
 
     def query_each(self, cypher: str, param_sets: list[dict[str, Any]]) -> list[list[Any]]: ...

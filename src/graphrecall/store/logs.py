@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from graphrecall.config import FLUSH_MAX_AGE_S, RESIDENT_ROUNDS, default_flush_concurrency
-from graphrecall.errors import EmbedderMismatch, StorageFull
+from graphrecall.errors import EmbedderMismatch, StorageFull, reembed_hint
 from graphrecall.models import Scope, Session
 from graphrecall.store import proclock
 from graphrecall.store.database import ScopeDatabase
@@ -177,8 +177,10 @@ class ScopeLogs:
         theirs = json.loads(stored)
         raise EmbedderMismatch(
             f"write log {wlog.path} was written with embedder {theirs.get('embedder_id')!r} (dim "
-            f"{theirs.get('dim')}); this Memory uses {self._pool.embedder_id!r} (dim {self._dim}). Open it with the "
-            "same embedder, or export and re-import into a new store."
+            f"{theirs.get('dim')}); this Memory uses {self._pool.embedder_id!r} (dim {self._dim}). "
+            f"{reembed_hint(Path(wlog.path))}",
+            stored_id=theirs.get("embedder_id"),
+            stored_dim=theirs.get("dim"),
         )
 
     def _holds(self, scope: Scope, tail: TailIndex) -> bool:
