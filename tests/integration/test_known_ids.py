@@ -56,21 +56,27 @@ def test_ids_written_after_the_load_are_known_whoever_wrote_them(tmp_path: Path)
         db.close()
 
 
-def test_a_load_waits_for_a_commit_in_flight(tmp_path: Path) -> None:
-    """Loading reads Kuzu under the write lock: a commit cannot land between its scans or after them unseen."""
+def test_a_load_does_not_wait_for_a_commit_in_flight_and_knows_it_once_committed(tmp_path: Path) -> None:
+    """The load does not take the write lock (a scope moving into Kuzu holds it for the whole flush, and every turn
+    of that scope waited for it): it answers with what is committed now, and the commit, once it lands, is known
+    (reported to the sets, or replayed over the load's scans: store/known.py)."""
     db = open_db(tmp_path)
     inside = threading.Event()
 
     def write() -> None:
         with db.write_lock:
             inside.set()
-            time.sleep(0.3)  # the load below starts meanwhile
+            time.sleep(2.0)  # the load below runs meanwhile
             apply_entries(db, [entry("s1", 1)], durable=False)
 
     t = threading.Thread(target=write)
     try:
         t.start()
         assert inside.wait(10)
+        started = time.monotonic()
+        assert not db.known.holds("Session", "s1")  # not committed yet
+        assert time.monotonic() - started < 1.5, "the load waited for the write lock"
+        t.join()
         assert db.known.holds("Session", "s1")
         assert db.known.stored("Message", ["s1#0", "s1#1"]) == {"s1#0", "s1#1"}
     finally:

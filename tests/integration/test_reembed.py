@@ -32,7 +32,10 @@ def seed(root: Path, sessions: int) -> None:
                     "session_id": f"s{i}",
                     "date": f"2024-03-{1 + i % 28:02d}T10:00:00",
                     "messages": [
-                        {"role": "user", "content": f"I bought a red bicycle, number {i}, and rode to Lisbon"},
+                        {
+                            "role": "user",
+                            "content": f"I bought a red bicycle, number {i}, and rode to Lisbon",
+                        },
                         {"role": "assistant", "content": f"Enjoy bicycle {i}!"},
                     ],
                 }
@@ -62,7 +65,10 @@ def test_a_store_moves_to_another_embedder_with_nothing_lost(tmp_path: Path) -> 
 
     done = reembed(root, HashingEmbedder(128), [ANA, BO], quiet=True)
 
-    assert [(d.scope, d.skipped, d.stored_id) for d in done] == [(ANA, False, "hashing-64"), (BO, False, "hashing-64")]
+    assert [(d.scope, d.skipped, d.stored_id) for d in done] == [
+        (ANA, False, "hashing-64"),
+        (BO, False, "hashing-64"),
+    ]
     assert {s: contents(root, 128, s) for s in (ANA, BO)} == before
     with Memory.open(root, embedder=HashingEmbedder(128)) as m:
         assert m.search(ANA, "red bicycle number 7", 1)[0].session_id == "s7"
@@ -90,7 +96,16 @@ def test_a_killed_run_loses_nothing_and_the_next_one_finishes(tmp_path: Path) ->
     root = tmp_path / "store"
     seed(root, 400)
     expected = contents(root, 64, ANA)
-    command = [sys.executable, "-m", "graphrecall", "reembed", "--root", str(root), "--embedder", "hashing:128"]
+    command = [
+        sys.executable,
+        "-m",
+        "graphrecall",
+        "reembed",
+        "--root",
+        str(root),
+        "--embedder",
+        "hashing:128",
+    ]
     command += ["--org", "acme", "--user", "ana", "--quiet"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     seen = set()
@@ -135,7 +150,11 @@ def test_a_minilm_store_moves_to_e5_small_and_answers_across_languages(tmp_path:
     from graphrecall.embed.spec import embedder_from_spec
 
     root = tmp_path / "store"
-    said = ["Мою кошку зовут Мурка, она рыжая.", "I started pottery classes on Tuesdays.", "我上个月搬到了上海。"]
+    said = [
+        "Мою кошку зовут Мурка, она рыжая.",
+        "I started pottery classes on Tuesdays.",
+        "我上个月搬到了上海。",
+    ]
     with Memory.open(root, embedder="minilm") as m:
         for i, text in enumerate(said):
             m.add_session(ANA, [{"role": "user", "content": text}], session_id=f"s{i}")
