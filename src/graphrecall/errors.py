@@ -93,6 +93,13 @@ class Unreachable(GraphRecallError):
     code = "unreachable"
 
 
+class RerankFailed(GraphRecallError):
+    """A rerank server answered wrongly (a missing or out-of-range index, a malformed body) or kept failing after
+    its retries; the message names the server. The search fails rather than quietly ranking without it."""
+
+    code = "rerank_failed"
+
+
 class EmbeddingFailed(GraphRecallError):
     """An embeddings server answered wrongly (another dimension, a missing vector, a malformed body) or kept failing
     after its retries. Nothing of the write that needed the vectors was stored; the message names the server."""

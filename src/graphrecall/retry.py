@@ -5,8 +5,12 @@ Retry-After honoured. Ground floor: the LLM providers (``llm/_http.py``, async) 
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from graphrecall.errors import ConfigurationError
 
 
 @dataclass(frozen=True)
@@ -42,3 +46,18 @@ def parse_retry_after(value: str | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return None
+
+
+def env_number(env: Mapping[str, str], name: str, default: float, *, minimum: float, integer: bool) -> float:
+    """A numeric setting from ``env``: ``default`` when unset, else checked (a ``ConfigurationError`` naming it)."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError:
+        kind = "a whole number" if integer else "a number"
+        raise ConfigurationError(f"must be {kind}, got {raw!r}", where=name) from None
+    if value < minimum or not math.isfinite(value):
+        raise ConfigurationError(f"must be at least {minimum:g}, got {raw!r}", where=name)
+    return value

@@ -25,7 +25,6 @@ in one store. A 401/403 (key) or 404 (model, URL) is final at once; an unreachab
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -37,26 +36,12 @@ import numpy as np
 
 from graphrecall.embed.base import TextKind, Vectors, normalize_rows
 from graphrecall.errors import ConfigurationError, EmbeddingFailed, NotAvailable, Unreachable
-from graphrecall.retry import RetryPolicy, parse_retry_after
+from graphrecall.retry import RetryPolicy, env_number, parse_retry_after
 
 Provider = Literal["openai", "ollama"]
 OPENAI_URL = "https://api.openai.com/v1"
 OLLAMA_URL = "http://127.0.0.1:11434"
 PROBE = "dimension probe"
-
-
-def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float, integer: bool) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw) if integer else float(raw)
-    except ValueError:
-        kind = "a whole number" if integer else "a number"
-        raise ConfigurationError(f"must be {kind}, got {raw!r}", where=name) from None
-    if value < minimum or not math.isfinite(value):
-        raise ConfigurationError(f"must be at least {minimum:g}, got {raw!r}", where=name)
-    return value
 
 
 @dataclass(frozen=True)
@@ -96,15 +81,15 @@ class RemoteSettings:
             key = e.get("GRAPHRECALL_EMBED_API_KEY", "").strip() or None
         if "://" not in url:
             url = f"http://{url}"  # OLLAMA_HOST is often host:port
-        retries = int(_number(e, "GRAPHRECALL_EMBED_MAX_RETRIES", 3, minimum=0, integer=True))
-        timeout = _number(e, "GRAPHRECALL_EMBED_TIMEOUT_S", 60.0, minimum=0.001, integer=False)
+        retries = int(env_number(e, "GRAPHRECALL_EMBED_MAX_RETRIES", 3, minimum=0, integer=True))
+        timeout = env_number(e, "GRAPHRECALL_EMBED_TIMEOUT_S", 60.0, minimum=0.001, integer=False)
         return cls(
             base_url=url.rstrip("/"),
             api_key=key,
             query_prefix=e.get("GRAPHRECALL_EMBED_QUERY_PREFIX", ""),
             document_prefix=e.get("GRAPHRECALL_EMBED_DOCUMENT_PREFIX", ""),
-            batch=int(_number(e, "GRAPHRECALL_EMBED_BATCH", 64, minimum=1, integer=True)),
-            concurrency=int(_number(e, "GRAPHRECALL_EMBED_CONCURRENCY", 4, minimum=1, integer=True)),
+            batch=int(env_number(e, "GRAPHRECALL_EMBED_BATCH", 64, minimum=1, integer=True)),
+            concurrency=int(env_number(e, "GRAPHRECALL_EMBED_CONCURRENCY", 4, minimum=1, integer=True)),
             retry=RetryPolicy(max_retries=retries, timeout=timeout, retry_timeouts=True),
         )
 

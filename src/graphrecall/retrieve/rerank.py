@@ -88,7 +88,8 @@ LLM_SPEC = "llm"
 
 
 def load_reranker(spec: str | None, llm: LLM | None = None) -> Reranker | None:
-    """``spec`` is a cross-encoder's model name or local path, or ``llm`` / ``llm:N`` for the LLM reranker
+    """``spec`` is a cross-encoder's model name or local path, ``api:MODEL`` / ``cohere:MODEL`` / ``jina:MODEL`` for
+    a rerank server (``retrieve.rerank_api``), or ``llm`` / ``llm:N`` for the LLM reranker
     (``graphrecall.retrieve.llm_rerank``; N candidates per search, default 4) over ``llm``, else the model
     ``GRAPHRECALL_LLM`` names (built on the first search). None/empty means reranking is off (said once, in the
     log)."""
@@ -98,6 +99,10 @@ def load_reranker(spec: str | None, llm: LLM | None = None) -> Reranker | None:
             _Warned.done = True
         return None
     name, _, count = spec.partition(":")
+    from graphrecall.retrieve import rerank_api
+
+    if name in rerank_api.PROVIDERS:  # api:MODEL, cohere:MODEL, jina:MODEL: a rerank server
+        return rerank_api.from_spec(name, count.strip())
     if name != LLM_SPEC:
         return CrossEncoderReranker(spec)
     from graphrecall.retrieve.llm_rerank import DEFAULT_MAX_DOCUMENTS, LLMReranker

@@ -19,6 +19,7 @@ from graphrecall.errors import (
     InvalidInput,
     NotAvailable,
     NotFound,
+    RerankFailed,
     StorageFull,
     StoreBusy,
     Unreachable,
@@ -121,13 +122,13 @@ def _library(_: Request, exc: Exception) -> JSONResponse:
             "the server's store could not be written just now; nothing of this request was stored; retry",
             headers={"Retry-After": "5"},
         )
-    if isinstance(exc, EmbeddingFailed | Unreachable):
+    if isinstance(exc, EmbeddingFailed | RerankFailed | Unreachable):
         # The embeddings (or LLM) server this one relies on failed: nothing of the request was stored; retry later.
         log.error("a server this one relies on failed: %s", exc)
         return error_response(
             503,
             exc.code,
-            "a service this server relies on (its embedding model server) failed; nothing of this request was "
+            "a service this server relies on (its embedding or rerank model server) failed; nothing of this request was "
             "stored; retry",
             headers={"Retry-After": "5"},
         )

@@ -1,0 +1,151 @@
+"""Rerankers behind a server (``retrieve/rerank_api.py``), over real HTTP to a loopback fake: the Cohere/Jina and TEI
+answer shapes, batching, retries with Retry-After, and every wrong answer named; then a search whose order the
+server's scores change."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.fakeserver import FakeHTTPServer, Recorded
+
+from graphrecall import Memory
+from graphrecall.config import RetrievalConfig
+from graphrecall.embed import HashingEmbedder
+from graphrecall.errors import ConfigurationError, RerankFailed
+from graphrecall.retrieve.rerank import CrossEncoderReranker, load_reranker
+from graphrecall.retrieve.rerank_api import ApiReranker, RerankSettings
+from graphrecall.retry import RetryPolicy
+
+
+def by_length(req: Recorded, shape: str = "cohere") -> tuple[int, Any]:
+    """Scores each document by its length, best first, the way rerank servers sort their answers."""
+    docs = req.body["documents"]
+    order = sorted(range(len(docs)), key=lambda i: -len(docs[i]))
+    if shape == "tei":
+        return 200, [{"index": i, "score": float(len(docs[i]))} for i in order]
+    return 200, {"results": [{"index": i, "relevance_score": len(docs[i]) / 100} for i in order]}
+
+
+def reranker(url: str, *, batch: int = 64, retries: int = 2, timeout: float = 5.0) -> ApiReranker:
+    policy = RetryPolicy(max_retries=retries, timeout=timeout, base_delay=0.01, retry_timeouts=True)
+    return ApiReranker(
+        "api", "bge-reranker", RerankSettings(base_url=url, api_key="k", batch=batch, retry=policy)
+    )
+
+
+@pytest.mark.parametrize("shape", ["cohere", "tei"])
+def test_scores_come_back_in_input_order_whatever_order_the_server_answers_in(shape: str) -> None:
+    with FakeHTTPServer(lambda req: by_length(req, shape)) as srv:
+        scores = reranker(srv.url).score("q", ["aa", "a", "aaaa"])
+        [req] = srv.requests
+    assert scores[2] > scores[0] > scores[1]
+    assert req.path == "/rerank" and req.headers.get("authorization") == "Bearer k"
+    assert req.body == {"model": "bge-reranker", "query": "q", "documents": ["aa", "a", "aaaa"], "top_n": 3}
+
+
+def test_long_lists_are_sent_in_batches() -> None:
+    with FakeHTTPServer(by_length) as srv:
+        scores = reranker(srv.url, batch=2).score("q", ["a", "aaa", "aa", "aaaa", "aaaaa"])
+    assert [len(b["documents"]) for b in srv.bodies("/rerank")] == [2, 2, 1]
+    assert len(scores) == 5 and scores[0] < scores[1]
+
+
+def test_documents_left_out_of_the_answer_rank_below_the_scored_ones() -> None:
+    def top_one(req: Recorded) -> tuple[int, Any]:
+        return 200, {"results": [{"index": 1, "relevance_score": 0.2}]}
+
+    with FakeHTTPServer(top_one) as srv:
+        scores = reranker(srv.url).score("q", ["x", "y", "z"])
+    assert scores[1] == 0.2 and scores[0] < 0.2 and scores[2] < 0.2
+
+
+def test_a_429_is_retried_after_the_servers_hint_then_succeeds() -> None:
+    calls: list[float] = []
+
+    def busy_once(req: Recorded) -> Any:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            return 429, {"error": "slow down"}, {"Retry-After": "0.3"}
+        return by_length(req)
+
+    with FakeHTTPServer(busy_once) as srv:
+        scores = reranker(srv.url).score("q", ["a", "aa"])
+    assert scores[1] > scores[0] and len(calls) == 2 and calls[1] - calls[0] >= 0.29
+
+
+def test_a_server_that_keeps_failing_is_named_after_its_retries() -> None:
+    with FakeHTTPServer(lambda req: (500, {"error": "down"})) as srv, pytest.raises(RerankFailed) as e:
+        reranker(srv.url, retries=2).score("q", ["a"])
+    assert len(srv.requests) == 3 and srv.url in str(e.value) and "HTTP 500" in str(e.value)
+
+
+def test_a_slow_server_times_out_and_is_named() -> None:
+    def slow(req: Recorded) -> Any:
+        time.sleep(0.5)
+        return by_length(req)
+
+    with FakeHTTPServer(slow) as srv, pytest.raises(RerankFailed) as e:
+        reranker(srv.url, retries=1, timeout=0.1).score("q", ["a"])
+    assert "no answer within" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        ("not json", "something else than JSON"),
+        ({"results": [{"index": 5, "relevance_score": 0.1}]}, "index 5 for 2 documents"),
+        ({"results": [{"index": 0}]}, "without index and score"),
+        ({"data": []}, "without a list of results"),
+        ({"results": []}, "scored none of 2"),
+    ],
+)
+def test_a_wrong_answer_is_an_error_that_says_what_was_wrong(answer: Any, problem: str) -> None:
+    with FakeHTTPServer(lambda req: (200, answer)) as srv, pytest.raises(RerankFailed) as e:
+        reranker(srv.url).score("q", ["a", "b"])
+    assert problem in str(e.value)
+
+
+def test_specs_choose_the_provider_and_leave_model_names_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAPHRECALL_RERANK_BASE_URL", "http://127.0.0.1:9/v1/")
+    got = load_reranker("api:bge-reranker-base")
+    assert isinstance(got, ApiReranker) and got.url == "http://127.0.0.1:9/v1/rerank"
+    assert isinstance(load_reranker("BAAI/bge-reranker-base"), CrossEncoderReranker)
+    monkeypatch.delenv("GRAPHRECALL_RERANK_BASE_URL")
+    assert isinstance(load_reranker("cohere:rerank-v3.5"), ApiReranker)
+    with pytest.raises(ConfigurationError) as e:
+        load_reranker("api:bge-reranker-base")
+    assert e.value.where == "GRAPHRECALL_RERANK_BASE_URL"
+    with pytest.raises(ConfigurationError):
+        load_reranker("jina:")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Path]:
+    root = tmp_path / "store"
+    with Memory.open(root, embedder=HashingEmbedder(64)) as m:
+        for i, text in enumerate(["my bike is red", "my bike is blue and very fast indeed, a long sentence"]):
+            m.add_session(("acme", "ana"), [{"role": "user", "content": text}], session_id=f"s{i}")
+    yield root
+
+
+def test_a_search_is_reordered_by_the_servers_scores(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def shortest_first(req: Recorded) -> tuple[int, Any]:
+        docs = req.body["documents"]
+        return 200, {"results": [{"index": i, "relevance_score": 1 / len(d)} for i, d in enumerate(docs)]}
+
+    orders = {}
+    with FakeHTTPServer(shortest_first) as srv:
+        monkeypatch.setenv("GRAPHRECALL_RERANK_BASE_URL", srv.url)
+        for name, server_scores in (("longest first", by_length), ("shortest first", shortest_first)):
+            srv.handler = server_scores
+            cfg = RetrievalConfig(rerank_weight=10.0)
+            with Memory.open(
+                store, embedder=HashingEmbedder(64), reranker=load_reranker("api:m"), retrieval=cfg
+            ) as m:
+                orders[name] = [h.session_id for h in m.search(("acme", "ana"), "my bike", 2)]
+        assert srv.bodies("/rerank")[0]["query"] == "my bike"
+    assert orders["longest first"] == ["s1", "s0"] and orders["shortest first"] == ["s0", "s1"]
