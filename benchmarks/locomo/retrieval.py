@@ -36,6 +36,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from benchmarks import arguments
 from benchmarks.arguments import token_budgets
 from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.locomo import data
@@ -47,7 +48,7 @@ from benchmarks.provenance import Run
 from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, ingest, raymap
 from graphrecall.config import Settings
-from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
+from graphrecall.embed import CachedEmbedder, Embedder
 from graphrecall.models import Scope
 
 SEARCH_K = 50
@@ -229,13 +230,8 @@ class ConvRunner:
 
     def __init__(self, spec: ConvSpec) -> None:
         self.spec = spec
-        if spec.embedder == "hashing":
-            self.embedder: Embedder = HashingEmbedder(64)
-        else:
-            model: Embedder = SentenceTransformerEmbedder()
-            if spec.embed_seed:
-                model = harness.SeededEmbedder(model, Path(spec.embed_seed))
-            self.embedder = CachedEmbedder(model, path=spec.embed_cache)
+        seed = Path(spec.embed_seed) if spec.embed_seed else None
+        self.embedder: Embedder = arguments.build_embedder(spec.embedder, Path(spec.embed_cache), seed)
         self.settings = (
             Settings.from_env()
         )  # GRAPHRECALL_PASSAGE_FROM_CHARS and the like, as a deployment sets them
@@ -359,12 +355,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/locomo_retrieval"))
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
     p.add_argument("--embed-seed", type=Path, default=None, help="another run's embedding cache, read-only")
-    p.add_argument(
-        "--embedder",
-        choices=("default", "hashing"),
-        default="default",
-        help="hashing: the model-free feature-hashing embedder (tests, plumbing checks), uncached",
-    )
+    arguments.add_embedder(p)
     p.add_argument("--categories", default="1,2,3,4", help="comma-separated QA categories (5 = adversarial)")
     p.add_argument(
         "--both-user", action="store_true", help="store both speakers as user turns (default: B as assistant)"

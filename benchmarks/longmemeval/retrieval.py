@@ -27,6 +27,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from benchmarks import arguments
 from benchmarks.arguments import token_budgets
 from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.longmemeval import cv, data, harness, metrics
@@ -36,7 +37,7 @@ from benchmarks.provenance import Run
 from benchmarks.variants import add_variant_argument, config_overrides
 from graphrecall import Memory, raymap
 from graphrecall.config import RetrievalConfig, Settings
-from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
+from graphrecall.embed import CachedEmbedder, Embedder
 from graphrecall.models import Scope
 
 SEARCH_K = 50
@@ -85,12 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--types", default=None, help="comma-separated question types to keep")
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/longmemeval"))
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
-    p.add_argument(
-        "--embedder",
-        choices=("default", "hashing"),
-        default="default",
-        help="hashing: the model-free feature-hashing embedder (tests, plumbing checks), uncached",
-    )
+    arguments.add_embedder(p)
     p.add_argument("--k-eval", type=_parse_ks, default=[5, 10], help="cut-offs, e.g. 5,10")
     p.add_argument(
         "--resume",
@@ -291,12 +287,9 @@ class QuestionRunner:
 
 
 def build_embedder(spec: RunSpec) -> Embedder:
-    if spec.embedder == "hashing":
-        return HashingEmbedder(64)
-    model: Embedder = SentenceTransformerEmbedder()
-    if spec.embed_seed:
-        model = harness.SeededEmbedder(model, Path(spec.embed_seed))
-    return CachedEmbedder(model, path=spec.embed_cache)
+    seed = Path(spec.embed_seed) if spec.embed_seed else None
+    built: Embedder = arguments.build_embedder(spec.embedder, Path(spec.embed_cache), seed)
+    return built
 
 
 def question_task(spec: RunSpec, q: data.Question) -> QuestionResult:
@@ -668,9 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "types": types,
         "k_eval": args.k_eval,
         "search_k": SEARCH_K,
-        "embedder": HashingEmbedder(64).id
-        if args.embedder == "hashing"
-        else SentenceTransformerEmbedder().id,
+        "embedder": arguments.embedder_spec(args.embedder),
         "retrieval_config": settings.retrieval.model_dump(),
         "config_overrides": args.config,
         "variants": dict(args.variant),

@@ -34,12 +34,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from benchmarks import arguments
 from benchmarks.jsonfile import save_report
 from benchmarks.perf.latency import summarize
+from benchmarks.provenance import Run
 from benchmarks.rankings import dump as rankings
 from graphrecall import Memory, testing
 from graphrecall.config import Settings
-from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
+from graphrecall.embed import CachedEmbedder, Embedder
 from graphrecall.models import Entity, ExportedEvent, Fact, Scope, ScopeExport
 from graphrecall.names import match_keys, normalize_name
 from graphrecall.store.database import ScopeDatabase
@@ -283,15 +285,9 @@ def time_lookups(mem: Memory, qs: Sequence[str], repeats: int) -> dict[str, Any]
     }
 
 
-def build_embedder(kind: str, cache: Path) -> Embedder:
-    if kind == "hashing":
-        return HashingEmbedder(64)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    return CachedEmbedder(SentenceTransformerEmbedder(), path=cache)
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    embedder = build_embedder(args.embedder, args.embed_cache)
+    args.embed_cache.parent.mkdir(parents=True, exist_ok=True)
+    embedder: Embedder = arguments.build_embedder(args.embedder, args.embed_cache)
     entities = synthetic_entities(args.entities)
     qs = questions(entities, args.questions)
     root = Path(tempfile.mkdtemp(prefix="perf-entities-"))
@@ -365,10 +361,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/perf-entities"))
     p.add_argument("--label", default=None, help="what the run measures (default: this checkout's commit)")
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
-    p.add_argument("--embedder", choices=("default", "hashing"), default="default")
+    arguments.add_embedder(p)
     args = p.parse_args(argv)
+    this_run = Run.begin()
     result = run(args)
-    save_report(args.out, "entities", result, markdown(result))
+    save_report(args.out, "entities", result, markdown(result), this_run)
     return 0
 
 

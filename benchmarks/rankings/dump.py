@@ -30,13 +30,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from benchmarks import arguments
 from benchmarks.locomo import data as locomo
 from benchmarks.longmemeval import data as lme
 from benchmarks.longmemeval import harness
 from benchmarks.rankings import scopes
 from graphrecall import Memory, testing
 from graphrecall.config import Settings
-from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
+from graphrecall.embed import CachedEmbedder, Embedder
 from graphrecall.models import Hit
 
 FORMAT = "graphrecall.rankings/v1"
@@ -119,10 +120,9 @@ def fillers(args: argparse.Namespace) -> list[tuple[str, Callable[[Memory], scop
 
 
 def build_embedder(args: argparse.Namespace) -> Embedder:
-    if args.embedder == "hashing":
-        return HashingEmbedder(64)
     args.embed_cache.parent.mkdir(parents=True, exist_ok=True)
-    return CachedEmbedder(SentenceTransformerEmbedder(), path=args.embed_cache)
+    built: Embedder = arguments.build_embedder(args.embedder, args.embed_cache)
+    return built
 
 
 def commit() -> str:
@@ -190,12 +190,7 @@ def _parser() -> argparse.ArgumentParser:
         "--label", default=None, help="what the dump was made from (default: this checkout's commit)"
     )
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
-    p.add_argument(
-        "--embedder",
-        choices=("default", "hashing"),
-        default="default",
-        help="hashing: the model-free feature-hashing embedder (tests, plumbing checks), uncached",
-    )
+    arguments.add_embedder(p)
     return p
 
 

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks import arguments
 from benchmarks.jsonfile import write_json, write_markdown
 from benchmarks.provenance import Run
 from benchmarks.sessionrank import (
@@ -47,7 +48,6 @@ from benchmarks.smallstore import data
 from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, testing
 from graphrecall.config import RetrievalConfig, Settings
-from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
 from graphrecall.llm import LLMError
 from graphrecall.llm.factory import llm_from_settings
 from graphrecall.models import Scope
@@ -67,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--embed-cache", type=Path, default=Path("benchmarks/results/smallstore/embed_cache.sqlite")
     )
+    arguments.add_embedder(p)
     p.add_argument(
         "--llm-rerank",
         metavar="SPEC",
@@ -207,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.embed_cache.parent.mkdir(parents=True, exist_ok=True)
     this_run = Run.begin()
     t0 = time.perf_counter()
-    embedder = CachedEmbedder(SentenceTransformerEmbedder(), path=args.embed_cache)
+    embedder = arguments.build_embedder(args.embedder, args.embed_cache)
     root = Path(tempfile.mkdtemp(prefix="smallstore-"))
     rows: list[dict[str, Any]] = []
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 from benchmarks.arguments import token_budgets
@@ -33,3 +34,22 @@ def test_both_retrieval_benchmarks_parse_budgets_with_it() -> None:
         with pytest.raises(SystemExit) as e:
             parser.parse_args(["--data", __file__, "--context-budgets", "0"])
         assert e.value.code == 2
+
+
+def test_every_retrieval_benchmark_takes_an_embedder_spec(tmp_path: Path) -> None:
+    import argparse
+
+    from benchmarks.arguments import add_embedder, build_embedder, embedder_spec
+
+    from graphrecall.embed import CachedEmbedder, HashingEmbedder
+
+    p = argparse.ArgumentParser()
+    add_embedder(p)
+    assert p.parse_args(["--embedder", "e5-small"]).embedder == "e5-small"
+    assert embedder_spec("default") == embedder_spec(None)  # the configured one, else minilm
+    hashing = build_embedder("hashing", tmp_path / "cache.sqlite")
+    assert isinstance(hashing, HashingEmbedder) and hashing.dim == 64  # never cached: nothing to save
+    assert build_embedder("hashing:32", None).dim == 32
+    cached = build_embedder("minilm", tmp_path / "cache.sqlite")  # built lazily: no weights loaded here
+    assert isinstance(cached, CachedEmbedder) and "MiniLM" in cached.id
+    cached.close()
