@@ -29,10 +29,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 from tqdm import tqdm
 
-from graphrecall.embed.base import Embedder, TextKind, Vectors
+from graphrecall.embed.base import Embedder, TextKind, Vectors, Wrapper
 from graphrecall.embed.cache import CachedEmbedder
 from graphrecall.errors import EmbedderMismatch, GraphRecallError
 from graphrecall.memory import Memory
@@ -80,24 +79,17 @@ class _StoredEmbedder:
         raise ReembedFailed(f"reembed tried to embed with the old embedder {self._id!r}; this is a bug")
 
 
-class _Counting:
+class _Counting(Wrapper):
     """Counts the texts the new embedder is given (for the progress bar), cached or not."""
 
     def __init__(self, inner: Embedder, progress: Callable[[int], None]) -> None:
-        self.inner, self._progress = inner, progress
-
-    @property
-    def id(self) -> str:
-        return self.inner.id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
+        super().__init__(inner)
+        self._progress = progress
 
     def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
         out = self.inner.embed(texts, kind=kind)
         self._progress(len(texts))
-        return np.asarray(out)
+        return out
 
 
 def build_root(root: Path) -> Path:
