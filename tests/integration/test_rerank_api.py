@@ -15,7 +15,7 @@ from tests.fakeserver import FakeHTTPServer, Recorded
 from graphrecall import Memory
 from graphrecall.config import RetrievalConfig
 from graphrecall.embed import HashingEmbedder
-from graphrecall.errors import ConfigurationError, RerankFailed
+from graphrecall.errors import ConfigurationError, RerankFailed, Unreachable
 from graphrecall.retrieve.rerank import CrossEncoderReranker, load_reranker
 from graphrecall.retrieve.rerank_api import ApiReranker, RerankSettings
 from graphrecall.retry import RetryPolicy
@@ -23,17 +23,19 @@ from graphrecall.retry import RetryPolicy
 
 def by_length(req: Recorded, shape: str = "cohere") -> tuple[int, Any]:
     """Scores each document by its length, best first, the way rerank servers sort their answers."""
-    docs = req.body["documents"]
+    docs = req.body["texts"] if "texts" in req.body else req.body["documents"]
     order = sorted(range(len(docs)), key=lambda i: -len(docs[i]))
     if shape == "tei":
         return 200, [{"index": i, "score": float(len(docs[i]))} for i in order]
     return 200, {"results": [{"index": i, "relevance_score": len(docs[i]) / 100} for i in order]}
 
 
-def reranker(url: str, *, batch: int = 64, retries: int = 2, timeout: float = 5.0) -> ApiReranker:
+def reranker(
+    url: str, *, batch: int = 64, retries: int = 2, timeout: float = 5.0, provider: str = "api"
+) -> ApiReranker:
     policy = RetryPolicy(max_retries=retries, timeout=timeout, base_delay=0.01, retry_timeouts=True)
     return ApiReranker(
-        "api", "bge-reranker", RerankSettings(base_url=url, api_key="k", batch=batch, retry=policy)
+        provider, "bge-reranker", RerankSettings(base_url=url, api_key="k", batch=batch, retry=policy)
     )
 
 
@@ -98,15 +100,24 @@ def test_a_slow_server_times_out_and_is_named() -> None:
     [
         ("not json", "something else than JSON"),
         ({"results": [{"index": 5, "relevance_score": 0.1}]}, "index 5 for 2 documents"),
-        ({"results": [{"index": 0}]}, "without index and score"),
-        ({"data": []}, "without a list of results"),
+        ({"results": [{"index": 0}]}, "without a whole-number index and a finite"),
+        ({"results": [{"index": "0", "relevance_score": 0.1}]}, "without a whole-number index"),
+        ({"results": [{"index": True, "relevance_score": 0.1}]}, "without a whole-number index"),
+        ({"results": [{"index": 0, "relevance_score": "0.5"}]}, "a finite relevance_score or score"),
+        ({"results": [{"index": 0, "relevance_score": float("nan")}]}, "a finite relevance_score or score"),
+        ([{"index": 0, "score": 1e999}], "a finite relevance_score or score"),  # json: Infinity
+        ({"results": [{"index": 1, "relevance_score": 0.1}, {"index": 1, "score": 0.2}]}, "index 1 twice"),
+        ({"results": [{"index": -1, "relevance_score": 0.1}]}, "index -1 for 2 documents"),
+        ({"data": []}, "an object with keys ['data'], not a list of results"),
+        ("null", "NoneType, not a list of results"),
         ({"results": []}, "scored none of 2"),
     ],
 )
 def test_a_wrong_answer_is_an_error_that_says_what_was_wrong(answer: Any, problem: str) -> None:
     with FakeHTTPServer(lambda req: (200, answer)) as srv, pytest.raises(RerankFailed) as e:
         reranker(srv.url).score("q", ["a", "b"])
-    assert problem in str(e.value)
+    assert problem in str(e.value) and srv.url in str(e.value)
+    assert len(srv.requests) == 1  # a wrong answer is not retried: it would be wrong again
 
 
 def test_specs_choose_the_provider_and_leave_model_names_alone(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,6 +132,82 @@ def test_specs_choose_the_provider_and_leave_model_names_alone(monkeypatch: pyte
     assert e.value.where == "GRAPHRECALL_RERANK_BASE_URL"
     with pytest.raises(ConfigurationError):
         load_reranker("jina:")
+
+
+def test_tei_gets_its_own_request_shape_and_32_texts_a_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeHTTPServer(
+        lambda req: by_length(req, "tei") if "texts" in req.body else (422, "no texts")
+    ) as srv:
+        monkeypatch.setenv("GRAPHRECALL_RERANK_BASE_URL", srv.url)
+        got = load_reranker("tei")
+        docs = ["a" * (1 + i % 7) for i in range(40)]
+        scores = got.score("q", docs) if got is not None else []
+    first = srv.bodies("/rerank")[0]
+    assert first == {"query": "q", "texts": docs[:32], "truncate": True}  # TEI takes no model and no top_n
+    assert [len(b["texts"]) for b in srv.bodies("/rerank")] == [32, 8]
+    assert [s for _, s in sorted(zip(docs, scores, strict=True))] == sorted(scores)  # longer scores higher
+
+
+def test_a_document_left_out_ranks_below_every_batchs_scores() -> None:
+    def answer(req: Recorded) -> tuple[int, Any]:
+        if req.body["documents"][0] == "x":  # first batch: scores only "y", high
+            return 200, {"results": [{"index": 1, "relevance_score": 9.0}]}
+        return 200, {
+            "results": [{"index": 0, "relevance_score": -50.0}, {"index": 1, "relevance_score": -40.0}]
+        }
+
+    with FakeHTTPServer(answer) as srv:
+        scores = reranker(srv.url, batch=2).score("q", ["x", "y", "z", "w"])
+    assert scores[1:] == [9.0, -50.0, -40.0] and scores[0] < -50.0
+
+
+def test_the_address_may_carry_the_version_or_the_whole_endpoint() -> None:
+    assert reranker("http://h:8000/v1").url == "http://h:8000/v1/rerank"
+    assert reranker("http://h:8000/v2/rerank").url == "http://h:8000/v2/rerank"
+    assert (
+        RerankSettings.from_env("tei", {"GRAPHRECALL_RERANK_BASE_URL": "h:8080/"}).base_url == "http://h:8080"
+    )
+
+
+def test_a_batch_too_large_names_the_setting_and_a_refused_key_is_final() -> None:
+    with FakeHTTPServer(lambda req: (413, {"error": "batch size 64 > maximum allowed 32"})) as srv:
+        with pytest.raises(RerankFailed) as e:
+            reranker(srv.url).score("q", ["a"])
+        assert "GRAPHRECALL_RERANK_BATCH" in str(e.value) and len(srv.requests) == 1
+        srv.handler = lambda req: (401, {"error": "bad key"})
+        with pytest.raises(ConfigurationError) as c:
+            reranker(srv.url).score("q", ["a"])
+        assert c.value.where == "GRAPHRECALL_RERANK_API_KEY" and len(srv.requests) == 2
+
+
+def test_nothing_listening_is_unreachable_naming_the_url() -> None:
+    with FakeHTTPServer(by_length) as srv:
+        url = srv.url
+    with pytest.raises(Unreachable) as e:
+        reranker(url, retries=1).score("q", ["a"])
+    assert url in str(e.value)
+
+
+def test_settings_are_read_and_checked() -> None:
+    s = RerankSettings.from_env("cohere", {"COHERE_API_KEY": "ck", "GRAPHRECALL_RERANK_TIMEOUT_S": "2.5"})
+    assert (s.base_url, s.api_key, s.batch, s.retry.timeout) == ("https://api.cohere.com/v2", "ck", 64, 2.5)
+    s = RerankSettings.from_env("jina", {"JINA_API_KEY": "jk", "GRAPHRECALL_RERANK_API_KEY": "mine"})
+    assert s.api_key == "mine" and s.base_url == "https://api.jina.ai/v1"
+    for name, raw in (("GRAPHRECALL_RERANK_BATCH", "0"), ("GRAPHRECALL_RERANK_MAX_RETRIES", "two")):
+        with pytest.raises(ConfigurationError) as e:
+            RerankSettings.from_env("jina", {name: raw})
+        assert e.value.where == name
+
+
+def test_a_local_directory_named_like_a_provider_is_a_local_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "api:my-reranker").mkdir()
+    assert isinstance(load_reranker("api:my-reranker"), CrossEncoderReranker)
+    assert isinstance(load_reranker(" ./api:my-reranker "), CrossEncoderReranker)
+    monkeypatch.setenv("GRAPHRECALL_RERANK_BASE_URL", "http://127.0.0.1:9")
+    assert isinstance(load_reranker("api:another"), ApiReranker)  # no such directory
 
 
 @pytest.fixture
