@@ -4,6 +4,7 @@ server's scores change."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 from tests.fakeserver import FakeHTTPServer, Recorded
 
-from graphrecall import Memory
+from graphrecall import Memory, cli
 from graphrecall.config import RetrievalConfig
 from graphrecall.embed import HashingEmbedder
 from graphrecall.errors import ConfigurationError, RerankFailed, Unreachable
@@ -230,9 +231,80 @@ def test_a_search_is_reordered_by_the_servers_scores(store: Path, monkeypatch: p
         for name, server_scores in (("longest first", by_length), ("shortest first", shortest_first)):
             srv.handler = server_scores
             cfg = RetrievalConfig(rerank_weight=10.0)
-            with Memory.open(
-                store, embedder=HashingEmbedder(64), reranker=load_reranker("api:m"), retrieval=cfg
-            ) as m:
+            with Memory.open(store, embedder=HashingEmbedder(64), reranker="api:m", retrieval=cfg) as m:
                 orders[name] = [h.session_id for h in m.search(("acme", "ana"), "my bike", 2)]
         assert srv.bodies("/rerank")[0]["query"] == "my bike"
     assert orders["longest first"] == ["s1", "s0"] and orders["shortest first"] == ["s0", "s1"]
+
+
+BIKES = ["my bike is red", "my bike is blue and fast", "my old bike had a basket and a bell"]
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Path:
+    root = tmp_path / "three"
+    with Memory.open(root, embedder=HashingEmbedder(64)) as m:
+        for i, text in enumerate(BIKES):
+            m.add_session(("acme", "ana"), [{"role": "user", "content": text}], session_id=f"s{i}")
+    return root
+
+
+def second_first(fused: list[str]) -> Any:
+    """A server that puts the fused second first and the fused first last: with the default weight that lifts the
+    second above the first (rank blending), whatever the scores' scale."""
+    wanted = {BIKES[int(fused[1][1:])]: 3.0, BIKES[int(fused[2][1:])]: 2.0, BIKES[int(fused[0][1:])]: 1.0}
+
+    def answer(req: Recorded) -> tuple[int, Any]:
+        docs = req.body["documents"]
+        scores = [next(v for text, v in wanted.items() if text in d) for d in docs]
+        return 200, {"results": [{"index": i, "relevance_score": s} for i, s in enumerate(scores)]}
+
+    return answer
+
+
+def cli_search(root: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> list[str]:
+    argv = ["search", "my bike", "--org", "acme", "--user", "ana", "-k", "3", "--json"]
+    code = cli.main([*argv, "--root", str(root), "--embedder", "hashing", *extra])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return [h["session_id"] for h in json.loads(out)["hits"]]
+
+
+def test_graphrecall_search_takes_reranker(
+    three: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GRAPHRECALL_RERANKER", raising=False)
+    fused = cli_search(three, capsys)
+    assert len(fused) == 3
+    with FakeHTTPServer(second_first(fused)) as srv:
+        monkeypatch.setenv("GRAPHRECALL_RERANK_BASE_URL", srv.url)
+        reranked = cli_search(three, capsys, "--reranker", "api:m")
+        assert srv.bodies("/rerank")[0]["model"] == "m"
+    assert reranked[0] == fused[1] and reranked != fused
+
+
+def test_graphrecall_serve_takes_reranker_and_a_failing_one_is_a_503(three: Path, tmp_path: Path) -> None:
+    import httpx
+
+    from graphrecall.server.testing import ServerProcess
+
+    with Memory.open(three, embedder=HashingEmbedder(64)) as m:
+        fused = [h.session_id for h in m.search(("acme", "ana"), "my bike", 3)]
+    search = "/v1/scopes/acme/ana/search"
+    with FakeHTTPServer(second_first(fused)) as srv:
+        env = {"GRAPHRECALL_RERANK_BASE_URL": srv.url, "GRAPHRECALL_RERANK_MAX_RETRIES": "0"}
+        extra = ["--insecure-local", "--reranker", "api:m"]
+        with ServerProcess(
+            three, cli=True, extra_args=extra, env=env, log_path=tmp_path / "serve.log"
+        ) as server:
+            r = httpx.get(server.url + search, params={"query": "my bike", "k": 3}, timeout=30)
+            assert r.status_code == 200, r.text
+            assert r.json()["hits"][0]["session_id"] == fused[1]
+            srv.handler = lambda req: (200, {"results": [{"index": 99, "relevance_score": 1.0}]})
+            r = httpx.get(server.url + search, params={"query": "my bike", "k": 3}, timeout=30)
+    assert r.status_code == 503 and r.headers["retry-after"] == "5"
+    assert r.json()["error"]["code"] == "rerank_failed" and srv.url not in r.text  # no server address leaks
+
+
+def test_mcp_takes_reranker() -> None:
+    assert cli.build_parser().parse_args(["mcp", "--reranker", "tei"]).reranker == "tei"
