@@ -273,6 +273,13 @@ EMBEDDER_ENV = "GRAPHRECALL_EMBEDDER"
 EMBEDDER_SPECS = "minilm (default), e5-small, sentence-transformers:NAME_OR_PATH, openai:MODEL, ollama:MODEL"
 """The embedder specs ``embed.spec`` understands, for help texts (kept here: the command line's parser must not
 import the embedders, which bring NumPy)."""
+RERANKER_ENV = "GRAPHRECALL_RERANKER"
+RERANKER_HELP = (
+    "the reranker for searches: a cross-encoder's name or path, api:MODEL (a rerank server at "
+    "$GRAPHRECALL_RERANK_BASE_URL), tei (Text Embeddings Inference there), cohere:MODEL, jina:MODEL, or llm / llm:N "
+    f"(docs/embedders.md, 'Rerankers'; default: ${RERANKER_ENV}, else none)"
+)
+"""The reranker specs ``retrieve.rerank.load_reranker`` understands, for ``--reranker``'s help."""
 
 
 # -- the defaults of ``Settings`` that the store uses too ---------------------------------------------------------
@@ -352,8 +359,8 @@ class Settings(BaseModel):
         values: dict[str, object] = {"root": default_root()}
         if env.get(EMBEDDER_ENV, "").strip():
             values["embedder"] = env[EMBEDDER_ENV].strip()
-        if env.get("GRAPHRECALL_RERANKER"):
-            values["reranker"] = env["GRAPHRECALL_RERANKER"]
+        if env.get(RERANKER_ENV, "").strip():
+            values["reranker"] = env[RERANKER_ENV].strip()
         if env.get("GRAPHRECALL_EMBED_CACHE"):
             values["embed_cache"] = Path(env["GRAPHRECALL_EMBED_CACHE"]).expanduser()
         numbers = (
