@@ -41,6 +41,7 @@ PARSERS = (
     "benchmarks.multilingual.run:_parser",
     "benchmarks.longmemeval.retrieval:_parser",
     "benchmarks.longmemeval.latency:_parser",
+    "benchmarks.longmemeval.packing:_parser",
     "benchmarks.locomo.retrieval:_parser",
     "benchmarks.perf.run:parse_args",
 )
@@ -52,6 +53,8 @@ def _parse(where: str, *extra: str) -> argparse.Namespace:
     module, name = where.split(":")
     make = getattr(importlib.import_module(module), name)
     argv = ["--data", __file__, *extra] if "longmemeval" in module or "locomo" in module else list(extra)
+    if module.endswith("packing"):
+        argv += ["--out", "unused"]
     return make(argv) if name == "parse_args" else make().parse_args(argv)
 
 
