@@ -690,23 +690,33 @@ def cmd_reembed(args: argparse.Namespace) -> int:
     with open_memory(args) as mem:
         scopes = selected_scopes(mem, args)
         root = mem.root
+    started = time.monotonic()
     done = reembed(root, embedder, scopes, quiet=args.quiet or args.json)
+    seconds = round(time.monotonic() - started, 2)
     if args.json:
         print_json(
             {
                 "embedder": embedder.id,
+                "seconds": seconds,
                 "scopes": [
-                    {"scope": str(d.scope), "from": d.stored_id, "texts": d.texts, "skipped": d.skipped}
+                    {
+                        "scope": str(d.scope),
+                        "from": d.stored_id,
+                        "texts": d.texts,
+                        "embedded": d.embedded,
+                        "skipped": d.skipped,
+                    }
                     for d in done
                 ],
             }
         )
         return EXIT_OK
     for d in done:
+        cached = f", {d.texts - d.embedded} from an interrupted run's cache" if d.texts > d.embedded else ""
         print(
             f"{d.scope}: already uses {embedder.id}"
             if d.skipped
-            else f"{d.scope}: {d.stored_id} -> {embedder.id} ({d.texts} texts embedded)"
+            else f"{d.scope}: {d.stored_id} -> {embedder.id} ({d.texts} texts{cached})"
         )
     if not done:
         print(f"no scopes under {root}", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 
@@ -23,25 +24,77 @@ class InvalidInput(GraphRecallError, ValueError):
 
 class EmbedderMismatch(GraphRecallError):
     """The database was built with another embedder; its vectors are not comparable with ours. ``stored_id`` and
-    ``stored_dim`` name the one that wrote it (``graphrecall reembed`` reads them)."""
+    ``stored_dim`` name the one that wrote it (``graphrecall reembed`` reads them), ``wanted_id``/``wanted_dim``
+    the one it was opened with, ``command`` the ``graphrecall reembed`` command that moves it to the latter."""
 
     code = "embedder_mismatch"
 
-    def __init__(self, message: str, *, stored_id: str | None = None, stored_dim: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        stored_id: str | None = None,
+        stored_dim: int | None = None,
+        wanted_id: str | None = None,
+        wanted_dim: int | None = None,
+        command: str | None = None,
+        public: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.stored_id = stored_id
         self.stored_dim = stored_dim
+        self.wanted_id = wanted_id
+        self.wanted_dim = wanted_dim
+        self.command = command
+        self.public = public or message
+        """The message without server paths (what the HTTP API tells a client)."""
+
+    @classmethod
+    def of_store(
+        cls,
+        what: str,
+        path: Path,
+        *,
+        stored: tuple[str | None, int | None],
+        wanted: tuple[str, int],
+        specs: tuple[str | None, str | None] = (None, None),
+    ) -> EmbedderMismatch:
+        """The refusal of the scope stored at ``path`` (``<root>/<org>/<user>.kuzu`` or its write log), naming both
+        embedders and the command that moves it; ``specs``: the ``--embedder`` specs of the stored and the wanted
+        embedder where known (``embed.spec.spec_of``), else the command says ``SPEC``."""
+        user = path.name.removesuffix(".kuzu").removesuffix(".log.sqlite")
+        org, root = path.parent.name, path.parent.parent
+        stored_spec, wanted_spec = specs
+        both = (
+            f"was written with embedder {stored[0]!r} (dim {stored[1]}); this Memory uses {wanted[0]!r} "
+            f"(dim {wanted[1]})"
+        )
+        spec = wanted_spec or "SPEC"
+        command = reembed_command(spec, org, user, root)
+        unknown = (
+            "" if wanted_spec else " (SPEC: the spec this Memory's embedder was chosen by, e.g. e5-small)"
+        )
+        back = f" (--embedder {stored_spec})" if stored_spec else ""
+        message = (
+            f"{what} {path} {both}. Move it to this embedder with: {command}{unknown}; or open it with the "
+            f"embedder that wrote it{back}."
+        )
+        public = f"scope {org}/{user} {both}. The operator moves it with: {reembed_command(spec, org, user)}{unknown}."
+        return cls(
+            message,
+            stored_id=stored[0],
+            stored_dim=stored[1],
+            wanted_id=wanted[0],
+            wanted_dim=wanted[1],
+            command=command,
+            public=public,
+        )
 
 
-def reembed_hint(path: Path) -> str:
-    """The command that moves the scope stored at ``path`` (``<root>/<org>/<user>.kuzu`` or its write log) to
-    another embedder."""
-    user = path.name.removesuffix(".kuzu").removesuffix(".log.sqlite")
-    return (
-        f"To move it to this Memory's embedder: graphrecall reembed --embedder SPEC --root {path.parent.parent} "
-        f"--org {path.parent.name} --user {user} (SPEC: the embedder this Memory was opened with, e.g. e5-small); "
-        "or open it with the embedder that wrote it."
-    )
+def reembed_command(spec: str, org: str, user: str, root: Path | None = None) -> str:
+    """The ``graphrecall reembed`` command that moves one scope to the embedder ``spec`` names."""
+    where = f" --root {shlex.quote(str(root))}" if root is not None else ""
+    return f"graphrecall reembed --embedder {shlex.quote(spec)}{where} --org {org} --user {user}"
 
 
 class SchemaMismatch(GraphRecallError):

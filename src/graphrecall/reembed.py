@@ -1,49 +1,59 @@
-"""Move stored scopes to another embedder: every round, passage, fact, event and entity embedded again, nothing else
-changed (``graphrecall reembed``).
+"""Move stored scopes to another embedder: every round (user and reply vectors), passage, fact, event and entity
+embedded again, nothing else changed (``graphrecall reembed``; ``reembed`` from Python).
 
 How, and why this way. A store records the embedder that wrote it (Kuzu's ``Meta`` node, the write log's claim), and
 its vector columns have that model's dimension; Kuzu runs DDL only outside a transaction, so vectors of another
-dimension cannot replace the old ones in place, atomically. So a scope is rebuilt beside the store and swapped in:
+dimension cannot replace the old ones in place, atomically. So a scope is rebuilt beside the store and swapped in,
+holding the scope's process lock (``store.proclock``) from the first step to the last, so that no other process
+writes the scope meanwhile (one that tries gets ``StoreBusy``):
 
-1. the scope's write log is flushed, then the scope is exported (``Memory.export_scope``: sessions, every fact
-   version with its SUPERSEDES edges, events, entities, relations), opened with a stand-in that has the stored
-   embedder's id and dimension and refuses to embed: nothing is read with a model the store does not know;
-2. the export is imported into a store of its own, ``<root>.reembed/build``, with the new embedder, every vector
-   going through an embedding cache kept there (``vectors.sqlite``): a killed run, started again, rebuilds the scope
-   without embedding again what it already did;
-3. the rebuilt scope's files replace the old ones: a journal (``swap.json``) is written and synced first, the old
-   files are moved aside, the new ones moved in, then the journal and the old files are removed. A run killed during
-   the swap is finished by the next run, before anything else.
+1. the scope's write log is flushed, then the scope is exported (``Memory.export_scope``: sessions and messages
+   with their extraction states, every fact version with its SUPERSEDES edges and stamps, events, entities,
+   relations), opened with a stand-in that has the stored embedder's id and dimension and refuses to embed: nothing
+   is read with a model the store does not know;
+2. the export is imported into a store of its own, ``<root>/.reembed/build``, with the new embedder; every text goes
+   through an embedding cache kept there (``vectors.sqlite``), committed a chunk of ``CHUNK`` texts at a time, so a
+   killed run, started again, rebuilds the scope without embedding again what it already did;
+3. the rebuilt scope's files replace the old ones under a synced journal (``store.swap``): a run killed during the
+   swap is finished by the next ``Memory.open`` of the root, or the next run.
 
-Invariants: until step 3 the old scope is untouched and searchable with its old vectors; after it, the scope is the
-rebuilt one whole. The old store must not be served while this runs (Kuzu allows one read-write process per
-database: a server holding the scope makes this fail with ``StoreBusy``, and nothing changes).
+Invariants: until the journal of step 3 is synced the old scope is untouched, whole and searchable with its old
+vectors (a run killed earlier leaves only the work folder); after it, the scope is the rebuilt one, whole. The
+extraction queue (``<root>/extract-queue.sqlite``) keeps its jobs: sessions keep their ids. The old store must not
+be served while this runs: a server that holds the scope makes the run fail with ``StoreBusy`` and nothing changed.
+
+Why not an operation of the table (``operations.py``): it is not a call on a ``Memory`` but on a store root, which
+it opens with two embedders, and it must not run beside a server; it has no HTTP or MCP form.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+import signal
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
-from graphrecall.embed.base import Embedder, TextKind, Vectors, Wrapper
+from graphrecall.embed.base import Embedder, TextKind, Vectors
 from graphrecall.embed.cache import CachedEmbedder
-from graphrecall.errors import EmbedderMismatch, GraphRecallError
+from graphrecall.embed.spec import embedder_from_spec
+from graphrecall.errors import EmbedderMismatch, GraphRecallError, NotFound
 from graphrecall.memory import Memory
 from graphrecall.models import Scope, ScopeExport
+from graphrecall.params import ScopeLike, as_scope
+from graphrecall.store import proclock
+from graphrecall.store import swap as swapping
+from graphrecall.store.wal.log import log_path
 
-# Every file a scope may have, by suffix after the user id: its Kuzu database and what Kuzu and the store keep
-# beside it (store.pool.DatabasePool.drop), and its write log (store.wal.log).
-SCOPE_SUFFIXES = (
-    ".kuzu", ".kuzu.wal", ".kuzu.lock", ".kuzu.shadow", ".kuzu.fts-rebuild", ".kuzu.idx",
-    ".log.sqlite", ".log.sqlite-wal", ".log.sqlite-shm", ".log.sqlite.lock",
-)  # fmt: skip
-JOURNAL = "swap.json"
+CHUNK = 128  # texts per call to the cache: what a killed run can lose of its embedding work
+# Tests kill a run with SIGKILL at a chosen point: ``texts:N`` once N texts are embedded, ``moves:N`` after N files
+# of a swap are moved.
+KILL_ENV = "GRAPHRECALL_REEMBED_KILL_AT"
 
 
 class ReembedFailed(GraphRecallError):
@@ -52,10 +62,12 @@ class ReembedFailed(GraphRecallError):
 
 @dataclass(frozen=True)
 class Reembedded:
-    """One scope's outcome: ``skipped`` when it already used the target embedder."""
+    """One scope's outcome: ``skipped`` when it already used the target embedder; ``texts`` given to the new
+    embedder, ``embedded`` of them computed by the model (the others came from the cache of a killed run)."""
 
     scope: Scope
     texts: int = 0
+    embedded: int = 0
     skipped: bool = False
     stored_id: str | None = None
 
@@ -79,82 +91,64 @@ class _StoredEmbedder:
         raise ReembedFailed(f"reembed tried to embed with the old embedder {self._id!r}; this is a bug")
 
 
-class _Counting(Wrapper):
-    """Counts the texts the new embedder is given (for the progress bar), cached or not."""
+class _Chunked:
+    """Hands the cache ``CHUNK`` texts at a time (each chunk committed: a killed run keeps them) and counts them
+    for the progress bar."""
 
     def __init__(self, inner: Embedder, progress: Callable[[int], None]) -> None:
-        super().__init__(inner)
-        self._progress = progress
+        self.inner, self._progress = inner, progress
+        self.texts = 0
+        self._kill_at = _kill_point("texts")
+
+    @property
+    def id(self) -> str:
+        return self.inner.id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
 
     def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
-        out = self.inner.embed(texts, kind=kind)
-        self._progress(len(texts))
-        return out
+        parts = []
+        for start in range(0, len(texts), CHUNK):
+            part = texts[start : start + CHUNK]
+            parts.append(np.asarray(self.inner.embed(part, kind=kind), dtype=np.float32))
+            self.texts += len(part)
+            self._progress(len(part))
+            if self._kill_at is not None and self.texts >= self._kill_at:
+                _kill()
+        if not parts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.concatenate(parts)
 
 
-def build_root(root: Path) -> Path:
-    return root.parent / f"{root.name}.reembed"
+def _kill_point(what: str) -> int | None:
+    kind, _, n = os.environ.get(KILL_ENV, "").partition(":")
+    return int(n) if kind == what and n.isdigit() else None
 
 
-def scope_files(root: Path, scope: Scope) -> Iterator[Path]:
-    org = root / scope.org_id
-    for suffix in SCOPE_SUFFIXES:
-        p = org / f"{scope.user_id}{suffix}"
-        if p.exists():
-            yield p
+def _kill() -> None:
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _remove(p: Path) -> None:
-    if p.is_dir():
-        shutil.rmtree(p)
-    else:
-        p.unlink(missing_ok=True)
-
-
-def _sync_write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def finish_swap(root: Path) -> Scope | None:
-    """Complete a swap a killed run left half done (the journal says which scope); the scope it finished, or None.
-    Idempotent: each file is moved only if it is still where the swap found it."""
-    work = build_root(root)
-    journal = work / JOURNAL
-    if not journal.exists():
+def _mover() -> Callable[[], None] | None:
+    at = _kill_point("moves")
+    if at is None:
         return None
-    scope = Scope.model_validate(json.loads(journal.read_text()))
-    new_dir, old_dir = work / "build" / scope.org_id, work / "old" / scope.org_id
-    old_dir.mkdir(parents=True, exist_ok=True)
-    target = root / scope.org_id
-    target.mkdir(parents=True, exist_ok=True)
-    arriving = {p.name for p in new_dir.glob(f"{scope.user_id}.*")} if new_dir.exists() else set()
-    for suffix in SCOPE_SUFFIXES:
-        name = f"{scope.user_id}{suffix}"
-        if name in arriving and (target / name).exists():
-            os.replace(target / name, old_dir / name)  # the old file, not yet moved aside
-        elif name not in arriving and (target / name).exists() and not (old_dir / name).exists():
-            os.replace(target / name, old_dir / name)  # an old file the rebuilt scope does not have
-    for name in arriving:
-        os.replace(new_dir / name, target / name)
-    journal.unlink()
-    shutil.rmtree(work / "old", ignore_errors=True)
-    return scope
+    moved = [0]
+
+    def on_move() -> None:
+        moved[0] += 1
+        if moved[0] >= at:
+            _kill()
+
+    return on_move
 
 
-def _swap(root: Path, scope: Scope) -> None:
-    work = build_root(root)
-    _sync_write(work / JOURNAL, json.dumps({"org_id": scope.org_id, "user_id": scope.user_id}))
-    finish_swap(root)
+def work_dir(root: Path) -> Path:
+    """Where scopes are rebuilt: ``<root>/.reembed`` (never a scope: identifiers do not start with a dot)."""
+    return swapping.work_dir(root)
 
 
 def _stored_embedder(root: Path, scope: Scope, target: Embedder) -> tuple[str, int] | None:
@@ -177,40 +171,72 @@ def _export(root: Path, scope: Scope, stored: tuple[str, int]) -> ScopeExport:
 
 
 def _texts(doc: ScopeExport) -> int:
-    """About how many texts the rebuild embeds (two per exchange, one per fact, event and entity), for the bar."""
+    """About how many texts the rebuild embeds (a user turn and its replies, one per fact, event and entity; long
+    turns add passages), for the bar."""
     messages = sum(len(s.messages) for s in doc.sessions)
     return messages + len(doc.facts) + len(doc.events) + len(doc.entities)
 
 
 def reembed_scope(root: Path, scope: Scope, embedder: Embedder, *, quiet: bool = False) -> Reembedded:
-    """Move one scope to ``embedder`` (see the module docstring); a scope already on it is left alone."""
-    finish_swap(root)
-    stored = _stored_embedder(root, scope, embedder)
-    if stored is None:
-        return Reembedded(scope=scope, skipped=True, stored_id=embedder.id)
-    doc = _export(root, scope, stored)
-    work = build_root(root)
-    cache = CachedEmbedder(embedder, path=work / "vectors.sqlite")
+    """Move one scope to ``embedder`` (module docstring); a scope already on it is left alone. ``StoreBusy`` when
+    another process holds the scope."""
+    root = Path(root)
+    swapping.finish(root)
+    lock = log_path(root, scope)
+    proclock.acquire(lock, f"scope {scope} (stop the server before reembed)")
     try:
-        with tqdm(total=_texts(doc), desc=str(scope), unit="text", disable=quiet, leave=False) as bar:
-            with Memory.open(work / "build", embedder=_Counting(cache, bar.update)) as new:
-                new.forget(
-                    scope
-                )  # what a killed run left of it: rebuilt from the export (its vectors are cached)
-                new.import_scope(scope, doc)
-                new.flush()
-            embedded = int(bar.n)
+        stored = _stored_embedder(root, scope, embedder)
+        if stored is None:
+            return Reembedded(scope=scope, skipped=True, stored_id=embedder.id)
+        doc = _export(root, scope, stored)
+        build = work_dir(root) / "build"
+        cache = CachedEmbedder(embedder, path=work_dir(root) / "vectors.sqlite")
+        try:
+            with tqdm(
+                total=_texts(doc), desc=str(scope), unit="text", disable=quiet, file=sys.stderr, leave=False
+            ) as bar:
+                chunked = _Chunked(cache, bar.update)
+                with Memory.open(build, embedder=chunked) as new:
+                    new.forget(
+                        scope
+                    )  # what a killed run left of it: rebuilt from the export (vectors cached)
+                    new.import_scope(scope, doc)
+                    new.flush()
+        finally:
+            cache.close()
+        swapping.swap(root, scope, on_move=_mover())
+        return Reembedded(scope=scope, texts=chunked.texts, embedded=cache.misses, stored_id=stored[0])
     finally:
-        cache.close()
-    _swap(root, scope)
-    return Reembedded(scope=scope, texts=embedded, stored_id=stored[0])
+        proclock.release(lock)
 
 
 def reembed(
-    root: Path, embedder: Embedder, scopes: Sequence[Scope], *, quiet: bool = False
+    root: str | Path,
+    embedder: Embedder | str,
+    scopes: Sequence[ScopeLike] | None = None,
+    *,
+    quiet: bool = True,
 ) -> list[Reembedded]:
-    """Every scope of ``scopes`` moved to ``embedder``, one after the other; the work directory is removed at the
-    end (its cache included: it holds vectors of these scopes' texts)."""
-    done = [reembed_scope(root, s, embedder, quiet=quiet) for s in scopes]
-    shutil.rmtree(build_root(root), ignore_errors=True)
+    """Move ``scopes`` (every scope under ``root`` when None) to ``embedder`` (an ``Embedder``, or a spec such as
+    ``"e5-small"``), one after the other; ``quiet=False`` shows a progress bar per scope on stderr. The work folder
+    is removed at the end (its cache included: it holds vectors of these scopes' texts). Stop any server of the
+    store first."""
+    root = Path(root)
+    target = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
+    swapping.finish(root)
+    if scopes is None:
+        with Memory.open(root, embedder=_StoredEmbedder(target.id, target.dim)) as mem:
+            chosen = mem.scopes()
+    else:
+        chosen = [as_scope(s) for s in scopes]
+        missing = [s for s in chosen if not _stored(root, s)]
+        if missing:
+            raise NotFound(f"no memory stored for scope {missing[0]} under {root}")
+    done = [reembed_scope(root, s, target, quiet=quiet) for s in chosen]
+    shutil.rmtree(work_dir(root), ignore_errors=True)
     return done
+
+
+def _stored(root: Path, scope: Scope) -> bool:
+    org = root / scope.org_id
+    return (org / f"{scope.user_id}.kuzu").exists() or log_path(root, scope).exists()

@@ -143,6 +143,32 @@ def test_a_scope_of_application_facts_alone_round_trips(tmp_path: Path) -> None:
         assert fresh.facts(COPY) == doc.facts and fresh.entities(COPY) == doc.entities
 
 
+def test_extraction_states_round_trip_without_extracted_memory(tmp_path: Path) -> None:
+    """Sessions extracted with nothing found, or whose extraction failed, keep their state: a restored scope (and a
+    re-embedded one) is not sent to the LLM again. Import dropped them when the export held no facts."""
+    llm = ScriptedLLM(ordered=False)
+    llm.add("Session id: s1\n", {"facts": [], "events": [], "entities": []}, times=1)
+    llm.add("Session id: s2\n", LLMError("the model was down"), times=1)
+    cfg = ExtractionConfig(background=False)
+    with Memory.open(tmp_path / "a", embedder=HashingEmbedder(64), llm=llm, extraction=cfg) as m:
+        for sid in ("s1", "s2", "s3"):
+            m.add_session(SCOPE, [{"role": "user", "content": f"hello from {sid}"}], session_id=sid,
+                          extract=sid != "s3")  # fmt: skip
+        doc = m.export_scope(SCOPE)
+    states = {s.id: (s.extract_status, s.extract_error) for s in doc.sessions}
+    assert states == {
+        "s1": ("done", None),
+        "s2": ("failed", "LLMError: the model was down"),
+        "s3": ("none", None),
+    }
+    assert not (doc.facts or doc.events or doc.entities)
+    with Memory.open(tmp_path / "b", embedder=HashingEmbedder(64)) as fresh:
+        fresh.import_scope(COPY, doc)
+        assert {
+            s.id: (s.extract_status, s.extract_error) for s in fresh.export_scope(COPY).sessions
+        } == states
+
+
 def test_an_import_that_would_merge_two_memories_is_refused_before_writing(store: Path) -> None:
     with Memory.open(store / "a", embedder=HashingEmbedder(64)) as m:
         doc = m.export_scope(SCOPE)

@@ -4,7 +4,9 @@ embedder or the other, and that the next run finishes."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +19,7 @@ import pytest
 from graphrecall import EmbedderMismatch, Memory
 from graphrecall.embed import HashingEmbedder
 from graphrecall.models import Scope
-from graphrecall.reembed import build_root, reembed
+from graphrecall.reembed import KILL_ENV, reembed, work_dir
 
 ANA = Scope(org_id="acme", user_id="ana")
 BO = Scope(org_id="acme", user_id="bo")
@@ -73,10 +75,17 @@ def test_a_store_moves_to_another_embedder_with_nothing_lost(tmp_path: Path) -> 
     with Memory.open(root, embedder=HashingEmbedder(128)) as m:
         assert m.search(ANA, "red bicycle number 7", 1)[0].session_id == "s7"
         assert [f.text for f in m.facts(ANA)] == ["The user lives in Lisbon."]
-    with Memory.open(root, embedder=HashingEmbedder(64)) as m, pytest.raises(EmbedderMismatch) as refused:
+    with Memory.open(root, embedder="hashing:64") as m, pytest.raises(EmbedderMismatch) as refused:
         m.stats(ANA)
-    assert "graphrecall reembed --embedder SPEC" in str(refused.value) and "--user ana" in str(refused.value)
-    assert not build_root(root).exists()
+    said = str(refused.value)
+    command = f"graphrecall reembed --embedder hashing:64 --root {root} --org acme --user ana"
+    assert refused.value.command == command and command in said, said
+    assert (
+        "'hashing-128' (dim 128)" in said
+        and "'hashing-64' (dim 64)" in said
+        and "--embedder hashing:128" in said
+    )
+    assert not work_dir(root).exists()
     assert reembed(root, HashingEmbedder(128), [ANA], quiet=True)[0].skipped  # already there: left alone
 
 
@@ -92,33 +101,153 @@ def _store_opens_whole(root: Path, expected: dict[str, Any]) -> int:
     raise AssertionError("the store opens with neither embedder")
 
 
-def test_a_killed_run_loses_nothing_and_the_next_one_finishes(tmp_path: Path) -> None:
+def test_the_refusal_names_both_models_and_the_command_on_every_surface(tmp_path: Path, capsys: Any) -> None:
+    pytest.importorskip("fastapi")
+    import httpx
+
+    from graphrecall import cli
+    from graphrecall.server import create_app
+    from graphrecall.server.testing import serve_in_thread
+
+    root = tmp_path / "store"
+    with Memory.open(root, embedder="hashing:128") as m:
+        m.add_session(ANA, [{"role": "user", "content": "My cat is called Mochi."}], session_id="s1")
+        m.flush()
+    fix = "graphrecall reembed --embedder hashing:64"
+    where = ["--org", "acme", "--user", "ana"]
+
+    code = cli.main(["search", "cat", "--root", str(root), *where, "--embedder", "hashing:64"])
+    said = capsys.readouterr().err
+    assert code == 1 and f"{fix} --root {root} --org acme --user ana" in said and "Traceback" not in said, (
+        said
+    )
+    assert "hashing-128" in said and "hashing-64" in said
+
+    with (
+        Memory.open(root, embedder="hashing:64") as mem,
+        serve_in_thread(create_app(mem, auth=None, insecure_local=True)) as url,
+    ):
+        r = httpx.get(f"{url}/v1/scopes/acme/ana/search", params={"query": "cat"}, timeout=60)
+    error = r.json()["error"]
+    assert r.status_code == 500 and error["code"] == "embedder_mismatch", error
+    assert f"{fix} --org acme --user ana" in error["message"] and str(tmp_path) not in error["message"]
+    assert "'hashing-128' (dim 128)" in error["message"]
+
+
+def command(root: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "graphrecall", "reembed", "--root", str(root), "--embedder", "hashing:128",
+            "--org", "acme", "--user", "ana", *extra]  # fmt: skip
+
+
+def env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **extra}
+
+
+def test_a_run_killed_while_embedding_loses_nothing_and_the_next_one_reuses_its_vectors(
+    tmp_path: Path,
+) -> None:
     root = tmp_path / "store"
     seed(root, 400)
     expected = contents(root, 64, ANA)
-    command = [
-        sys.executable,
-        "-m",
-        "graphrecall",
-        "reembed",
-        "--root",
-        str(root),
-        "--embedder",
-        "hashing:128",
-    ]
-    command += ["--org", "acme", "--user", "ana", "--quiet"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    killed = subprocess.run(command(root, "--quiet"), env=env(**{KILL_ENV: "texts:500"}), capture_output=True,
+                            timeout=300)  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL
+    assert _store_opens_whole(root, expected) == 64  # the old scope, whole, with its old vectors
+    with Memory.open(root, embedder=HashingEmbedder(64)) as m:
+        assert m.search(ANA, "red bicycle number 7", 1)[0].session_id == "s7"
+
+    finished = subprocess.run(command(root, "--json"), env=env(), capture_output=True, text=True, timeout=300)
+
+    assert finished.returncode == 0, finished.stderr
+    [done] = json.loads(finished.stdout)["scopes"]
+    assert done["texts"] > 800 and done["texts"] - done["embedded"] >= 500  # the killed run's vectors, reused
+    assert _store_opens_whole(root, expected) == 128
+    assert not work_dir(root).exists()
+
+
+@pytest.mark.parametrize("moves", [1, 2, 3, 4, 5])
+def test_a_run_killed_during_the_swap_is_finished_by_the_next_open(tmp_path: Path, moves: int) -> None:
+    root = tmp_path / "store"
+    seed(root, 3)
+    expected, other = contents(root, 64, ANA), contents(root, 64, BO)
+
+    killed = subprocess.run(command(root, "--quiet"), env=env(**{KILL_ENV: f"moves:{moves}"}),
+                            capture_output=True, timeout=300)  # fmt: skip
+
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert (work_dir(root) / "swap.json").exists()
+    assert contents(root, 128, ANA) == expected  # Memory.open finished the swap: the rebuilt scope, whole
+    with Memory.open(root, embedder=HashingEmbedder(128)) as m:
+        assert m.search(ANA, "red bicycle number 2", 1)[0].session_id == "s2"
+    assert contents(root, 64, BO) == other  # the other scope untouched, still on the old model
+    assert not (work_dir(root) / "swap.json").exists()
+
+
+def test_a_swap_whose_rebuilt_files_were_deleted_is_rolled_back_to_the_old_scope(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    seed(root, 3)
+    expected = contents(root, 64, ANA)
+    killed = subprocess.run(command(root, "--quiet"), env=env(**{KILL_ENV: "moves:2"}), capture_output=True,
+                            timeout=300)  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL
+    shutil.rmtree(work_dir(root) / "build")  # by hand: the journal names files that are gone
+
+    assert contents(root, 64, ANA) == expected  # the old files returned
+    assert not (work_dir(root) / "swap.json").exists()
+
+
+def test_a_store_held_by_another_process_is_refused_with_nothing_changed(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    seed(root, 3)
+    expected = contents(root, 64, ANA)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(root)], env=env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        refused = subprocess.run(
+            command(root, "--quiet"), env=env(), capture_output=True, text=True, timeout=300
+        )
+    finally:
+        holder.kill()
+        holder.wait(30)
+    assert (
+        refused.returncode != 0 and "another process" in refused.stderr and "Traceback" not in refused.stderr
+    )
+    assert contents(root, 64, ANA) == expected and not (work_dir(root) / "swap.json").exists()
+
+
+HOLD = """
+import sys, time
+from graphrecall import Memory
+from graphrecall.embed import HashingEmbedder
+m = Memory.open(sys.argv[1], embedder=HashingEmbedder(64))
+m.search(("acme", "ana"), "bicycle")
+print("holding", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_run_killed_at_any_moment_leaves_a_whole_store_that_the_next_run_finishes(tmp_path: Path) -> None:
+    """SIGKILL from outside once the progress bar shows, at a different moment each time."""
+    root = tmp_path / "store"
+    seed(root, 400)
+    expected = contents(root, 64, ANA)
     seen = set()
-    for delay in (1.5, 2.5, 3.5, 4.5):
-        run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for delay in (0.0, 0.5, 1.5, 3.0):
+        run = subprocess.Popen(command(root), env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        assert run.stderr is not None
+        run.stderr.read(1)  # the first progress output
         time.sleep(delay)
         if run.poll() is None:
             run.send_signal(signal.SIGKILL)
-        run.wait(30)
+        run.wait(60)
         seen.add(_store_opens_whole(root, expected))
         if run.returncode == 0:
             break
-    finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    finished = subprocess.run(
+        command(root, "--quiet"), env=env(), capture_output=True, text=True, timeout=300
+    )
     assert finished.returncode == 0, finished.stderr
     assert _store_opens_whole(root, expected) == 128
     assert 64 in seen  # at least one kill landed before the swap

@@ -67,3 +67,22 @@ def embedder_from_spec(spec: str | None = None) -> Embedder:
         except ValueError as e:
             raise ConfigurationError(f"{chosen!r}: {e}", where=where) from None
     raise ConfigurationError(f"{chosen!r} is not an embedder; use one of: {SPECS_HELP}", where=where)
+
+
+def spec_of(embedder_id: str) -> str | None:
+    """The spec that builds the embedder with this id (``Embedder.id``), for commands an error message names; None
+    when the id does not say (a sentence-transformers model loaded from a path keeps only its folder's name)."""
+    from graphrecall.embed.e5 import E5_ID
+    from graphrecall.embed.sentence import DEFAULT_MODEL_NAME
+
+    if embedder_id == E5_ID:
+        return "e5-small"
+    if embedder_id == f"sentence-transformers/{DEFAULT_MODEL_NAME}":
+        return "minilm"
+    name, dash, dim = embedder_id.partition("-")
+    if name == "hashing" and dash and dim.isdigit():
+        return f"hashing:{dim}"
+    provider, colon, model = embedder_id.partition(":")
+    if provider in ("openai", "ollama") and colon and model:
+        return embedder_id
+    return None

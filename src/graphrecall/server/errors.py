@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from graphrecall.errors import (
+    EmbedderMismatch,
     EmbeddingFailed,
     GraphRecallError,
     InvalidInput,
@@ -134,6 +135,11 @@ def _library(_: Request, exc: Exception) -> JSONResponse:
         )
     if isinstance(exc, NotAvailable):
         return error_response(501, exc.code, str(exc))
+    if isinstance(exc, EmbedderMismatch):
+        # The scope was written with another model than the server's: the operator's to fix, with the command the
+        # message names (without the server's paths, which go to the log).
+        log.error("embedder mismatch: %s", exc)
+        return error_response(500, exc.code, exc.public)
     log.error("server-side store error: %s", exc)
     return error_response(500, exc.code, "the server's store is misconfigured; see the server log")
 

@@ -61,7 +61,10 @@ class ImportService:
             messages_skipped=added.messages_skipped,
             graph_skipped=skip,
         )
-        if skip or not (export.facts or export.events or export.entities):
+        if skip:
+            return result
+        if not (export.facts or export.events or export.entities):
+            self._statuses_only(scope, export)
             return result
         write = exchange.graph_write(export, self.embedder)
         # created here when the export has no sessions; flushed: the messages facts point to are in Kuzu
@@ -81,6 +84,16 @@ class ImportService:
                 "relations": len(export.relations),
             }
         )
+
+    def _statuses_only(self, scope: Scope, export: ScopeExport) -> None:
+        """The sessions' extraction states of an export without extracted memory (sessions extracted with nothing
+        found, failed or queued): written as they are, so a restored scope is not extracted again."""
+        marked = [x for x in export.sessions if x.extract_status != "none" or x.extract_error]
+        if not marked:
+            return
+        with self.access.flushed(scope, create=True) as db, self.access.knowledge(scope), db.write() as txn:
+            for x in marked:
+                fq.set_extract_status(txn, x.id, x.extract_status, x.extract_error)
 
     @staticmethod
     def _graph_present(db: ScopeDatabase, scope: Scope, export: ScopeExport) -> bool:

@@ -24,7 +24,8 @@ from typing import Any
 import kuzu
 
 from graphrecall.config import BUFFER_POOL_BYTES
-from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy, reembed_hint
+from graphrecall.embed.spec import spec_of
+from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy
 from graphrecall.index import index_dir
 from graphrecall.models import utcnow
 from graphrecall.store import schema
@@ -238,11 +239,12 @@ class ScopeDatabase:
             raise SchemaMismatch(f"database {self.path} has no Meta node; it was not created by graphrecall")
         version, stored_id, stored_dim = rows[0]
         if stored_id != embedder_id or stored_dim != dim:
-            raise EmbedderMismatch(
-                f"database {self.path} was built with embedder {stored_id!r} (dim {stored_dim}); "
-                f"this Memory uses {embedder_id!r} (dim {dim}). {reembed_hint(self.path)}",
-                stored_id=stored_id,
-                stored_dim=stored_dim,
+            raise EmbedderMismatch.of_store(
+                "database",
+                self.path,
+                stored=(stored_id, stored_dim),
+                wanted=(embedder_id, dim),
+                specs=(spec_of(stored_id), spec_of(embedder_id)),
             )
         upgraded = 0
         if version == 1:

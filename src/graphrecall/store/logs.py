@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from graphrecall.config import FLUSH_MAX_AGE_S, RESIDENT_ROUNDS, default_flush_concurrency
-from graphrecall.errors import EmbedderMismatch, StorageFull, reembed_hint
+from graphrecall.embed.spec import spec_of
+from graphrecall.errors import EmbedderMismatch, StorageFull
 from graphrecall.models import Scope, Session
 from graphrecall.store import proclock
 from graphrecall.store.database import ScopeDatabase
@@ -175,12 +176,13 @@ class ScopeLogs:
         if stored is None:
             return
         theirs = json.loads(stored)
-        raise EmbedderMismatch(
-            f"write log {wlog.path} was written with embedder {theirs.get('embedder_id')!r} (dim "
-            f"{theirs.get('dim')}); this Memory uses {self._pool.embedder_id!r} (dim {self._dim}). "
-            f"{reembed_hint(Path(wlog.path))}",
-            stored_id=theirs.get("embedder_id"),
-            stored_dim=theirs.get("dim"),
+        stored_id, stored_dim = theirs.get("embedder_id"), theirs.get("dim")
+        raise EmbedderMismatch.of_store(
+            "write log",
+            Path(wlog.path),
+            stored=(stored_id, stored_dim),
+            wanted=(self._pool.embedder_id, self._dim),
+            specs=(spec_of(stored_id) if stored_id else None, spec_of(self._pool.embedder_id)),
         )
 
     def _holds(self, scope: Scope, tail: TailIndex) -> bool:

@@ -41,6 +41,7 @@ from graphrecall.models import Scope
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase
 from graphrecall.store.recovery import wal_path
 from graphrecall.store.space import is_io_failure, no_room, short_of_room
+from graphrecall.store.swap import finish as finish_swap
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class DatabasePool:
         self._out_of_room: set[Scope] = set()  # scopes whose store failed to write for lack of room
         self._empty: ScopeDatabase | None = None
         self.opens = 0
+        finish_swap(root)  # a scope's swap that a killed ``graphrecall reembed`` left half done (store.swap)
 
     def path_for(self, scope: Scope) -> Path:
         return self.root / scope.org_id / f"{scope.user_id}.kuzu"
