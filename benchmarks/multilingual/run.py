@@ -40,7 +40,7 @@ from benchmarks.sessionrank import (
     SEARCH_K,
     dense_retriever,
     means,
-    rank_history,
+    rank_questions,
     score,
 )
 from graphrecall import Memory
@@ -85,15 +85,7 @@ def run_history(
     mem: Memory, h: data.History, split: str, retrievers: Sequence[tuple[str, HybridRetriever]]
 ) -> list[dict[str, Any]]:
     """One history in a fresh scope: every question asked with every system, one row per question."""
-    ranked = rank_history(
-        mem,
-        Scope(org_id="multilingual", user_id=h.id),
-        h.session_inputs(),
-        h.rounds(),
-        [q.question for q in h.questions],
-        h.question_date,
-        retrievers,
-    )
+    ranked = rank_questions(mem, Scope(org_id="multilingual", user_id=h.id), h, retrievers)
     return [
         {
             "split": split,

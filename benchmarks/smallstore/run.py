@@ -41,7 +41,7 @@ from benchmarks.sessionrank import (
     SEARCH_K,
     dense_retriever,
     means,
-    rank_history,
+    rank_questions,
     score,
 )
 from benchmarks.smallstore import data
@@ -129,15 +129,7 @@ def run_history(
 ) -> list[dict[str, Any]]:
     """Ingest one history into a fresh scope, ask its questions with every system, erase the scope."""
     scope = Scope(org_id="smallstore", user_id=h.id)
-    ranked = rank_history(
-        mem,
-        scope,
-        h.session_inputs(),
-        h.rounds(),
-        [q.question for q in h.questions],
-        h.question_date,
-        retrievers,
-    )
+    ranked = rank_questions(mem, scope, h, retrievers)
     return [
         {
             "split": split,

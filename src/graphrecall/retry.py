@@ -125,4 +125,4 @@ def post_json(
     try:
         return r.json()
     except ValueError:
-        raise failed(f"{what} {url} answered something else than JSON") from None
+        raise failed(f"{what} {url} answered something else than JSON: {r.text[:100]!r}") from None

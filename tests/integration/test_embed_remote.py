@@ -27,7 +27,9 @@ from graphrecall.errors import ConfigurationError, EmbeddingFailed, Unreachable
 from graphrecall.retry import RetryPolicy
 
 FAST = RetryPolicy(max_retries=2, timeout=2.0, base_delay=0.01, max_delay=0.05, retry_timeouts=True)
-PATIENT = RetryPolicy(max_retries=2, timeout=60.0, base_delay=0.1, retry_timeouts=True)  # a real model, loaded machine
+PATIENT = RetryPolicy(
+    max_retries=2, timeout=60.0, base_delay=0.1, retry_timeouts=True
+)  # a real model, loaded machine
 
 
 def vectors(n: int, dim: int = 4) -> list[list[float]]:

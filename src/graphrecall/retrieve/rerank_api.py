@@ -40,13 +40,12 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from graphrecall.errors import ConfigurationError, RerankFailed, Unreachable
-from graphrecall.retry import RetryPolicy, env_number, parse_retry_after
+from graphrecall.retry import Retryable, RetryPolicy, env_number, post_json, with_retries
 
 PROVIDERS = {
     "api": None,
@@ -96,13 +95,6 @@ class RerankSettings:
         )
 
 
-class _Retry(Exception):
-    def __init__(self, message: str, retry_after: float | None = None, *, unreachable: bool = False) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-        self.unreachable = unreachable
-
-
 class ApiReranker:
     """A ``Reranker`` (``retrieve.rerank``) over a rerank server (module docstring). Thread-safe: one ``httpx``
     client, nothing else shared between calls."""
@@ -132,18 +124,15 @@ class ApiReranker:
         return [scored.get(i, floor) for i in range(len(documents))]
 
     def _batch(self, query: str, documents: list[str]) -> dict[int, float]:
-        policy = self.settings.retry
-        attempt = 0
-        while True:
-            try:
-                return self._scores(self._post(query, documents), len(documents))
-            except _Retry as e:
-                if attempt >= policy.max_retries:
-                    if e.unreachable:
-                        raise Unreachable(f"rerank server {self.url} did not answer: {e}") from None
-                    raise RerankFailed(f"rerank server {self.url}: {e} (after {attempt + 1} tries)") from None
-                time.sleep(policy.delay(attempt, e.retry_after))
-                attempt += 1
+        def attempt() -> dict[int, float]:
+            return self._scores(self._post(query, documents), len(documents))
+
+        return with_retries(attempt, self.settings.retry, self._give_up)
+
+    def _give_up(self, e: Retryable, tries: int) -> Exception:
+        if e.unreachable:
+            return Unreachable(f"rerank server {self.url} did not answer: {e}")
+        return RerankFailed(f"rerank server {self.url}: {e} (after {tries} tries)")
 
     def body(self, query: str, documents: list[str]) -> dict[str, Any]:
         """The request: TEI's own shape for ``tei``, else the Cohere/Jina one (module docstring)."""
@@ -152,37 +141,19 @@ class ApiReranker:
         return {"model": self.model, "query": query, "documents": documents, "top_n": len(documents)}
 
     def _post(self, query: str, documents: list[str]) -> Any:
-        import httpx
+        """One request; a 413 names the setting that makes requests smaller."""
 
-        headers = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
-        try:
-            r = self._client.post(self.url, json=self.body(query, documents), headers=headers)
-        except httpx.TimeoutException:
-            raise _Retry(f"no answer within {self.settings.retry.timeout:g} s") from None
-        except httpx.TransportError as e:
-            raise _Retry(f"{type(e).__name__}: {e}", unreachable=True) from None
-        if r.status_code in (408, 429) or r.status_code >= 500:
-            raise _Retry(
-                f"HTTP {r.status_code}: {r.text[:200]}", parse_retry_after(r.headers.get("retry-after"))
-            )
-        if r.status_code in (401, 403):
-            raise ConfigurationError(
-                f"rerank server {self.url} refused the key (HTTP {r.status_code}): {r.text[:200]}",
-                where="GRAPHRECALL_RERANK_API_KEY",
-            )
-        if r.status_code == 413:
-            raise RerankFailed(
+        def too_large(text: str) -> Exception:
+            return RerankFailed(
                 f"rerank server {self.url} refused {len(documents)} documents in one request (HTTP 413): lower "
-                f"GRAPHRECALL_RERANK_BATCH; {r.text[:200]}"
+                f"GRAPHRECALL_RERANK_BATCH; {text}"
             )
-        if r.status_code >= 400:
-            raise RerankFailed(f"rerank server {self.url}: HTTP {r.status_code}: {r.text[:300]}")
-        try:
-            return r.json()
-        except ValueError:
-            raise RerankFailed(
-                f"rerank server {self.url} answered something else than JSON: {r.text[:100]!r}"
-            ) from None
+
+        return post_json(
+            self._client, self.url, self.body(query, documents), api_key=self.settings.api_key,
+            timeout=self.settings.retry.timeout, what="rerank server", key_setting="GRAPHRECALL_RERANK_API_KEY",
+            failed=RerankFailed, final={413: too_large},
+        )  # fmt: skip
 
     def _scores(self, body: Any, count: int) -> dict[int, float]:
         """The answer as {index: score}, checked: whole-number indexes among the ``count`` sent, each once, finite
