@@ -156,7 +156,8 @@ class RetrievalConfig(BaseModel):
         default=0.5,
         ge=-1.0,
         le=1.0,
-        description="user-side cosine from which two rounds state the same thing. 0.5: small-store R@1 +0.039 on "
+        description="user-side cosine from which two rounds state the same thing, on the reference (MiniLM) scale: "
+        "another embedder gets it translated (embed.profile, docs/embedders.md 'Thresholds per model'). 0.5: small-store R@1 +0.039 on "
         "both halves, LongMemEval and LoCoMo dev unchanged (0.3, best on the dev half, cost LongMemEval 0.005 turn "
         "ndcg@10; docs/benchmarks.md)",
     )
@@ -225,8 +226,10 @@ class RetrievalConfig(BaseModel):
 
 
 class ConsolidationConfig(BaseModel):
-    """Knobs of ``Memory.consolidate`` (docs/months.md, "Consolidation"). Similarities are cosines of the
-    configured embedder's vectors; the defaults were read off the bundled model (all-MiniLM-L6-v2)."""
+    """Knobs of ``Memory.consolidate`` (docs/months.md, "Consolidation"). Similarities are cosines on the reference
+    scale, the bundled model's (all-MiniLM-L6-v2), which the defaults were read off; another embedder gets them
+    translated onto its own scale where they are used (``embed.profile``, docs/embedders.md "Thresholds per
+    model"), whether they are the defaults or set by the caller."""
 
     model_config = ConfigDict(extra="forbid")
 
