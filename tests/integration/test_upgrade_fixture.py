@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from graphrecall import Memory, Scope, Settings
+from graphrecall.text import message_language
 
 STORES = Path(__file__).resolve().parents[1] / "data" / "stores"
 ARCHIVES = {
@@ -92,6 +93,15 @@ def test_every_row_survives(mem: Memory) -> None:
         "The user moved from Munich to Berlin.",
         "The user started a job as a data analyst.",
     }
+
+
+def test_every_message_has_the_language_a_write_would_have_stored(mem: Memory) -> None:
+    # Schema 5 added ``Message.lang``; an older store gets it on open, detected from each message's text.
+    for sid in USER_TURNS:
+        messages = mem.get_session(SCOPE, sid).messages
+        assert messages[0].lang == "en"
+        assert [m.lang for m in messages] == [message_language(m.content) for m in messages]
+    assert {m.lang for s in mem.export_sessions(SCOPE) for m in s.messages} <= {"en", ""}
 
 
 def test_search_finds_the_berlin_round_first(mem: Memory) -> None:
