@@ -22,10 +22,10 @@ gets the (empty) tables on open; its long rounds keep their pooled vector only u
 
 Schema 5 adds ``Message.lang``: the language of each message (ISO 639-1, ``''`` when too short to tell), detected
 once when it is written (``text.message_language``). A schema 4 store gets the column on open (``ALTER TABLE ...
-ADD`` with ``''``, then every message's language detected from its text: ~0.3 s per 1,000 messages, measured in
-docs/architecture.md). Rounds have no language column: a round's user side is its first message (``message_ids``),
-whose language is stored, and nothing reads a round's language to rank it (its ``terms`` are analysed per script
-and per text as before, ``text.tokenize``).
+ADD`` with ``''``, then every message's language detected from its text: ~0.6 s per 1,000 messages after the
+model's ~1.3 s load, docs/architecture.md). Rounds have no language column: a round's user side is its user message
+(``message_ids``), whose language is stored, and nothing reads a round's language to rank it (its ``terms`` are
+analysed per script and per text as before, ``text.tokenize``).
 """
 
 from __future__ import annotations
