@@ -201,7 +201,7 @@ def reembed_scope(root: Path, scope: Scope, embedder: Embedder, *, quiet: bool =
                         scope
                     )  # what a killed run left of it: rebuilt from the export (vectors cached)
                     new.import_scope(scope, doc)
-                    new.flush()
+                # closed: what went to Kuzu is checkpointed; a small scope stays in its (synced) write log, as before
         finally:
             cache.close()
         swapping.swap(root, scope, on_move=_mover())
