@@ -90,6 +90,58 @@ def test_a_store_moves_to_another_embedder_with_nothing_lost(tmp_path: Path) -> 
     assert reembed(root, HashingEmbedder(128), [ANA], quiet=True)[0].skipped  # already there: left alone
 
 
+def windowed(dim: int) -> HashingEmbedder:
+    """A hashing embedder with a model's window, so that long turns get passages as with a real model."""
+    e = HashingEmbedder(dim)
+    e.max_tokens = 100  # type: ignore[attr-defined]
+    return e
+
+
+def test_extracted_memory_survives_whole(tmp_path: Path) -> None:
+    """The export-import test's store (facts versioned by extraction and by hand, a restatement, events with their
+    entities, a relation, a failed and an unextracted session): every node and edge, with its properties, is the
+    same after reembed, vectors aside; rounds and passages too."""
+    from tests.integration.test_export_import import SCOPE as BOB
+    from tests.integration.test_export_import import build, edges
+
+    from graphrecall import testing
+
+    root = tmp_path / "store"
+    build(root)
+    long_turn = "I keep a long diary of my garden. " * 20  # a user turn with passages
+    with Memory.open(root, embedder=windowed(64)) as m:
+        m.add_session(BOB, [{"role": "user", "content": long_turn}], session_id="s5", date="2024-05-02")
+        m.flush()
+
+    def everything(dim: int) -> dict[str, Any]:
+        with Memory.open(root, embedder=HashingEmbedder(dim)) as m:
+            graph = edges(m, BOB)
+            with testing.database(m, BOB) as db:
+                graph["round_rows"] = db.query(
+                    "MATCH (r:Round) RETURN r.id, r.session_id, r.idx, r.user_text, r.terms, r.message_ids "
+                    "ORDER BY r.id"
+                )
+                graph["passages"] = db.query(
+                    "MATCH (p:Passage)-[:PASSAGE_OF]->(r:Round) RETURN p.id, r.id ORDER BY p.id"
+                )
+                graph["dims"] = db.query(
+                    "MATCH (r:Round) WITH r LIMIT 1 RETURN size(r.embedding), size(r.reply_embedding)"
+                )
+            doc = m.export_scope(BOB).model_dump(mode="json", exclude={"embedder_id", "exported_at"})
+        for table in ("entities", "facts", "events"):
+            graph[table] = [row[:-1] for row in graph[table]]  # the embedding, last
+        return {"graph": graph, "export": doc}
+
+    before = everything(64)
+    assert before["graph"]["passages"] and len(before["export"]["facts"]) == 6
+
+    reembed(root, windowed(128), [BOB])
+
+    after = everything(128)
+    assert after["graph"].pop("dims") == [[128, 128]] and before["graph"].pop("dims") == [[64, 64]]
+    assert after == before
+
+
 def _store_opens_whole(root: Path, expected: dict[str, Any]) -> int:
     """The dimension the store opens with (exactly one of the two), its contents checked."""
     for dim in (64, 128):
@@ -296,3 +348,7 @@ def test_a_minilm_store_moves_to_e5_small_and_answers_across_languages(tmp_path:
     with Memory.open(root, embedder=e5) as m:
         assert m.stats(ANA).embedder_id == e5.id
         assert m.search(ANA, "what is my cat's name?", 1)[0].session_id == "s0"  # English over Russian
+    with Memory.open(root, embedder="minilm") as m, pytest.raises(EmbedderMismatch) as refused:
+        m.search(ANA, "cat")
+    assert refused.value.command is not None and "--embedder minilm " in refused.value.command
+    assert "(--embedder e5-small)" in str(refused.value)
