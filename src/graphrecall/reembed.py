@@ -204,7 +204,8 @@ def reembed_scope(root: Path, scope: Scope, embedder: Embedder, *, quiet: bool =
                 # closed: what went to Kuzu is checkpointed; a small scope stays in its (synced) write log, as before
         finally:
             cache.close()
-        swapping.swap(root, scope, on_move=_mover())
+        empty = not (doc.sessions or doc.facts or doc.events or doc.entities)
+        swapping.swap(root, scope, on_move=_mover(), empty=empty)
         return Reembedded(scope=scope, texts=chunked.texts, embedded=cache.misses, stored_id=stored[0])
     finally:
         proclock.release(lock)

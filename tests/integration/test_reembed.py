@@ -142,6 +142,21 @@ def test_extracted_memory_survives_whole(tmp_path: Path) -> None:
     assert after == before
 
 
+def test_a_scope_that_holds_nothing_any_more_moves_too(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    seed(root, 2)
+    with Memory.open(root, embedder=HashingEmbedder(64)) as m:
+        m.erase(BO, session_ids=["b1"])
+        assert m.export_scope(BO).sessions == []
+
+    reembed(root, HashingEmbedder(128), [BO])
+
+    with Memory.open(root, embedder=HashingEmbedder(128)) as m:
+        assert m.search(BO, "cat") == [] and m.sessions(BO) == []
+        m.add_session(BO, [{"role": "user", "content": "My dog is called Rex."}], session_id="b2")
+        assert m.search(BO, "dog", 1)[0].session_id == "b2"
+
+
 def _store_opens_whole(root: Path, expected: dict[str, Any]) -> int:
     """The dimension the store opens with (exactly one of the two), its contents checked."""
     for dim in (64, 128):
