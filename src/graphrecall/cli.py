@@ -677,7 +677,7 @@ def cmd_backfill_passages(args: argparse.Namespace) -> int:
 def cmd_reembed(args: argparse.Namespace) -> int:
     """One scope, an organisation's or every scope, moved to ``--embedder`` (``graphrecall.reembed``)."""
     from graphrecall.embed.spec import embedder_from_spec
-    from graphrecall.reembed import reembed
+    from graphrecall.reembed import Reembedded, reembed
 
     spec = embedder_of(args)
     if spec is None:
@@ -688,8 +688,20 @@ def cmd_reembed(args: argparse.Namespace) -> int:
     with open_memory(args) as mem:
         scopes = selected_scopes(mem, args)
         root = mem.root
+
+    def line(d: Reembedded) -> None:
+        if args.json:
+            return
+        cached = f", {d.texts - d.embedded} from an interrupted run's cache" if d.texts > d.embedded else ""
+        print(
+            f"{d.scope}: already uses {embedder.id}"
+            if d.skipped
+            else f"{d.scope}: {d.stored_id} -> {embedder.id} ({d.texts} texts{cached})",
+            flush=True,
+        )
+
     started = time.monotonic()
-    done = reembed(root, embedder, scopes, quiet=args.quiet or args.json)
+    done = reembed(root, embedder, scopes, quiet=args.quiet or args.json, on_scope=line)
     seconds = round(time.monotonic() - started, 2)
     if args.json:
         print_json(
@@ -709,13 +721,6 @@ def cmd_reembed(args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
-    for d in done:
-        cached = f", {d.texts - d.embedded} from an interrupted run's cache" if d.texts > d.embedded else ""
-        print(
-            f"{d.scope}: already uses {embedder.id}"
-            if d.skipped
-            else f"{d.scope}: {d.stored_id} -> {embedder.id} ({d.texts} texts{cached})"
-        )
     if not done:
         print(f"no scopes under {root}", file=sys.stderr)
     return EXIT_OK

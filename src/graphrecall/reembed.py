@@ -217,9 +217,11 @@ def reembed(
     scopes: Sequence[ScopeLike] | None = None,
     *,
     quiet: bool = True,
+    on_scope: Callable[[Reembedded], None] | None = None,
 ) -> list[Reembedded]:
     """Move ``scopes`` (every scope under ``root`` when None) to ``embedder`` (an ``Embedder``, or a spec such as
-    ``"e5-small"``), one after the other; ``quiet=False`` shows a progress bar per scope on stderr. The work folder
+    ``"e5-small"``), one after the other; ``quiet=False`` shows a progress bar per scope on stderr, ``on_scope``
+    is called with each scope's outcome as it is done. The work folder
     is removed at the end (its cache included: it holds vectors of these scopes' texts). Stop any server of the
     store first."""
     root = Path(root)
@@ -233,7 +235,11 @@ def reembed(
         missing = [s for s in chosen if not _stored(root, s)]
         if missing:
             raise NotFound(f"no memory stored for scope {missing[0]} under {root}")
-    done = [reembed_scope(root, s, target, quiet=quiet) for s in chosen]
+    done = []
+    for s in chosen:
+        done.append(reembed_scope(root, s, target, quiet=quiet))
+        if on_scope is not None:
+            on_scope(done[-1])
     shutil.rmtree(work_dir(root), ignore_errors=True)
     return done
 

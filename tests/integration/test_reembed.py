@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -306,6 +307,7 @@ def test_a_run_killed_at_any_moment_leaves_a_whole_store_that_the_next_run_finis
         run = subprocess.Popen(command(root), env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         assert run.stderr is not None
         run.stderr.read(1)  # the first progress output
+        threading.Thread(target=run.stderr.read, daemon=True).start()  # drained: a full pipe stalls the run
         time.sleep(delay)
         if run.poll() is None:
             run.send_signal(signal.SIGKILL)
