@@ -331,6 +331,9 @@ def _describe(e: Exception, args: argparse.Namespace) -> tuple[dict[str, str], i
         return err(e.code, str(e), e.where), EXIT_USAGE
     if isinstance(e, ConfigurationError):
         return err(e.code, f"{e.where}: {e}" if e.where else str(e), e.where), EXIT_USAGE
+    if isinstance(e, StoreBusy) and getattr(args, "command", None) == "reembed":
+        # Its own words: which scope a server holds, or that another reembed runs on the store.
+        return err(e.code, f"store busy: {e}; stop it first"), EXIT_BUSY
     if isinstance(e, StoreBusy):
         where = (
             f"scope {args.org}/{args.user}"

@@ -54,6 +54,9 @@ CHUNK = 128  # texts per call to the cache: what a killed run can lose of its em
 # Tests kill a run with SIGKILL at a chosen point: ``texts:N`` once N texts are embedded, ``moves:N`` after N files
 # of a swap are moved.
 KILL_ENV = "GRAPHRECALL_REEMBED_KILL_AT"
+WORK_LOCK = (
+    swapping.WORK
+)  # ``<root>/.reembed.lock``: held by the one run on a root (store.proclock adds .lock)
 
 
 class ReembedFailed(GraphRecallError):
@@ -183,7 +186,7 @@ def reembed_scope(root: Path, scope: Scope, embedder: Embedder, *, quiet: bool =
     root = Path(root)
     swapping.finish(root)
     lock = log_path(root, scope)
-    proclock.acquire(lock, f"scope {scope} (stop the server before reembed)")
+    proclock.acquire(lock, f"scope {scope} (a server?)")
     try:
         stored = _stored_embedder(root, scope, embedder)
         if stored is None:
@@ -226,22 +229,27 @@ def reembed(
     store first."""
     root = Path(root)
     target = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
-    swapping.finish(root)
-    if scopes is None:
-        with Memory.open(root, embedder=_StoredEmbedder(target.id, target.dim)) as mem:
-            chosen = mem.scopes()
-    else:
-        chosen = [as_scope(s) for s in scopes]
-        missing = [s for s in chosen if not _stored(root, s)]
-        if missing:
-            raise NotFound(f"no memory stored for scope {missing[0]} under {root}")
-    done = []
-    for s in chosen:
-        done.append(reembed_scope(root, s, target, quiet=quiet))
-        if on_scope is not None:
-            on_scope(done[-1])
-    shutil.rmtree(work_dir(root), ignore_errors=True)
-    return done
+    run_lock = root / WORK_LOCK  # one run per root: runs share the work folder and its journal
+    proclock.acquire(run_lock, f"store {root} (another graphrecall reembed runs on it)")
+    try:
+        swapping.finish(root)
+        if scopes is None:
+            with Memory.open(root, embedder=_StoredEmbedder(target.id, target.dim)) as mem:
+                chosen = mem.scopes()
+        else:
+            chosen = [as_scope(s) for s in scopes]
+            missing = [s for s in chosen if not _stored(root, s)]
+            if missing:
+                raise NotFound(f"no memory stored for scope {missing[0]} under {root}")
+        done = []
+        for s in chosen:
+            done.append(reembed_scope(root, s, target, quiet=quiet))
+            if on_scope is not None:
+                on_scope(done[-1])
+        shutil.rmtree(work_dir(root), ignore_errors=True)
+        return done
+    finally:
+        proclock.release(run_lock)
 
 
 def _stored(root: Path, scope: Scope) -> bool:

@@ -286,6 +286,28 @@ def test_a_store_held_by_another_process_is_refused_with_nothing_changed(tmp_pat
     assert contents(root, 64, ANA) == expected and not (work_dir(root) / "swap.json").exists()
 
 
+def test_a_second_run_on_the_same_store_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    seed(root, 2)
+    code = "import sys, time; from graphrecall.store import proclock; from pathlib import Path; "
+    code += (
+        "proclock.acquire(Path(sys.argv[1]) / '.reembed', 'x'); print('holding', flush=True); time.sleep(600)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(root)], env=env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        refused = subprocess.run(
+            command(root, "--quiet"), env=env(), capture_output=True, text=True, timeout=300
+        )
+    finally:
+        holder.kill()
+        holder.wait(30)
+    assert refused.returncode == 3 and "another graphrecall reembed runs" in refused.stderr, refused.stderr
+    assert _store_opens_whole(root, contents(root, 64, ANA)) == 64
+
+
 HOLD = """
 import sys, time
 from graphrecall import Memory
