@@ -1,4 +1,4 @@
-"""Command-line argument types that more than one benchmark accepts.
+"""Command-line argument types that more than one benchmark accepts, and the embedder ``--embedder`` names.
 
 Why a module of its own: two benchmarks taking the same option must parse it the same way, and one benchmark must
 not reach into another's private helpers to do so (a refactor of one would silently change the other's command
@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from graphrecall.embed import Embedder
 
 
 def token_budgets(text: str) -> list[int]:
@@ -29,37 +32,52 @@ def token_budgets(text: str) -> list[int]:
     return budgets
 
 
-EMBEDDER_HELP = (
-    "the embedding model, a spec of graphrecall.embed.spec: minilm (default; 'default' is the same), e5-small, "
-    "sentence-transformers:NAME_OR_PATH, openai:MODEL, ollama:MODEL, or hashing (model-free, for plumbing checks, "
-    "uncached); default GRAPHRECALL_EMBEDDER, else minilm"
-)
+DEFAULT_EMBEDDER = "minilm"
+"""The embedder a benchmark measures unless told otherwise: the library's default (``graphrecall.embed.spec``).
+Fixed here, not read from ``GRAPHRECALL_EMBEDDER``: a benchmark's figures must not depend on the shell it ran in
+(every report records the embedder's id)."""
 
 
-def add_embedder(p: argparse.ArgumentParser) -> None:
-    """``--embedder SPEC``: one option, parsed alike by every retrieval benchmark."""
-    p.add_argument("--embedder", default=None, metavar="SPEC", help=EMBEDDER_HELP)
-
-
-def embedder_spec(value: str | None) -> str:
-    """The spec a benchmark runs with (``default`` and nothing mean the configured one, else MiniLM)."""
-    from graphrecall.embed.spec import configured_spec
-
-    return configured_spec(None if value in (None, "", "default") else value)
-
-
-def build_embedder(value: str | None, cache: Path | None, seed: Path | None = None) -> Any:
-    """The embedder a spec names; a model's vectors go through the embedding cache at ``cache`` (keyed by model:
-    two models never share vectors), ``seed`` another run's cache read first; ``hashing`` is never cached."""
-    from graphrecall.embed import CachedEmbedder, HashingEmbedder
+def embedder_spec(text: str) -> str:
+    """An argparse ``type`` for ``--embedder SPEC``: a spec ``graphrecall.embed.spec.embedder_from_spec`` accepts
+    (``minilm``, ``e5-small``, ``sentence-transformers:NAME``, ``openai:MODEL``, ``ollama:MODEL``, ``hashing[:DIM]``;
+    ``default`` is ``minilm``). Checked without loading any weights; an unknown spec is a usage error (exit 2)."""
     from graphrecall.embed.spec import embedder_from_spec
+    from graphrecall.errors import ConfigurationError
 
-    spec = embedder_spec(value)
-    if spec.split(":")[0] == "hashing":
-        return HashingEmbedder(int(spec.split(":")[1])) if ":" in spec else HashingEmbedder(64)
+    spec = text.strip()
+    try:
+        embedder_from_spec(spec)
+    except ConfigurationError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return spec
+
+
+def add_embedder_argument(parser: argparse.ArgumentParser, *, default: str = DEFAULT_EMBEDDER) -> None:
+    """``--embedder SPEC``, the same in every benchmark that embeds (``build_embedder`` builds it)."""
+    from graphrecall.config import EMBEDDER_SPECS
+
+    parser.add_argument(
+        "--embedder",
+        type=embedder_spec,
+        default=default,
+        metavar="SPEC",
+        help=f"the embedder: {EMBEDDER_SPECS}, hashing[:DIM] (model-free: tests and plumbing checks, figures "
+        f"meaningless); default %(default)s",
+    )
+
+
+def build_embedder(spec: str, cache: Path | None = None, *, seed: Path | None = None) -> Embedder:
+    """The embedder ``spec`` names, behind a persistent ``CachedEmbedder`` at ``cache`` (keys hold the model's id,
+    so two models never answer for each other in one cache file); ``seed``: another run's cache file, read-only,
+    consulted first (``benchmarks.longmemeval.harness.SeededEmbedder``). The hashing embedder is cheaper than a
+    cache lookup and is never cached."""
+    from benchmarks.longmemeval.harness import SeededEmbedder
+    from graphrecall.embed import CachedEmbedder, HashingEmbedder, embedder_from_spec
+
     model = embedder_from_spec(spec)
+    if isinstance(model, HashingEmbedder) or cache is None:
+        return model
     if seed is not None:
-        from benchmarks.longmemeval.harness import SeededEmbedder
-
         model = SeededEmbedder(model, seed)
-    return model if cache is None else CachedEmbedder(model, path=cache)
+    return CachedEmbedder(model, path=cache)

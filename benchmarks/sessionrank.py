@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from benchmarks.longmemeval import metrics
 from benchmarks.longmemeval.bm25 import BM25
@@ -44,6 +44,28 @@ def dense_retriever(mem: Memory, settings: Settings) -> HybridRetriever:
     """The library's retriever with only the vector list weighted: the embedder alone, through the same code."""
     config = RetrievalConfig.model_validate(settings.retrieval.model_dump() | {"weights": DENSE_ONLY})
     return HybridRetriever(mem.embedder, config)
+
+
+class History(Protocol):
+    """What a history of the small-store and multilingual sets offers (their ``data.History``)."""
+
+    @property
+    def question_date(self) -> datetime: ...
+
+    @property
+    def questions(self) -> Sequence[Any]: ...
+
+    def session_inputs(self) -> list[dict[str, Any]]: ...
+
+    def rounds(self) -> Sequence[tuple[str, str, str]]: ...
+
+
+def rank_questions(
+    mem: Memory, scope: Scope, h: History, retrievers: Sequence[tuple[str, HybridRetriever]]
+) -> list[dict[str, list[str]]]:
+    """``rank_history`` over one history's sessions, rounds and questions."""
+    questions = [q.question for q in h.questions]
+    return rank_history(mem, scope, h.session_inputs(), h.rounds(), questions, h.question_date, retrievers)
 
 
 def rank_history(

@@ -36,8 +36,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks import arguments
-from benchmarks.arguments import token_budgets
+from benchmarks.arguments import add_embedder_argument, build_embedder, token_budgets
 from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.locomo import data
 from benchmarks.longmemeval import cv, harness, metrics
@@ -48,7 +47,7 @@ from benchmarks.provenance import Run
 from benchmarks.variants import add_variant_argument
 from graphrecall import Memory, ingest, raymap
 from graphrecall.config import Settings
-from graphrecall.embed import CachedEmbedder, Embedder
+from graphrecall.embed import CachedEmbedder, Embedder, embedder_from_spec
 from graphrecall.models import Scope
 
 SEARCH_K = 50
@@ -230,8 +229,9 @@ class ConvRunner:
 
     def __init__(self, spec: ConvSpec) -> None:
         self.spec = spec
-        seed = Path(spec.embed_seed) if spec.embed_seed else None
-        self.embedder: Embedder = arguments.build_embedder(spec.embedder, Path(spec.embed_cache), seed)
+        self.embedder: Embedder = build_embedder(
+            spec.embedder, Path(spec.embed_cache), seed=Path(spec.embed_seed) if spec.embed_seed else None
+        )
         self.settings = (
             Settings.from_env()
         )  # GRAPHRECALL_PASSAGE_FROM_CHARS and the like, as a deployment sets them
@@ -298,7 +298,8 @@ def render_markdown(summary: dict[str, Any], config: dict[str, Any]) -> str:
         f"{config['n_conversations']} conversations; scored (evidence maps to a stored turn): {summary['n_scored']}. "
         "Ours = graphrecall `Memory.search`; BM25 = plain Okapi over the same rounds.",
         "",
-        f"Command: `{config['command']}`",
+        f"Command: `{config['command']}`  ",
+        f"Embedder: `{config.get('embedder', 'minilm')}` ({config.get('embedder_id', '?')})",
         "",
         "## Overall (k = 10 unless stated)",
         "",
@@ -355,7 +356,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/locomo_retrieval"))
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
     p.add_argument("--embed-seed", type=Path, default=None, help="another run's embedding cache, read-only")
-    arguments.add_embedder(p)
+    add_embedder_argument(p)
     p.add_argument("--categories", default="1,2,3,4", help="comma-separated QA categories (5 = adversarial)")
     p.add_argument(
         "--both-user", action="store_true", help="store both speakers as user turns (default: B as assistant)"
@@ -419,7 +420,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     jsonl = args.out / "retrieval.jsonl"
     if not args.resume and jsonl.exists():
         jsonl.unlink()
-    wanted: dict[str, Any] = {"ours": {}, "layout": layout} | dict(args.variant)
+    embedder_id = embedder_from_spec(args.embedder).id  # no weights loaded
+    # rows record what they were searched with: a cached row of another model or layout is not reused
+    wanted: dict[str, Any] = {"ours": {}, "layout": layout, "embedder": embedder_id} | dict(args.variant)
     budgets = args.context_budgets
     done = _load_cache(jsonl, wanted, budgets) if args.resume else {}
     settings = Settings.from_env()
@@ -489,6 +492,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": "python -m benchmarks.locomo.retrieval "
         + " ".join(sys.argv[1:] if argv is None else argv),
         "data": str(args.data),
+        "embedder": args.embedder,
+        "embedder_id": embedder_id,
         "layout": layout,
         "categories": sorted(categories),
         "n_conversations": len(convs),

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.arguments import add_embedder_argument, build_embedder
 from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.longmemeval import data, harness
-from benchmarks.longmemeval.retrieval import RunSpec, build_embedder
 from benchmarks.percentile import percentile
 from benchmarks.provenance import Run
 from benchmarks.variants import add_variant_argument
@@ -46,12 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--repeats", type=int, default=5, help="searches per question and system (default 5)")
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
-    p.add_argument(
-        "--embedder",
-        choices=["default", "hashing"],
-        default="default",
-        help="hashing: the model-free embedder (plumbing checks; its timings say nothing about the model's)",
-    )
+    add_embedder_argument(p)
     add_variant_argument(
         p, reserved=("ours",), help="a system: RetrievalConfig overrides on the defaults (repeatable)"
     )
@@ -75,8 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(
             f"no questions left in {args.data} (types {sorted(types) or 'all'}, --time-range-only {args.time_range_only})"
         )
-    spec = RunSpec(args.embedder, str(args.embed_cache), None, {}, {}, [10], [], {})
-    embedder = build_embedder(spec)
+    embedder = build_embedder(args.embedder, args.embed_cache)
     settings = Settings.from_env()
     systems = {"ours": {}, **dict(args.variant)}
     times: dict[str, list[float]] = {name: [] for name in systems}
@@ -114,7 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines = [
         f"Command: `python -m benchmarks.longmemeval.latency {' '.join(sys.argv[1:] if argv is None else argv)}`",
         "",
-        f"{len(questions)} questions x {args.repeats} searches per system (query vector cached).",
+        f"{len(questions)} questions x {args.repeats} searches per system (query vector cached); embedder "
+        f"`{args.embedder}` ({embedder.id}).",
         "",
         "| system | overrides | p50 ms | p95 ms | p50 / ours |",
         "|---|---|---:|---:|---:|",
@@ -129,7 +124,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_markdown(args.out / "latency.md", report, this_run)
     write_json(
         args.out / "latency.json",
-        {"questions": len(questions), "repeats": args.repeats, "systems": rows},
+        {
+            "questions": len(questions),
+            "repeats": args.repeats,
+            "embedder": args.embedder,
+            "embedder_id": embedder.id,
+            "systems": rows,
+        },
         this_run,
     )
     print(f"\nwrote {args.out / 'latency.md'}")

@@ -27,12 +27,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.arguments import add_embedder_argument, build_embedder
 from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.longmemeval import cv, data, harness
 from benchmarks.provenance import Run
 from graphrecall import Memory
 from graphrecall.config import Settings
-from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
+from graphrecall.embed import Embedder
 from graphrecall.models import Hit, Scope
 from graphrecall.retrieve.context import FIRST_SESSIONS, build_context
 
@@ -57,12 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         default="4,6,8,10,12,0",
         help="evidence-packing limits to compare, comma-separated; 0 = every session first (default 4,6,8,10,12,0)",
     )
-    p.add_argument(
-        "--embedder",
-        choices=("default", "hashing"),
-        default="default",
-        help="hashing: the model-free feature-hashing embedder (plumbing checks; its figures mean nothing)",
-    )
+    add_embedder_argument(p)
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
     p.add_argument("--seed", type=int, default=0, help="fold shuffle seed (default 0)")
     return p
@@ -74,7 +70,9 @@ def collect(questions: Sequence[data.Question], path: Path, embedder: Embedder) 
     if path.exists():
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            done[row["question_id"]] = row
+            # another model's hits, or hits that name no model, are searched again
+            if row.get("embedder") == embedder.id:
+                done[row["question_id"]] = row
     todo = [q for q in questions if q.question_id not in done]
     if todo:
         root = Path(tempfile.mkdtemp(prefix="lme-packing-"))
@@ -92,6 +90,7 @@ def collect(questions: Sequence[data.Question], path: Path, embedder: Embedder) 
                     row = {
                         "question_id": q.question_id,
                         "question_type": q.question_type,
+                        "embedder": embedder.id,
                         "question": q.question,
                         "question_date": cutoff.question_date.isoformat() if cutoff.question_date else None,
                         "gold_sessions": sorted(gold),
@@ -164,11 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("no questions selected", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    embedder: Embedder = (
-        HashingEmbedder(64)
-        if args.embedder == "hashing"
-        else CachedEmbedder(SentenceTransformerEmbedder(), path=args.embed_cache)
-    )
+    embedder: Embedder = build_embedder(args.embedder, args.embed_cache)
     rows = collect(questions, args.out / "hits.jsonl", embedder)
     systems = candidates(limits)
     items = [

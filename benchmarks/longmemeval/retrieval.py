@@ -27,8 +27,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks import arguments
-from benchmarks.arguments import token_budgets
+from benchmarks.arguments import add_embedder_argument, token_budgets
+from benchmarks.arguments import build_embedder as build_embedder_from
 from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.longmemeval import cv, data, harness, metrics
 from benchmarks.longmemeval.bm25 import BM25
@@ -37,7 +37,7 @@ from benchmarks.provenance import Run
 from benchmarks.variants import add_variant_argument, config_overrides
 from graphrecall import Memory, raymap
 from graphrecall.config import RetrievalConfig, Settings
-from graphrecall.embed import CachedEmbedder, Embedder
+from graphrecall.embed import CachedEmbedder, Embedder, embedder_from_spec
 from graphrecall.models import Scope
 
 SEARCH_K = 50
@@ -84,9 +84,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, type=data_file, help="longmemeval_s*.json[.gz]")
     p.add_argument("--limit", type=int, default=None, help="first N scoreable questions only")
     p.add_argument("--types", default=None, help="comma-separated question types to keep")
+    p.add_argument(
+        "--per-type",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the first N scoreable questions of each type, in file order (a subset spread over the types; "
+        "--limit applies after it)",
+    )
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/longmemeval"))
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
-    arguments.add_embedder(p)
+    add_embedder_argument(p)
     p.add_argument("--k-eval", type=_parse_ks, default=[5, 10], help="cut-offs, e.g. 5,10")
     p.add_argument(
         "--resume",
@@ -246,7 +254,8 @@ class RunSpec:
     """Everything a question's run depends on, as plain values, so that a Ray worker on another machine rebuilds
     the same store and embedder from it (paths are absolute: a worker's working directory is its own)."""
 
-    embedder: str  # "default" (the bundled model, cached in embed_cache) or "hashing"
+    # a spec (benchmarks.arguments.embedder_spec): a model is cached in embed_cache, hashing is not
+    embedder: str
     embed_cache: str
     embed_seed: str | None
     config: dict[str, Any]  # RetrievalConfig overrides for "ours"
@@ -279,6 +288,7 @@ class QuestionRunner:
             variants = harness.variant_searchers(mem, self.settings.retrieval, self.spec.variants)
             r = run_question(mem, q, self.spec.ks, variants, self.spec.budgets)
         r.extra["systems"] = self.spec.wanted
+        r.extra["embedder"] = self.embedder.id
         return r
 
     def close(self) -> None:
@@ -287,9 +297,10 @@ class QuestionRunner:
 
 
 def build_embedder(spec: RunSpec) -> Embedder:
-    seed = Path(spec.embed_seed) if spec.embed_seed else None
-    built: Embedder = arguments.build_embedder(spec.embedder, Path(spec.embed_cache), seed)
-    return built
+    """The run's embedder: a model behind the run's cache file (and seed), hashing uncached."""
+    return build_embedder_from(
+        spec.embedder, Path(spec.embed_cache), seed=Path(spec.embed_seed) if spec.embed_seed else None
+    )
 
 
 def question_task(spec: RunSpec, q: data.Question) -> QuestionResult:
@@ -451,7 +462,8 @@ def render_markdown(summary: dict[str, Any], config: dict[str, Any], ks: Sequenc
         f"- search (k={SEARCH_K}): {tm['search_total_s']:.1f} s total, mean {tm['search_mean_s'] * 1000:.0f} ms, "
         f"p50 {tm['search_p50_s'] * 1000:.0f} ms, max {tm['search_max_s'] * 1000:.0f} ms",
         f"- BM25 baseline (index + rank): {tm['bm25_total_s']:.1f} s total",
-        f"- embedder cache: {config['embed_cache_hits']} hits, {config['embed_cache_misses']} misses",
+        f"- embedder `{config.get('embedder')}` ({config.get('embedder_id')}); its cache: "
+        f"{config['embed_cache_hits']} hits, {config['embed_cache_misses']} misses",
         "",
     ]
     return "\n".join(lines)
@@ -508,12 +520,17 @@ def _load_done(path: Path) -> dict[str, QuestionResult]:
     return done
 
 
-def reusable(row: QuestionResult, wanted: Mapping[str, Any], budgets: Sequence[int]) -> bool:
-    """A cached row serves this run when it was searched with the same overrides for every wanted system
-    (``ours`` and each variant) and probed at every context budget."""
+def reusable(
+    row: QuestionResult, wanted: Mapping[str, Any], budgets: Sequence[int], embedder_id: str
+) -> bool:
+    """A cached row serves this run when it was searched with the same embedder (a row that does not name one,
+    written before rows did, serves no run) and the same overrides for every wanted system (``ours`` and each
+    variant), and probed at every context budget."""
     had = row.extra.get("systems", {"ours": None})
-    return all(name in had and had[name] == wanted[name] for name in wanted) and all(
-        str(b) in row.context for b in budgets
+    return (
+        row.extra.get("embedder") == embedder_id
+        and all(name in had and had[name] == wanted[name] for name in wanted)
+        and all(str(b) in row.context for b in budgets)
     )
 
 
@@ -541,13 +558,26 @@ def rescore(
     return replace(row, ranked=ranked, scores=scores, first_rank=firsts, context=context, extra=extra)
 
 
+def first_of_each_type(questions: Sequence[data.Question], n: int) -> list[data.Question]:
+    """The first ``n`` questions of each type, in their order (``--per-type``)."""
+    seen: dict[str, int] = {}
+    out: list[data.Question] = []
+    for q in questions:
+        seen[q.question_type] = seen.get(q.question_type, 0) + 1
+        if seen[q.question_type] <= n:
+            out.append(q)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     this_run = Run.begin()
     ray = raymap.options_from_args(args, parser)  # before any data is read: --ray without Ray stops here
     types = [t.strip() for t in args.types.split(",")] if args.types else None
-    questions = data.load(args.data, limit=args.limit, types=types)
+    questions = data.load(args.data, limit=None if args.per_type else args.limit, types=types)
+    if args.per_type:
+        questions = first_of_each_type(questions, args.per_type)[: args.limit]
     if not questions:
         print("no questions selected", file=sys.stderr)
         return 2
@@ -563,11 +593,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # What each system was searched with, recorded per row so a cache is reused only for the same settings.
     wanted: dict[str, Any] = {"ours": args.config or {}} | dict(args.variant)
     budgets = args.context_budgets
+    embedder_id = embedder_from_spec(args.embedder).id  # no weights loaded
     if args.cached_only:
         usable = {
             q.question_id
             for q in questions
-            if q.question_id in done and reusable(done[q.question_id], wanted, budgets)
+            if q.question_id in done and reusable(done[q.question_id], wanted, budgets, embedder_id)
         }
         if len(usable) < len(questions):
             print(
@@ -580,7 +611,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     todo = [
         q
         for q in (reversed(questions) if args.reverse else questions)
-        if not (q.question_id in done and reusable(done[q.question_id], wanted, budgets))
+        if not (q.question_id in done and reusable(done[q.question_id], wanted, budgets, embedder_id))
     ]
     spec = RunSpec(
         embedder=args.embedder,
@@ -658,10 +689,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         + " ".join(sys.argv[1:] if argv is None else argv),
         "data": str(args.data),
         "limit": args.limit,
+        "per_type": args.per_type,
         "types": types,
         "k_eval": args.k_eval,
         "search_k": SEARCH_K,
-        "embedder": arguments.embedder_spec(args.embedder),
+        "embedder": args.embedder,
+        "embedder_id": embedder_id,
         "retrieval_config": settings.retrieval.model_dump(),
         "config_overrides": args.config,
         "variants": dict(args.variant),

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.arguments import add_embedder_argument
 from benchmarks.jsonfile import write_json, write_markdown
 from benchmarks.multilingual import data
 from benchmarks.provenance import Run
@@ -39,12 +40,11 @@ from benchmarks.sessionrank import (
     SEARCH_K,
     dense_retriever,
     means,
-    rank_history,
+    rank_questions,
     score,
 )
 from graphrecall import Memory
 from graphrecall.config import Settings
-from graphrecall.embed.spec import SPECS_HELP, configured_spec
 from graphrecall.models import Scope
 from graphrecall.retrieve.retriever import HybridRetriever
 
@@ -62,11 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.multilingual.run", description=__doc__.split("\n")[0]
     )
-    p.add_argument(
-        "--embedder",
-        default=configured_spec(),
-        help=f"the embedder spec Memory.open gets ({SPECS_HELP}, hashing); default GRAPHRECALL_EMBEDDER, else minilm",
-    )
+    add_embedder_argument(p)
     p.add_argument("--split", choices=(*data.SPLITS, "all"), default="all")
     p.add_argument("--data-dir", type=Path, default=data.DATA_DIR)
     p.add_argument(
@@ -89,15 +85,7 @@ def run_history(
     mem: Memory, h: data.History, split: str, retrievers: Sequence[tuple[str, HybridRetriever]]
 ) -> list[dict[str, Any]]:
     """One history in a fresh scope: every question asked with every system, one row per question."""
-    ranked = rank_history(
-        mem,
-        Scope(org_id="multilingual", user_id=h.id),
-        h.session_inputs(),
-        h.rounds(),
-        [q.question for q in h.questions],
-        h.question_date,
-        retrievers,
-    )
+    ranked = rank_questions(mem, Scope(org_id="multilingual", user_id=h.id), h, retrievers)
     return [
         {
             "split": split,

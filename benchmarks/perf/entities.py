@@ -361,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/perf-entities"))
     p.add_argument("--label", default=None, help="what the run measures (default: this checkout's commit)")
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
-    arguments.add_embedder(p)
+    arguments.add_embedder_argument(p)
     args = p.parse_args(argv)
     this_run = Run.begin()
     result = run(args)

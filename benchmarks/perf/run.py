@@ -19,6 +19,7 @@ from typing import Any
 
 import kuzu
 
+from benchmarks.arguments import add_embedder_argument
 from benchmarks.jsonfile import data_file
 from benchmarks.perf import disk, latency, report, scopes, synth, throughput
 from benchmarks.perf.corpus import DATA, Corpus, load
@@ -26,7 +27,7 @@ from benchmarks.perf.memwatch import RssWatch
 from benchmarks.provenance import Run
 from graphrecall import Memory, testing
 from graphrecall.config import Settings
-from graphrecall.embed import CachedEmbedder, SentenceTransformerEmbedder
+from graphrecall.embed import CachedEmbedder, Embedder, embedder_from_spec
 from graphrecall.models import Scope
 from graphrecall.store import rounds as q
 
@@ -37,8 +38,9 @@ PHASES = ("ingest", "floor", "sizes", "scopes")
 METHOD = (
     "Ingest: real LongMemEval_S haystack sessions; `Memory.add_sessions` into a fresh, pre-created scope (A) "
     "alternates with `embedder.embed` over exactly the texts ingest embedded (B, checked text by text), same uncached "
-    "SentenceTransformerEmbedder; ratio = B time / A time, median over pairs. Large stores: a base of real rounds with "
-    "their real all-MiniLM-L6-v2 vectors (through the shared SQLite embedding cache) is replayed into ONE scope; copy "
+    "embedder (`--embedder`, default all-MiniLM-L6-v2); ratio = B time / A time, median over pairs. Large stores: a "
+    "base of real rounds with their real vectors from that embedder (through the shared SQLite embedding cache, "
+    "keyed by model) is replayed into ONE scope; copy "
     "c >= 1 gets new session/message/round ids, dates shifted by c weeks, identical text, and vectors perturbed by "
     "Gaussian noise of norm sigma then re-normalized; rows are written through `store.rounds.write_history` inside "
     "`db.write()` in large batches (HNSW and FTS indexes maintained on insert, as in real ingest). The scope grows "
@@ -56,6 +58,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--data", type=data_file, default=DATA, help="LongMemEval_S JSON, the corpus (default: %(default)s)"
     )
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    add_embedder_argument(p)
     p.add_argument("--quick", action="store_true", help="1k and 10k only, fewer queries and repeats")
     p.add_argument("--queries", type=int, default=100, help="queries per latency measurement (index path)")
     p.add_argument("--exact-queries", type=int, default=30, help="queries for the exact-scan path")
@@ -112,15 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     print("loading LongMemEval ...", flush=True)
     corpus = load(a.data)
     queries = [text for text, _ in corpus.questions]
-    st = SentenceTransformerEmbedder()
+    st = embedder_from_spec(a.embedder)
     run_info = {
         "config": {
             **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()},
             "sizes": sizes,
             "command": " ".join(["python -m benchmarks.perf.run", *(sys.argv[1:] if argv is None else argv)]),
             "embedder": st.id,
+            "embedder_spec": a.embedder,
             "torch_threads": _torch_threads(),
-            "embed_backend": st.backend,
+            "embed_backend": getattr(st, "backend", type(st).__name__),
         },
         "machine": {
             "cpus": os.cpu_count(),
@@ -181,7 +185,7 @@ def run_sizes(
     res: dict[str, Any],
     corpus: Corpus,
     queries: list[str],
-    st: SentenceTransformerEmbedder,
+    st: Embedder,
     cached: CachedEmbedder,
     watch: RssWatch,
     work: Path,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import provenance
+from benchmarks.arguments import DEFAULT_EMBEDDER, add_embedder_argument
 from benchmarks.jsonfile import write_json, write_markdown
 from benchmarks.percentile import percentile
 from benchmarks.perf.footprint import scope_files
@@ -57,15 +58,19 @@ def _du(root: Path, scope: Scope) -> int:
     return sum(scope_files(root, scope).values())
 
 
-def run(turns: int, base_sessions: int, seed: int, flush_age: float = 0.5) -> dict[str, Any]:
+def run(
+    turns: int, base_sessions: int, seed: int, flush_age: float = 0.5, embedder_spec: str = DEFAULT_EMBEDDER
+) -> dict[str, Any]:
     rng = random.Random(seed)
-    embedder = default_embedder()
+    embedder = default_embedder(embedder_spec)  # behind an in-memory cache, as Memory.open builds it
     work = Path(tempfile.mkdtemp(prefix="graphrecall-turns-"))
     sides = {"log": Scope(org_id="perf", user_id="log"), "direct": Scope(org_id="perf", user_id="direct")}
     out: dict[str, Any] = {
         "turns": turns,
         "base_sessions": base_sessions,
         "flush_max_age_s": flush_age,
+        "embedder": embedder_spec,
+        "embedder_id": embedder.id,
         "load": os.getloadavg()[0],
     }
     settings = Settings(root=work, reranker=None, flush_max_age_s=flush_age)
@@ -132,14 +137,15 @@ def main() -> None:
         help="Settings.flush_max_age_s: how long a write may wait in the log",
     )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/turns"))
+    add_embedder_argument(ap)
     args = ap.parse_args()
     this_run = Run.begin()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    res = run(args.turns, args.base_sessions, args.seed, args.flush_age)
+    res = run(args.turns, args.base_sessions, args.seed, args.flush_age, args.embedder)
     write_json(args.out / "turns.json", res, this_run)
     lines = [
         f"# One turn at a time ({res['turns']} turns per side, {res['base_sessions']}-session warm scope, "
-        f"flush age {res['flush_max_age_s']:g} s, load {res['load']:.1f})",
+        f"flush age {res['flush_max_age_s']:g} s, load {res['load']:.1f}, embedder `{res['embedder']}`)",
         "",
         "| path | p50 ms | p99 ms | max ms | next search finds it | disk KB per turn |",
         "|---|---|---|---|---|---|",

@@ -190,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
         "--label", default=None, help="what the dump was made from (default: this checkout's commit)"
     )
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
-    arguments.add_embedder(p)
+    arguments.add_embedder_argument(p)
     return p
 
 

@@ -1,9 +1,9 @@
 """Small-store retrieval benchmark: graphrecall against BM25 alone and dense-only, on hand-written histories.
 
 Each history (5-15 short sessions of one person's chats) is ingested into its own scope through
-``Memory.add_sessions`` with the bundled MiniLM embedder; each of its questions is asked with ``question_date`` = the
-day after the last session. Rankings are scored by gold *session* (a session ranks where its best round ranks):
-R@1, R@3 and MRR. The systems, over the same stored rounds (ranking and scoring shared with the multilingual
+``Memory.add_sessions`` with the embedder ``--embedder`` names (default: the bundled MiniLM); each of its questions
+is asked with ``question_date`` = the day after the last session. Rankings are scored by gold *session* (a session
+ranks where its best round ranks): R@1, R@3 and MRR. The systems, over the same stored rounds (ranking and scoring shared with the multilingual
 benchmark: ``benchmarks/sessionrank.py``):
 
 - ``graphrecall``: ``Memory.search`` with the library defaults;
@@ -18,7 +18,7 @@ benchmark: ``benchmarks/sessionrank.py``):
 Questions and gold labels never reach the store. Only the dev split is for looking at misses; the test split is
 for reporting (the markdown lists misses for dev only).
 
-    python -m benchmarks.smallstore.run --split test
+    python -m benchmarks.smallstore.run --split test [--embedder e5-small]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import arguments
+from benchmarks.arguments import add_embedder_argument, build_embedder
 from benchmarks.jsonfile import write_json, write_markdown
 from benchmarks.provenance import Run
 from benchmarks.sessionrank import (
@@ -41,7 +41,7 @@ from benchmarks.sessionrank import (
     SEARCH_K,
     dense_retriever,
     means,
-    rank_history,
+    rank_questions,
     score,
 )
 from benchmarks.smallstore import data
@@ -64,10 +64,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--split", choices=(*data.SPLITS, "all"), default="all")
     p.add_argument("--data-dir", type=Path, default=data.DATA_DIR)
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/smallstore"))
+    add_embedder_argument(p)
     p.add_argument(
         "--embed-cache", type=Path, default=Path("benchmarks/results/smallstore/embed_cache.sqlite")
     )
-    arguments.add_embedder(p)
     p.add_argument(
         "--llm-rerank",
         metavar="SPEC",
@@ -129,15 +129,7 @@ def run_history(
 ) -> list[dict[str, Any]]:
     """Ingest one history into a fresh scope, ask its questions with every system, erase the scope."""
     scope = Scope(org_id="smallstore", user_id=h.id)
-    ranked = rank_history(
-        mem,
-        scope,
-        h.session_inputs(),
-        h.rounds(),
-        [q.question for q in h.questions],
-        h.question_date,
-        retrievers,
-    )
+    ranked = rank_questions(mem, scope, h, retrievers)
     return [
         {
             "split": split,
@@ -168,6 +160,7 @@ def render_markdown(summary: dict[str, Any], rows: Sequence[dict[str, Any]], con
         "# Small-store retrieval",
         "",
         f"Command: `{config['command']}`  ",
+        f"Embedder: `{config['embedder']}` ({config['embedder_id']})  ",
         f"Wall {config['wall_s']:.0f} s (the run's commit, machine and load: the last line).",
         "",
         "R@1 / R@3 / MRR by gold session.",
@@ -208,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.embed_cache.parent.mkdir(parents=True, exist_ok=True)
     this_run = Run.begin()
     t0 = time.perf_counter()
-    embedder = arguments.build_embedder(args.embedder, args.embed_cache)
+    embedder = build_embedder(args.embedder, args.embed_cache)
     root = Path(tempfile.mkdtemp(prefix="smallstore-"))
     rows: list[dict[str, Any]] = []
     try:
@@ -270,7 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "splits": splits,
         "systems": systems,
         "variants": dict(args.variant),
-        "embedder": embedder.id,
+        "embedder": args.embedder,
+        "embedder_id": embedder.id,
         "retrieval_config": settings.retrieval.model_dump(),
         "search_k": SEARCH_K,
         "wall_s": time.perf_counter() - t0,

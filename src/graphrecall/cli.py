@@ -47,6 +47,7 @@ from graphrecall.cli_common import (
     PROG,
     CliError,
     add_llm_options,
+    add_reranker_option,
     embedder_of,
     jsonable,
     llm_from_args,
@@ -240,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_shard_arguments(s)
 
     s = sub.add_parser("mcp", parents=[common], help="run the MCP server")
+    add_reranker_option(s)
     s.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
     s.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
     s.add_argument("--port", type=int, default=8766, help="HTTP port (default: 8766)")

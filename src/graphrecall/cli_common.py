@@ -90,11 +90,24 @@ def embedder_of(args: argparse.Namespace) -> str | None:
     return None if spec in (None, "", "default") else spec
 
 
+def reranker_of(args: argparse.Namespace) -> str | None:
+    """The reranker spec given with ``--reranker`` (``retrieve.rerank.load_reranker``), or ``None``:
+    ``$GRAPHRECALL_RERANKER``, else none."""
+    spec: str | None = getattr(args, "reranker", None)
+    return spec.strip() if spec and spec.strip() else None
+
+
+def add_reranker_option(p: argparse.ArgumentParser) -> None:
+    from graphrecall.config import RERANKER_HELP
+
+    p.add_argument("--reranker", default=None, metavar="SPEC", help=RERANKER_HELP)
+
+
 @contextlib.contextmanager
 def open_memory(args: argparse.Namespace) -> Iterator[Memory]:
     from graphrecall.memory import Memory
 
-    with Memory.open(root_of(args), embedder=embedder_of(args)) as mem:
+    with Memory.open(root_of(args), embedder=embedder_of(args), reranker=reranker_of(args)) as mem:
         yield mem
 
 

@@ -22,6 +22,7 @@ from graphrecall.cli_common import (
     EXIT_OK,
     CliError,
     add_llm_options,
+    add_reranker_option,
     jsonable,
     llm_from_args,
     minute,
@@ -54,6 +55,8 @@ def register(
         params.add_arguments(s, op.params, aliases=aliases)
         if cli.llm:
             add_llm_options(s)
+        if cli.reranker:
+            add_reranker_option(s)
         if cli.confirm:
             s.add_argument(
                 "--yes", action="store_true", help="confirm (not needed with --dry-run): deleted for good"

@@ -156,7 +156,8 @@ class RetrievalConfig(BaseModel):
         default=0.5,
         ge=-1.0,
         le=1.0,
-        description="user-side cosine from which two rounds state the same thing. 0.5: small-store R@1 +0.039 on "
+        description="user-side cosine from which two rounds state the same thing, on the reference (MiniLM) scale: "
+        "another embedder gets it translated (embed.profile, docs/embedders.md 'Thresholds per model'). 0.5: small-store R@1 +0.039 on "
         "both halves, LongMemEval and LoCoMo dev unchanged (0.3, best on the dev half, cost LongMemEval 0.005 turn "
         "ndcg@10; docs/benchmarks.md)",
     )
@@ -225,8 +226,10 @@ class RetrievalConfig(BaseModel):
 
 
 class ConsolidationConfig(BaseModel):
-    """Knobs of ``Memory.consolidate`` (docs/months.md, "Consolidation"). Similarities are cosines of the
-    configured embedder's vectors; the defaults were read off the bundled model (all-MiniLM-L6-v2)."""
+    """Knobs of ``Memory.consolidate`` (docs/months.md, "Consolidation"). Similarities are cosines on the reference
+    scale, the bundled model's (all-MiniLM-L6-v2), which the defaults were read off; another embedder gets them
+    translated onto its own scale where they are used (``embed.profile``, docs/embedders.md "Thresholds per
+    model"), whether they are the defaults or set by the caller."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -273,6 +276,13 @@ EMBEDDER_ENV = "GRAPHRECALL_EMBEDDER"
 EMBEDDER_SPECS = "minilm (default), e5-small, sentence-transformers:NAME_OR_PATH, openai:MODEL, ollama:MODEL"
 """The embedder specs ``embed.spec`` understands, for help texts (kept here: the command line's parser must not
 import the embedders, which bring NumPy)."""
+RERANKER_ENV = "GRAPHRECALL_RERANKER"
+RERANKER_HELP = (
+    "the reranker for searches: a cross-encoder's name or path, api:MODEL (a rerank server at "
+    "$GRAPHRECALL_RERANK_BASE_URL), tei (Text Embeddings Inference there), cohere:MODEL, jina:MODEL, or llm / llm:N "
+    f"(docs/embedders.md, 'Rerankers'; default: ${RERANKER_ENV}, else none)"
+)
+"""The reranker specs ``retrieve.rerank.load_reranker`` understands, for ``--reranker``'s help."""
 
 
 # -- the defaults of ``Settings`` that the store uses too ---------------------------------------------------------
@@ -352,8 +362,8 @@ class Settings(BaseModel):
         values: dict[str, object] = {"root": default_root()}
         if env.get(EMBEDDER_ENV, "").strip():
             values["embedder"] = env[EMBEDDER_ENV].strip()
-        if env.get("GRAPHRECALL_RERANKER"):
-            values["reranker"] = env["GRAPHRECALL_RERANKER"]
+        if env.get(RERANKER_ENV, "").strip():
+            values["reranker"] = env[RERANKER_ENV].strip()
         if env.get("GRAPHRECALL_EMBED_CACHE"):
             values["embed_cache"] = Path(env["GRAPHRECALL_EMBED_CACHE"]).expanduser()
         numbers = (

@@ -16,7 +16,7 @@ from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
 from graphrecall.models import Message, Role, validate_identifier
 from graphrecall.store.rows import MessageRow, RoundRow
-from graphrecall.text import index_terms
+from graphrecall.text import index_terms, message_language
 
 ROLE_NAMES = ", ".join(r.value for r in Role)
 
@@ -67,7 +67,9 @@ def message_rows(
         if mid in seen:
             raise InvalidInput(f"duplicate message id {mid!r}", where=f"messages[{offset}].id")
         seen.add(mid)
-        rows.append(MessageRow(mid, session_id, idx, m.role.value, m.content, m.at or date))
+        # The language is detected here, once per message (a caller's ``lang`` is not taken: it is the store's).
+        lang = message_language(m.content)
+        rows.append(MessageRow(mid, session_id, idx, m.role.value, m.content, m.at or date, lang))
     return rows
 
 

@@ -86,7 +86,7 @@ class Memory:
 
     def __init__(
         self, root: str | Path | None = None, *, embedder: Embedder | str | None = None, settings: Settings | None = None,
-        reranker: Reranker | None = None, retrieval: RetrievalConfig | None = None, llm: LLM | None = None,
+        reranker: Reranker | str | None = None, retrieval: RetrievalConfig | None = None, llm: LLM | None = None,
         extraction: ExtractionConfig | None = None, consolidation: ConsolidationConfig | None = None,
     ) -> None:  # fmt: skip
         self.settings = settings or Settings.from_env(root=Path(root) if root is not None else None)
@@ -98,6 +98,9 @@ class Memory:
             if self.settings.embed_cache is not None and isinstance(embedder, CachedEmbedder):
                 embedder = CachedEmbedder(embedder.inner, path=self.settings.embed_cache)
         self.embedder = embedder
+        if isinstance(reranker, str):  # a spec (retrieve.rerank.load_reranker) for GRAPHRECALL_RERANKER's
+            self.settings = self.settings.model_copy(update={"reranker": reranker})
+            reranker = None
         self._s = Services(
             self.root, self.settings, embedder, reranker=reranker, retrieval=retrieval or self.settings.retrieval,
             llm=llm, extraction=extraction or ExtractionConfig(),

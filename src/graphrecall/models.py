@@ -85,6 +85,11 @@ class Message(BaseModel):
     at: datetime | None = None
     session_id: str | None = None
     idx: int | None = None
+    lang: str = Field(
+        default="",
+        description="the language the message is in (ISO 639-1: 'en', 'ru', 'zh', ...), detected when it was "
+        "stored; '' when it is too short to tell or the detector was not sure. Set by the store: ignored on input",
+    )
 
     @field_validator("content")
     @classmethod

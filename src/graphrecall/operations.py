@@ -80,7 +80,7 @@ class Mcp:
 @dataclass(frozen=True)
 class Cli:
     """How an operation is a ``graphrecall`` subcommand. ``aliases``: other option names for a field (``-k``);
-    ``llm``: it takes ``--llm``/``--llm-base-url``; ``confirm``: it needs ``--yes`` unless ``dry_run``;
+    ``llm``: it takes ``--llm``/``--llm-base-url``; ``reranker``: it searches, and takes ``--reranker``; ``confirm``: it needs ``--yes`` unless ``dry_run``;
     ``custom``: the command's body is written by hand in ``cli.py`` (files, several scopes), its options still
     come from the parameter model."""
 
@@ -88,6 +88,7 @@ class Cli:
     help: str
     aliases: Mapping[str, Sequence[str]] = field(default_factory=dict)
     llm: bool = False
+    reranker: bool = False
     confirm: bool = False
     custom: bool = False
 
@@ -189,7 +190,9 @@ SEARCH = Operation(
         "with scores and dates.",
         **READ_ONLY,
     ),
-    cli=Cli("search", "hybrid search over a scope", aliases={"k": ["-k"], "kinds": ["--kind"]}),
+    cli=Cli(
+        "search", "hybrid search over a scope", aliases={"k": ["-k"], "kinds": ["--kind"]}, reranker=True
+    ),
 )
 CONTEXT = Operation(
     "context",
@@ -204,7 +207,12 @@ CONTEXT = Operation(
         "a token budget. Read its 'text' before answering.",
         **READ_ONLY,
     ),
-    cli=Cli("context", "evidence rendered for a reader", aliases={"token_budget": ["--budget"], "k": ["-k"]}),
+    cli=Cli(
+        "context",
+        "evidence rendered for a reader",
+        aliases={"token_budget": ["--budget"], "k": ["-k"]},
+        reranker=True,
+    ),
 )
 PROFILE = Operation(
     "profile",
@@ -247,7 +255,7 @@ ANSWER = Operation(
         "server has no LLM; then use memory_context and answer from the evidence).",
         **READ_ONLY,
     ),
-    cli=Cli("answer", "answer a question from a scope's memory (needs an LLM)", llm=True),
+    cli=Cli("answer", "answer a question from a scope's memory (needs an LLM)", llm=True, reranker=True),
 )
 STATS = Operation(
     "stats",

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from graphrecall.embed.base import Embedder, TextKind, Vectors
+from graphrecall.embed.base import Embedder, TextKind, Vectors, Wrapper
 from graphrecall.embed.cache import CachedEmbedder
 from graphrecall.embed.spec import embedder_from_spec
 from graphrecall.errors import EmbedderMismatch, GraphRecallError, NotFound
@@ -94,22 +94,15 @@ class _StoredEmbedder:
         raise ReembedFailed(f"reembed tried to embed with the old embedder {self._id!r}; this is a bug")
 
 
-class _Chunked:
+class _Chunked(Wrapper):
     """Hands the cache ``CHUNK`` texts at a time (each chunk committed: a killed run keeps them) and counts them
     for the progress bar."""
 
     def __init__(self, inner: Embedder, progress: Callable[[int], None]) -> None:
-        self.inner, self._progress = inner, progress
+        super().__init__(inner)
+        self._progress = progress
         self.texts = 0
         self._kill_at = _kill_point("texts")
-
-    @property
-    def id(self) -> str:
-        return self.inner.id
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def embed(self, texts: Sequence[str], *, kind: TextKind = "document") -> Vectors:
         parts = []

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from graphrecall.errors import ConfigurationError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -61,3 +65,64 @@ def env_number(env: Mapping[str, str], name: str, default: float, *, minimum: fl
     if value < minimum or not math.isfinite(value):
         raise ConfigurationError(f"must be at least {minimum:g}, got {raw!r}", where=name)
     return value
+
+
+class Retryable(Exception):
+    """One attempt failed in a way worth trying again (after ``retry_after`` s at least, when the server said);
+    ``unreachable``: no answer at all (the connection failed)."""
+
+    def __init__(self, message: str, retry_after: float | None = None, *, unreachable: bool = False) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.unreachable = unreachable
+
+
+def with_retries(
+    attempt: Callable[[], T], policy: RetryPolicy, give_up: Callable[[Retryable, int], Exception]
+) -> T:
+    """``attempt()`` until it returns, retrying a ``Retryable`` failure ``policy.max_retries`` times with backoff;
+    then ``give_up(last failure, tries)`` is raised. A synchronous loop (the remote embedders and rerankers)."""
+    tries = 0
+    while True:
+        try:
+            return attempt()
+        except Retryable as e:
+            tries += 1
+            if tries > policy.max_retries:
+                raise give_up(e, tries) from None
+            time.sleep(policy.delay(tries - 1, e.retry_after))
+
+
+def post_json(
+    client: Any, url: str, body: Any, *, api_key: str | None, timeout: float, what: str, key_setting: str,
+    failed: Callable[[str], Exception], final: Mapping[int, Callable[[str], Exception]] | None = None,
+) -> Any:  # fmt: skip
+    """One JSON POST to a model server (``what``: "embeddings server", "rerank server") and its JSON answer. A
+    timeout, a failed connection, a 408/429 or a 5xx is ``Retryable`` (with the server's Retry-After); a 401/403 is
+    a ``ConfigurationError`` naming ``key_setting``; a status in ``final`` raises what it maps the answer's text to;
+    any other 4xx, or an answer that is not JSON, is ``failed(message)``."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        r = client.post(url, json=body, headers=headers)
+    except httpx.TimeoutException:
+        raise Retryable(f"no answer within {timeout:g} s") from None
+    except httpx.TransportError as e:
+        raise Retryable(f"{type(e).__name__}: {e}", unreachable=True) from None
+    if r.status_code in (408, 429) or r.status_code >= 500:
+        raise Retryable(
+            f"HTTP {r.status_code}: {r.text[:200]}", parse_retry_after(r.headers.get("retry-after"))
+        )
+    if r.status_code in (401, 403):
+        raise ConfigurationError(
+            f"{what} {url} refused the key (HTTP {r.status_code}): {r.text[:200]}", where=key_setting
+        )
+    if final and r.status_code in final:
+        raise final[r.status_code](r.text[:200])
+    if r.status_code >= 400:
+        raise failed(f"{what} {url}: HTTP {r.status_code}: {r.text[:300]}")
+    try:
+        return r.json()
+    except ValueError:
+        raise failed(f"{what} {url} answered something else than JSON: {r.text[:100]!r}") from None

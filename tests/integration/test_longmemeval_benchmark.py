@@ -242,11 +242,15 @@ def test_a_cached_row_is_reused_only_for_the_same_settings_and_budgets(tmp_path:
         variants = harness.variant_searchers(mem, RetrievalConfig(), {"k60": {"rrf_k": 60}})
         r = run_question(mem, q, [1, 5], variants, budgets=[2000])
     r.extra["systems"] = {"ours": {}, "k60": {"rrf_k": 60}}
-    assert reusable(r, {"ours": {}}, [2000])
-    assert reusable(r, {"ours": {}, "k60": {"rrf_k": 60}}, [2000])
-    assert not reusable(r, {"ours": {}, "k60": {"rrf_k": 45}}, [2000])  # same name, other settings
-    assert not reusable(r, {"ours": {"rrf_k": 10}}, [2000])
-    assert not reusable(r, {"ours": {}}, [2000, 4000])
+    h = HashingEmbedder(64).id
+    assert not reusable(r, {"ours": {}}, [2000], h)  # a row that names no embedder serves no run
+    r.extra["embedder"] = h
+    assert reusable(r, {"ours": {}}, [2000], h)
+    assert reusable(r, {"ours": {}, "k60": {"rrf_k": 60}}, [2000], h)
+    assert not reusable(r, {"ours": {}, "k60": {"rrf_k": 45}}, [2000], h)  # same name, other settings
+    assert not reusable(r, {"ours": {"rrf_k": 10}}, [2000], h)
+    assert not reusable(r, {"ours": {}}, [2000, 4000], h)
+    assert not reusable(r, {"ours": {}}, [2000], HashingEmbedder(128).id)  # another model's rows
     narrowed = rescore(r, q, {"ours": {}}, [2000], [10])
     assert set(narrowed.ranked) == {"ours", "bm25"} and set(narrowed.scores) == {"ours", "bm25"}
     assert (
@@ -281,7 +285,10 @@ def test_cached_only_scores_the_cached_questions_and_ingests_nothing(tmp_path: P
     with (out / "retrieval.jsonl").open("w") as f:
         for r in rows:
             r.extra["systems"] = {"ours": {}}
+            r.extra["embedder"] = HashingEmbedder(64).id
             f.write(json.dumps(r.__dict__) + "\n")
+    # rows of another model are no cache for this one
+    assert main(["--data", str(path), "--out", str(out), "--cached-only", "--context-budgets", "2000"]) == 2
     assert (
         main(
             [
@@ -289,6 +296,8 @@ def test_cached_only_scores_the_cached_questions_and_ingests_nothing(tmp_path: P
                 str(path),
                 "--out",
                 str(out),
+                "--embedder",
+                "hashing",
                 "--cached-only",
                 "--context-budgets",
                 "2000",
@@ -304,7 +313,16 @@ def test_cached_only_scores_the_cached_questions_and_ingests_nothing(tmp_path: P
     assert report["summary"]["cv"]["k"] == 2
     assert "Cross-validated (2 folds" in (out / "retrieval.md").read_text()
     # A budget the cache was not probed at makes every row unusable: nothing to score.
-    assert main(["--data", str(path), "--out", str(out), "--cached-only", "--context-budgets", "4000"]) == 2
+    argv = ["--data", str(path), "--out", str(out), "--embedder", "hashing", "--cached-only"]
+    assert main([*argv, "--context-budgets", "4000"]) == 2
+
+
+def test_per_type_takes_the_first_questions_of_each_type(tmp_path: Path) -> None:
+    from benchmarks.longmemeval.retrieval import first_of_each_type
+
+    types = ["a", "b", "a", "a", "c", "b", "b"]
+    questions = data.load(_write(tmp_path, [_raw_question(f"q{i}", t) for i, t in enumerate(types)]))
+    assert [q.question_id for q in first_of_each_type(questions, 2)] == ["q0", "q1", "q2", "q4", "q5"]
 
 
 def test_the_packing_benchmark_scores_every_candidate_and_reuses_its_hits(tmp_path: Path) -> None:

@@ -32,7 +32,19 @@ from graphrecall.server.openapi import openapi_schema
 
 REQUIRED = "<required>"
 SCOPE_ARGS = {"org_id", "user_id"}  # MCP: whose memory; HTTP has them in the path, the CLI as --org/--user
-CLI_OWN = {"help", "root", "debug", "embedder", "org", "user", "json", "llm", "llm_base_url", "yes"}
+CLI_OWN = {
+    "help",
+    "root",
+    "debug",
+    "embedder",
+    "reranker",
+    "org",
+    "user",
+    "json",
+    "llm",
+    "llm_base_url",
+    "yes",
+}
 HTTP_OPS = [op.name for op in exposed("http")]
 MCP_OPS = [op.name for op in exposed("mcp")]
 CLI_OPS = [op.name for op in exposed("cli") if op.cli is not None and not op.cli.custom]

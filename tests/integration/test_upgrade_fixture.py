@@ -1,10 +1,10 @@
 """Stores written by earlier code open with the current code and have lost nothing.
 
 ``tests/data/stores/v0_1_0.tar.gz`` (schema 1) was made once by ``scripts/make_store_fixture.py`` with the 0.1.0
-code, ``schema2.tar.gz`` and ``schema3.tar.gz`` by the same script with the last schema 2 and schema 3 code (see the
-README beside them); none is ever regenerated: they are the old formats. Every test runs against each. Whatever the storage becomes (a write log,
-derived indexes outside Kuzu, a new schema version), opening this store must migrate it or rebuild what is
-derived, and every check below must hold. Only the public API is used, so the test does not care how.
+code, ``schema2.tar.gz``, ``schema3.tar.gz`` and ``schema4.tar.gz`` by the same script with the last schema 2, 3
+and 4 code (see the README beside them); none is ever regenerated: they are the old formats. Every test runs against
+each. Whatever the storage becomes (a write log, derived indexes outside Kuzu, a new schema version), opening this
+store must migrate it or rebuild what is derived, and every check below must hold. Only the public API is used, so the test does not care how.
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 
 from graphrecall import Memory, Scope, Settings
+from graphrecall.text import message_language
 
 STORES = Path(__file__).resolve().parents[1] / "data" / "stores"
 ARCHIVES = {
     "schema1": STORES / "v0_1_0.tar.gz",
     "schema2": STORES / "schema2.tar.gz",
     "schema3": STORES / "schema3.tar.gz",
+    "schema4": STORES / "schema4.tar.gz",
 }
 SCOPE = Scope(org_id="fixture", user_id="ana")
 
@@ -91,6 +93,15 @@ def test_every_row_survives(mem: Memory) -> None:
         "The user moved from Munich to Berlin.",
         "The user started a job as a data analyst.",
     }
+
+
+def test_every_message_has_the_language_a_write_would_have_stored(mem: Memory) -> None:
+    # Schema 5 added ``Message.lang``; an older store gets it on open, detected from each message's text.
+    for sid in USER_TURNS:
+        messages = mem.get_session(SCOPE, sid).messages
+        assert messages[0].lang == "en"
+        assert [m.lang for m in messages] == [message_language(m.content) for m in messages]
+    assert {m.lang for s in mem.export_sessions(SCOPE) for m in s.messages} <= {"en", ""}
 
 
 def test_search_finds_the_berlin_round_first(mem: Memory) -> None:

@@ -23,19 +23,21 @@ ARCHIVE = Path(__file__).resolve().parents[1] / "data" / "wal" / "entry_v1_v2.ta
 D1, D2 = datetime(2024, 5, 20, 18, 30), datetime(2024, 5, 21, 8, 0)
 D3, TRIP = datetime(2024, 6, 2, 7, 0), datetime(2024, 6, 2, 8, 0)  # the trip turn was sent at 10:00+02:00
 D4 = datetime(2024, 7, 1, 9, 0)
+# The entries hold no languages (they were written before ``MessageRow.lang``): each is detected from the text when
+# the entry is read, as ingest would have stored it ('' where the detector is not sure).
 MESSAGES = {
     "s1": [
-        MessageRow("s1#0", "s1", 0, "user", "We adopted a beagle puppy called Biscuit!", D1),
-        MessageRow("s1#1", "s1", 1, "assistant", "Congratulations! Beagles love long walks.", D1),
-        MessageRow("s1#2", "s1", 2, "user", "He chewed my left shoe.", D2),
-        MessageRow("s1#3", "s1", 3, "assistant", "Puppies teethe until six months.", D2),
+        MessageRow("s1#0", "s1", 0, "user", "We adopted a beagle puppy called Biscuit!", D1, "en"),
+        MessageRow("s1#1", "s1", 1, "assistant", "Congratulations! Beagles love long walks.", D1, "en"),
+        MessageRow("s1#2", "s1", 2, "user", "He chewed my left shoe.", D2, "en"),
+        MessageRow("s1#3", "s1", 3, "assistant", "Puppies teethe until six months.", D2, ""),
     ],
     "s2": [
-        MessageRow("s2#0", "s2", 0, "system", "Be brief.", D3),
-        MessageRow("trip-u", "s2", 1, "user", LONG, TRIP),
-        MessageRow("trip-a", "s2", 2, "assistant", "What a trip.", D3),
+        MessageRow("s2#0", "s2", 0, "system", "Be brief.", D3, ""),
+        MessageRow("trip-u", "s2", 1, "user", LONG, TRIP, "en"),
+        MessageRow("trip-a", "s2", 2, "assistant", "What a trip.", D3, "en"),
     ],
-    "s3": [MessageRow("s3#0", "s3", 0, "user", LONG, D4)],
+    "s3": [MessageRow("s3#0", "s3", 0, "user", LONG, D4, "en")],
 }
 STARTED = {"s1": D1, "s2": D3, "s3": D4}
 
@@ -82,6 +84,8 @@ def test_memory_serves_the_scope_from_its_log_then_moves_it_into_kuzu_whole(tmp_
         assert (root / SCOPE.org_id / f"{SCOPE.user_id}.kuzu").exists()
         with testing.database(m, SCOPE) as db:
             assert db.query("MATCH (p:Passage) RETURN count(p)")[0][0] == 3
+            stored = db.query("MATCH (m:Message) RETURN m.id, m.lang ORDER BY m.id")
+        assert stored == sorted([m.id, m.lang] for rows in MESSAGES.values() for m in rows)
         check_scope(m)  # from Kuzu
 
 

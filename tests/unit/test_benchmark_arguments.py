@@ -36,20 +36,56 @@ def test_both_retrieval_benchmarks_parse_budgets_with_it() -> None:
         assert e.value.code == 2
 
 
-def test_every_retrieval_benchmark_takes_an_embedder_spec(tmp_path: Path) -> None:
-    import argparse
+PARSERS = (
+    "benchmarks.smallstore.run:_parser",
+    "benchmarks.multilingual.run:_parser",
+    "benchmarks.longmemeval.retrieval:_parser",
+    "benchmarks.longmemeval.latency:_parser",
+    "benchmarks.longmemeval.packing:_parser",
+    "benchmarks.locomo.retrieval:_parser",
+    "benchmarks.perf.run:parse_args",
+)
 
-    from benchmarks.arguments import add_embedder, build_embedder, embedder_spec
+
+def _parse(where: str, *extra: str) -> argparse.Namespace:
+    import importlib
+
+    module, name = where.split(":")
+    make = getattr(importlib.import_module(module), name)
+    argv = ["--data", __file__, *extra] if "longmemeval" in module or "locomo" in module else list(extra)
+    if module.endswith("packing"):
+        argv += ["--out", "unused"]
+    return make(argv) if name == "parse_args" else make().parse_args(argv)
+
+
+@pytest.mark.parametrize("where", PARSERS)
+def test_every_retrieval_and_speed_benchmark_takes_an_embedder_spec(where: str) -> None:
+    """One option, one parser: minilm by default (whatever GRAPHRECALL_EMBEDDER says), any spec of
+    embed.spec, hashing included; anything else is a usage error before a model is loaded."""
+    assert _parse(where).embedder == "minilm"
+    assert _parse(where, "--embedder", "e5-small").embedder == "e5-small"
+    assert _parse(where, "--embedder", "hashing:384").embedder == "hashing:384"
+    with pytest.raises(SystemExit) as e:
+        _parse(where, "--embedder", "bert")
+    assert e.value.code == 2
+
+
+def test_the_default_does_not_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAPHRECALL_EMBEDDER", "e5-small")
+    assert _parse("benchmarks.smallstore.run:_parser").embedder == "minilm"
+
+
+def test_a_model_is_cached_in_the_file_and_hashing_is_not(tmp_path: Path) -> None:
+    from benchmarks.arguments import build_embedder
 
     from graphrecall.embed import CachedEmbedder, HashingEmbedder
 
-    p = argparse.ArgumentParser()
-    add_embedder(p)
-    assert p.parse_args(["--embedder", "e5-small"]).embedder == "e5-small"
-    assert embedder_spec("default") == embedder_spec(None)  # the configured one, else minilm
-    hashing = build_embedder("hashing", tmp_path / "cache.sqlite")
-    assert isinstance(hashing, HashingEmbedder) and hashing.dim == 64  # never cached: nothing to save
-    assert build_embedder("hashing:32", None).dim == 32
-    cached = build_embedder("minilm", tmp_path / "cache.sqlite")  # built lazily: no weights loaded here
-    assert isinstance(cached, CachedEmbedder) and "MiniLM" in cached.id
-    cached.close()
+    hashing = build_embedder("hashing:32", tmp_path / "cache.sqlite")
+    assert isinstance(hashing, HashingEmbedder) and hashing.id == "hashing-32"
+    e5 = build_embedder("e5-small", tmp_path / "cache.sqlite")  # nothing is loaded before the first embed
+    minilm = build_embedder("minilm", tmp_path / "cache.sqlite")
+    assert isinstance(e5, CachedEmbedder) and isinstance(minilm, CachedEmbedder)
+    # one cache file, two models: their keys differ (embed.cache.cache_key holds the model's id)
+    assert e5.id != minilm.id and e5._key("hello", "document") != minilm._key("hello", "document")
+    e5.close()
+    minilm.close()

@@ -186,3 +186,19 @@ def test_validate_messages_accepts_dicts_and_message_objects() -> None:
         [Message(role=Role.user, content="a"), {"role": "assistant", "content": "b", "extra": "ignored"}]
     )
     assert [(m.role, m.content) for m in out] == [(Role.user, "a"), (Role.assistant, "b")]
+
+
+# -- languages ---------------------------------------------------------------------------------------------------
+def test_each_message_row_carries_the_language_detected_from_its_text() -> None:
+    got = rows(
+        ("user", "Letzten Monat bin ich nach Hamburg umgezogen"),
+        ("assistant", "That sounds like a big move, how is the new flat?"),
+        ("user", "ok"),
+    )
+    assert [r.lang for r in got] == ["de", "en", ""]
+    assert [r.to_message().lang for r in got] == ["de", "en", ""]
+
+
+def test_a_callers_language_is_not_taken() -> None:
+    msgs = validate_messages([{"role": "user", "content": "Я переехал в Москву в марте", "lang": "en"}])
+    assert [r.lang for r in message_rows("s1", msgs, start_idx=0, date=DAY)] == ["ru"]

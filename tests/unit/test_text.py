@@ -17,6 +17,7 @@ from graphrecall.text import (
     detect_language,
     index_terms,
     latin_language,
+    message_language,
     query_terms,
     query_tokens,
     tokenize,
@@ -237,3 +238,73 @@ def test_english_text_is_not_sent_to_the_language_detector() -> None:
 )
 def test_the_detector_names_the_language_of_a_sentence(text: str, lang: str) -> None:
     assert detect_language(text) == lang
+
+
+# -- the language stored with each message (``Message.lang``) ----------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("Я переехал в Москву и теперь работаю в банке", "ru"),
+        ("我上个月搬到了上海，现在在一家银行工作", "zh"),
+        ("先週、子犬を飼い始めました。名前はビスケットです。", "ja"),
+        ("Letzten Monat bin ich nach Hamburg umgezogen", "de"),
+        ("El mes pasado me mudé a Valencia con mi pareja", "es"),
+        ("Le mois dernier, j'ai déménagé à Lyon avec ma femme", "fr"),
+        ("Last month I moved to Denver with my partner", "en"),
+        ("I adopted a beagle puppy called Biscuit last weekend", "en"),  # English asks the detector too
+        ("How do you say 猫 in Chinese?", "en"),  # mixed: the main language, not the first script seen
+        ("Last month I moved to Denver. " * 200, "en"),  # a long text: its opening decides
+    ],
+)
+def test_a_message_is_stored_with_its_language(text: str, lang: str) -> None:
+    assert message_language(text) == lang
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "ok",  # fewer than three letters: too short
+        "?!",
+        "12345 678",
+        "Да",
+        "Thanks!",  # three letters and more, but the detector is not sure
+        "Przeprowadziłem się do Warszawy w zeszłym miesiącu.",  # Polish: not one of the languages it chooses among
+    ],
+)
+def test_a_message_too_short_or_unsure_has_no_language(text: str) -> None:
+    assert message_language(text) == ""
+
+
+def test_english_terms_are_what_they_were_before_languages_were_stored() -> None:
+    # Written down once (before ``Message.lang``): the stored language changes nothing in a round's terms, and an
+    # English store's BM25 index stays the same term for term (benchmarks/rankings compares whole rankings).
+    assert index_terms("I adopted a beagle puppy called Biscuit last weekend!") == (
+        "wadopt wbeagl wpuppi wcall wbiscuit wlast wweekend"
+    )
+    assert index_terms("We moved from Munich to Berlin in 2023; the flat costs 1,250.50 EUR.") == (
+        "wmove wmunich wberlin ncacd wflat wcost nbcfakfa weur"
+    )
+    assert query_terms("Where did I move to last month?") == "wmove wlast wmonth"
+
+
+def test_a_detector_that_cannot_load_stores_no_language_and_is_not_retried_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from graphrecall import text
+
+    calls: list[str] = []
+
+    def full_disk(sample: str) -> str:
+        calls.append(sample)
+        raise OSError(27, "File too large")  # py3langid unpacks its model into a temporary file
+
+    monkeypatch.setattr(text, "detect_language", full_disk)
+    monkeypatch.setattr(text, "_detector_unavailable_until", 0.0)
+    assert message_language("Last month I moved to Denver with my partner") == ""
+    assert message_language("Letzten Monat bin ich nach Hamburg umgezogen") == ""
+    assert len(calls) == 1  # the second message did not try again
+    monkeypatch.setattr(text, "_detector_unavailable_until", 0.0)  # the retry delay is over
+    monkeypatch.undo()
+    assert message_language("Last month I moved to Denver with my partner") == "en"

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -36,7 +35,7 @@ import numpy as np
 
 from graphrecall.embed.base import TextKind, Vectors, normalize_rows
 from graphrecall.errors import ConfigurationError, EmbeddingFailed, NotAvailable, Unreachable
-from graphrecall.retry import RetryPolicy, env_number, parse_retry_after
+from graphrecall.retry import Retryable, RetryPolicy, env_number, post_json, with_retries
 
 Provider = Literal["openai", "ollama"]
 OPENAI_URL = "https://api.openai.com/v1"
@@ -94,15 +93,6 @@ class RemoteSettings:
         )
 
 
-class _Retry(Exception):
-    """One attempt failed in a way worth trying again (after ``delay`` at least)."""
-
-    def __init__(self, message: str, retry_after: float | None = None, *, unreachable: bool = False) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-        self.unreachable = unreachable
-
-
 class RemoteEmbedder:
     """A model behind an embeddings server (module docstring). Thread-safe: one HTTP client, a semaphore."""
 
@@ -145,53 +135,31 @@ class RemoteEmbedder:
         return normalize_rows(np.concatenate(parts))
 
     def _batch(self, texts: list[str]) -> Vectors:
-        policy = self.settings.retry
-        attempt = 0
-        while True:
-            try:
-                with self._slots:
-                    return self._checked(self._post(texts), len(texts))
-            except _Retry as e:
-                if attempt >= policy.max_retries:
-                    if e.unreachable:
-                        raise Unreachable(f"embeddings server {self.url} did not answer: {e}") from None
-                    raise EmbeddingFailed(
-                        f"embeddings server {self.url}: {e} (after {attempt + 1} tries)"
-                    ) from None
-                time.sleep(policy.delay(attempt, e.retry_after))
-                attempt += 1
+        def attempt() -> Vectors:
+            with self._slots:
+                return self._checked(self._post(texts), len(texts))
+
+        return with_retries(attempt, self.settings.retry, self._give_up)
+
+    def _give_up(self, e: Retryable, tries: int) -> Exception:
+        if e.unreachable:
+            return Unreachable(f"embeddings server {self.url} did not answer: {e}")
+        return EmbeddingFailed(f"embeddings server {self.url}: {e} (after {tries} tries)")
 
     def _post(self, texts: list[str]) -> Any:
-        import httpx
+        """One request; a 404 is final at once (no such model, or not an embeddings URL)."""
+        return post_json(
+            self._client, self.url, {"model": self.model, "input": texts}, api_key=self.settings.api_key,
+            timeout=self.settings.retry.timeout, what="embeddings server", key_setting="GRAPHRECALL_EMBED_API_KEY",
+            failed=EmbeddingFailed, final={404: self._not_found},
+        )  # fmt: skip
 
-        headers = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
-        try:
-            r = self._client.post(self.url, json={"model": self.model, "input": texts}, headers=headers)
-        except httpx.TimeoutException:
-            raise _Retry(f"no answer within {self.settings.retry.timeout:g} s") from None
-        except httpx.TransportError as e:
-            raise _Retry(f"{type(e).__name__}: {e}", unreachable=True) from None
-        if r.status_code == 429 or r.status_code >= 500 or r.status_code == 408:
-            raise _Retry(
-                f"HTTP {r.status_code}: {r.text[:200]}", parse_retry_after(r.headers.get("retry-after"))
-            )
-        if r.status_code in (401, 403):
-            raise ConfigurationError(
-                f"embeddings server {self.url} refused the key (HTTP {r.status_code}): {r.text[:200]}",
-                where="GRAPHRECALL_EMBED_API_KEY",
-            )
-        if r.status_code == 404:
-            raise ConfigurationError(
-                f"embeddings server {self.url} answered 404 (no such model {self.model!r}, or not an embeddings "
-                f"URL): {r.text[:200]}",
-                where="GRAPHRECALL_EMBEDDER",
-            )
-        if r.status_code >= 400:
-            raise EmbeddingFailed(f"embeddings server {self.url}: HTTP {r.status_code}: {r.text[:300]}")
-        try:
-            return r.json()
-        except ValueError:
-            raise EmbeddingFailed(f"embeddings server {self.url} answered something else than JSON") from None
+    def _not_found(self, text: str) -> Exception:
+        return ConfigurationError(
+            f"embeddings server {self.url} answered 404 (no such model {self.model!r}, or not an embeddings URL): "
+            f"{text}",
+            where="GRAPHRECALL_EMBEDDER",
+        )
 
     def _checked(self, body: Any, count: int) -> Vectors:
         """The answer's vectors, in input order, checked: one per text, all of the embedder's dimension, finite."""

@@ -42,6 +42,7 @@ import numpy as np
 
 from graphrecall.config import ConsolidationConfig
 from graphrecall.embed.base import Embedder
+from graphrecall.embed.profile import profile_of
 from graphrecall.extract.clusters import (
     FactPoint,
     Window,
@@ -163,7 +164,9 @@ class Consolidator:
         facts = [f for f in facts if f.id in vectors]
         if len(facts) < 2:
             return
-        threshold = self.config.min_similarity if self.llm is not None else self.config.near_exact_similarity
+        threshold = profile_of(self.embedder).translate(  # written on the reference scale (embed.profile)
+            self.config.min_similarity if self.llm is not None else self.config.near_exact_similarity
+        )
         points = [
             FactPoint(f.id, f.text, f.kind.value, frozenset(f.entity_ids), f.reinforcement, f.recorded_at)
             for f in facts

@@ -22,6 +22,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from graphrecall.embed.base import Embedder, Vectors
+from graphrecall.embed.profile import ModelProfile, profile_of
 from graphrecall.extract import dates
 from graphrecall.extract.entities import EntityResolver
 from graphrecall.extract.schema import (
@@ -50,7 +51,9 @@ PURPOSES = ("extract", "resolve_entity", "version_fact")
 
 
 class ExtractionConfig(BaseModel):
-    """Knobs of extraction. Thresholds are cosine similarities of the configured embedder's vectors."""
+    """Knobs of extraction. The similarity thresholds (``entity_*``, ``version_min_similarity*``,
+    ``known_fact_min_similarity``) are cosines on the reference scale (the bundled MiniLM's), translated onto the
+    configured embedder's scale where they are used (``embed.profile``; docs/embedders.md "Thresholds per model")."""
 
     max_chars_per_call: int = Field(
         default=24_000, ge=500, description="messages per LLM call, in characters"
@@ -129,6 +132,11 @@ class Extractor:
         self._extract_prompt = load_prompt("extract_session")
         self._version_prompt = load_prompt("version_fact")
         self._entity_prompt = load_prompt("resolve_entity")
+
+    @property
+    def scale(self) -> ModelProfile:
+        """The embedder's similarity profile: the config's thresholds go through ``scale.translate``."""
+        return profile_of(self.embedder)
 
     # -- LLM calls -----------------------------------------------------------------------------------------------
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -291,8 +299,8 @@ class Extractor:
     ) -> tuple[EntityResolver, dict[str, EntityRecord]]:
         resolver = EntityResolver(
             fq.load_entities(db),
-            auto=self.config.entity_auto,
-            ambiguous=self.config.entity_ambiguous,
+            auto=self.scale.translate(self.config.entity_auto),
+            ambiguous=self.scale.translate(self.config.entity_ambiguous),
             max_llm=self.config.max_entity_llm_calls,
             ask=self._ask_entity,
             new_id=lambda: _new_id("e"),
@@ -438,6 +446,8 @@ class Extractor:
         does not settle), then ``apply_verdicts`` into ``write``. One verdict per row, in order. Used for every
         session's extraction and for facts an application adds (``extract.known``)."""
         cfg = self.config
+        floor = self.scale.translate(cfg.version_min_similarity)
+        floor_shared = self.scale.translate(cfg.version_min_similarity_shared)
         items = [
             NewFact(
                 label=f"n{i + 1}",
@@ -447,9 +457,9 @@ class Extractor:
                     db,
                     r.vec,
                     k=cfg.version_k,
-                    min_similarity=cfg.version_min_similarity,
+                    min_similarity=floor,
                     entity_ids=r.entity_ids,
-                    min_similarity_shared=cfg.version_min_similarity_shared,
+                    min_similarity_shared=floor_shared,
                 ),
             )
             for i, r in enumerate(rows)

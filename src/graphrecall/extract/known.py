@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from graphrecall.embed.base import Embedder
+from graphrecall.embed.profile import profile_of
 from graphrecall.extract.entities import EntityResolver
 from graphrecall.extract.extractor import ExtractionConfig, Extractor
 from graphrecall.extract.versioning import Verdict, apply_verdicts, same_fact_rule
@@ -65,10 +66,11 @@ def plan_known_fact(
     names = list(dict.fromkeys(n.strip() for n in fact.entities if n.strip() and not is_user(n)))
     vecs = embedder.embed([fact.text, *names])
     write = fq.ExtractionWrite(session_id=fact.session_id)
+    scale = profile_of(embedder)  # the thresholds are on the reference scale (embed.profile)
     resolver = EntityResolver(
         fq.load_entities(db),
-        auto=config.entity_auto,
-        ambiguous=config.entity_ambiguous,
+        auto=scale.translate(config.entity_auto),
+        ambiguous=scale.translate(config.entity_ambiguous),
         new_id=lambda: f"e_{uuid.uuid4().hex[:16]}",
     )
     entity_ids = [resolver.resolve(n, "thing", [], v).entity.id for n, v in zip(names, vecs[1:], strict=True)]
@@ -94,7 +96,10 @@ def plan_known_fact(
     else:
         candidates = fq.current_facts_of_kind(db, fact.kind, row.vec)
         verdict = same_fact_rule(
-            fact.text, row.entity_ids, candidates, min_similarity=config.known_fact_min_similarity
+            fact.text,
+            row.entity_ids,
+            candidates,
+            min_similarity=scale.translate(config.known_fact_min_similarity),
         )
         apply_verdicts([row], [verdict], fact.recorded_at, write)
     return KnownFactPlan(write, row, verdict)

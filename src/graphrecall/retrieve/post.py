@@ -131,7 +131,7 @@ class NewerRestatements(Stage):
             {rid: s.rounds[rid].at for rid in ids},
             s.stored_vectors(ids, "user"),
             top=top,
-            min_similarity=s.config.restatement_similarity,
+            min_similarity=s.similarity(s.config.restatement_similarity),
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from graphrecall.errors import ConfigurationError, NotAvailable
@@ -88,8 +89,9 @@ LLM_SPEC = "llm"
 
 
 def load_reranker(spec: str | None, llm: LLM | None = None) -> Reranker | None:
-    """``spec`` is a cross-encoder's model name or local path, ``api:MODEL`` / ``cohere:MODEL`` / ``jina:MODEL`` for
-    a rerank server (``retrieve.rerank_api``), or ``llm`` / ``llm:N`` for the LLM reranker
+    """``spec`` is a cross-encoder's model name or local path, ``api:MODEL`` / ``cohere:MODEL`` / ``jina:MODEL`` /
+    ``tei`` for a rerank server (``retrieve.rerank_api``; an existing directory named like ``api:x`` is a local
+    model; a Hugging Face name has no colon), or ``llm`` / ``llm:N`` for the LLM reranker
     (``graphrecall.retrieve.llm_rerank``; N candidates per search, default 4) over ``llm``, else the model
     ``GRAPHRECALL_LLM`` names (built on the first search). None/empty means reranking is off (said once, in the
     log)."""
@@ -98,10 +100,12 @@ def load_reranker(spec: str | None, llm: LLM | None = None) -> Reranker | None:
             log.info("reranker: off (set GRAPHRECALL_RERANKER to a cross-encoder name or path to enable it)")
             _Warned.done = True
         return None
+    spec = spec.strip()
     name, _, count = spec.partition(":")
     from graphrecall.retrieve import rerank_api
 
-    if name in rerank_api.PROVIDERS:  # api:MODEL, cohere:MODEL, jina:MODEL: a rerank server
+    # api:MODEL, cohere:MODEL, jina:MODEL, tei: a rerank server, unless a local directory is called that
+    if name in rerank_api.PROVIDERS and not (":" in spec and Path(spec).expanduser().exists()):
         return rerank_api.from_spec(name, count.strip())
     if name != LLM_SPEC:
         return CrossEncoderReranker(spec)

@@ -27,6 +27,7 @@ from typing import Any
 from graphrecall.config import ListName, RetrievalConfig
 from graphrecall.dates import Cutoff
 from graphrecall.embed.base import Embedder, Vectors
+from graphrecall.embed.profile import profile_of
 from graphrecall.models import Hit, Round, TimeRange
 from graphrecall.retrieve import fusion
 from graphrecall.retrieve.graph import GraphCandidates
@@ -102,6 +103,7 @@ class HybridRetriever:
                 use_index=use_index,
                 graph=self.graph,
                 reranker=self.reranker,
+                similarity=self.similarity,
             )
             return self._search(s)
 
@@ -128,6 +130,11 @@ class HybridRetriever:
         return [
             _hit(s, signals, rid, score, rank) for rank, (rid, score) in enumerate(s.ranked[: s.k], start=1)
         ]
+
+    def similarity(self, threshold: float) -> float:
+        """A cosine threshold of the config (reference scale) on this embedder's scale (``embed.profile``); the
+        profile is looked up at the first stage that needs one, not when the retriever is built."""
+        return profile_of(self.embedder).translate(threshold)
 
     def _embed_query(self, query: str) -> Vectors:
         if on_search_worker():

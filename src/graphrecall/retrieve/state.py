@@ -7,7 +7,7 @@ stored vectors, the rounds inside the question's time range); what to do with th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -43,6 +43,9 @@ class SearchState:
     use_index: bool
     graph: GraphCandidates | None
     reranker: Reranker | None
+    similarity: Callable[[float], float] = (
+        float  # a threshold of the config on the embedder's scale (embed.profile)
+    )
     qvec: Vectors | None = None  # the question's vector, once embedded
     pending: dict[ListName, Future[Ranked]] = field(default_factory=dict)  # store queries started early
     lists: dict[ListName, Ranked] = field(default_factory=dict)

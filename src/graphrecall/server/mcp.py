@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Receive, Send
 from starlette.types import Scope as AsgiScope
 
 from graphrecall import __version__
+from graphrecall.config import RERANKER_HELP
 from graphrecall.errors import GraphRecallError
 from graphrecall.memory import Memory
 from graphrecall.models import Scope, validate_identifier
@@ -307,6 +308,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="the embedding model (graphrecall.embed.spec; default: $GRAPHRECALL_EMBEDDER, else minilm)",
     )
+    parser.add_argument("--reranker", default=None, metavar="SPEC", help=RERANKER_HELP)
 
 
 def _configured_scope(org: str | None, user: str | None) -> tuple[Scope | None, set[str] | None]:
@@ -325,7 +327,7 @@ def _configured_scope(org: str | None, user: str | None) -> tuple[Scope | None, 
 
 def run_server(args: argparse.Namespace) -> None:
     """Serve until interrupted. Reads ``root, transport, host, port, org, user, keys`` and optionally
-    ``insecure_local`` and ``embedder`` (a spec) from ``args``. Raises ``ServerConfigError`` when it cannot start safely."""
+    ``insecure_local``, ``embedder`` and ``reranker`` (specs) from ``args``. Raises ``ServerConfigError`` when it cannot start safely."""
     default_scope, allowed_orgs = _configured_scope(args.org, args.user)
     transport = args.transport
     auth: ApiKeyAuth | None = None
@@ -338,7 +340,8 @@ def run_server(args: argparse.Namespace) -> None:
             log.warning("--keys is ignored over stdio: the client that launched the server owns it")
     else:
         raise ServerConfigError(f"unknown transport {transport!r}; use stdio or http")
-    with Memory.open(args.root, embedder=getattr(args, "embedder", None)) as memory:
+    reranker = (getattr(args, "reranker", None) or "").strip() or None  # None: $GRAPHRECALL_RERANKER
+    with Memory.open(args.root, embedder=getattr(args, "embedder", None), reranker=reranker) as memory:
         server = create_mcp_server(memory, default_scope=default_scope, allowed_orgs=allowed_orgs, auth=auth)
         if transport == "stdio":
             anyio.run(server.run_stdio_async)

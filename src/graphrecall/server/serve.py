@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS
+from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS, RERANKER_HELP
 from graphrecall.errors import InvalidInput
 from graphrecall.server.auth import ApiKeyAuth, ServerConfigError, check_startup
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
@@ -67,8 +67,8 @@ def load_auth(keys: str | None) -> ApiKeyAuth | None:
 
 
 def run_server(args: argparse.Namespace) -> None:
-    """Serve until interrupted. ``args``: root, host, port, keys, insecure_local; optional embedder (spec string),
-    embed_batching, embed_batch_in_flight, max_body_bytes, log_level. Raises ``ServerConfigError`` (before binding
+    """Serve until interrupted. ``args``: root, host, port, keys, insecure_local; optional embedder and reranker
+    (spec strings), embed_batching, embed_batch_in_flight, max_body_bytes, log_level. Raises ``ServerConfigError`` (before binding
     anything) when unsafe or invalid."""
     import uvicorn
 
@@ -93,7 +93,8 @@ def run_server(args: argparse.Namespace) -> None:
         batching=bool(getattr(args, "embed_batching", True)),
         in_flight=getattr(args, "embed_batch_in_flight", None),
     )
-    with Memory.open(getattr(args, "root", None), embedder=embedder) as memory:
+    reranker = (getattr(args, "reranker", None) or "").strip() or None  # None: $GRAPHRECALL_RERANKER
+    with Memory.open(getattr(args, "root", None), embedder=embedder, reranker=reranker) as memory:
         app = create_app(memory, auth=auth, insecure_local=insecure_local, max_body_bytes=max_body)
         announce(auth_mode(auth), root=str(memory.root), host=host, port=port)
         # uvicorn's access log prints query strings (users' search text); ours logs paths only.
@@ -151,6 +152,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"largest request body accepted, in bytes (default: {DEFAULT_MAX_BODY_BYTES})",
     )
+    p.add_argument("--reranker", default=None, metavar="SPEC", help=RERANKER_HELP)
     p.add_argument(
         "--embed-batching",
         action=argparse.BooleanOptionalAction,

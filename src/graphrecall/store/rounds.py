@@ -23,8 +23,8 @@ from graphrecall.store.visibility import round_condition
 def session_messages(db: ScopeDatabase, session_id: str) -> list[MessageRow]:
     """A session's messages in order, through its edges (a filter on ``m.session_id`` would scan every message)."""
     rows = db.query(
-        "MATCH (m:Message)-[:MSG_IN]->(:Session {id: $s}) RETURN m.id, m.session_id, m.idx, m.role, m.text, m.at "
-        "ORDER BY m.idx",
+        "MATCH (m:Message)-[:MSG_IN]->(:Session {id: $s}) RETURN m.id, m.session_id, m.idx, m.role, m.text, m.at, "
+        "m.lang ORDER BY m.idx",
         {"s": session_id},
     )
     return [MessageRow(*r) for r in rows]
@@ -83,6 +83,7 @@ def write_messages(
                     "role": [m.role for m in messages],
                     "text": [m.text for m in messages],
                     "at": pa.array([m.at for m in messages], TS),
+                    "lang": [m.lang for m in messages],
                 }
             ),
         )

@@ -37,7 +37,9 @@ class SessionRow:
 
 @dataclass(frozen=True)
 class MessageRow:
-    """A message with its final id and position (``session_id#idx`` unless the caller named it)."""
+    """A message with its final id and position (``session_id#idx`` unless the caller named it) and its language
+    (``text.message_language``, detected once, in ``ingest.message_rows``; ``''`` in a write-log entry or a store
+    older than the column until they are upgraded: ``wal.entry`` and the schema 5 upgrade detect it then)."""
 
     id: str
     session_id: str
@@ -45,6 +47,7 @@ class MessageRow:
     role: str
     text: str
     at: datetime
+    lang: str = ""
 
     def to_message(self) -> Message:
         return Message(
@@ -54,6 +57,7 @@ class MessageRow:
             at=self.at,
             session_id=self.session_id,
             idx=self.idx,
+            lang=self.lang,
         )
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from graphrecall.errors import StoreBusy
+from graphrecall.index.manifest import fsync_dir
 from graphrecall.models import Scope
 from graphrecall.store import proclock
 from graphrecall.store.wal.log import log_path
@@ -115,9 +116,9 @@ def _finish(root: Path, on_move: OnMove | None) -> Scope | None:
         for name in arriving:  # 2b: the rebuilt ones in
             if (new_dir / name).exists():
                 _move(new_dir / name, target / name, on_move)
-        _sync_dir(target)
+        fsync_dir(target)
         journal.unlink()
-        _sync_dir(work)
+        fsync_dir(work)
         shutil.rmtree(work / "old", ignore_errors=True)
         log.info("scope %s: its rebuilt files are in place", scope)
         return scope
@@ -141,7 +142,7 @@ def _roll_back(
     for p in old_dir.iterdir():
         if not (target / p.name).exists():
             os.replace(p, target / p.name)
-    _sync_dir(target)
+    fsync_dir(target)
 
 
 def _move(src: Path, dst: Path, on_move: OnMove | None) -> None:
@@ -160,12 +161,4 @@ def _sync_write(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _sync_dir(path.parent)
-
-
-def _sync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)

@@ -12,6 +12,10 @@ On disk an entry is two columns: the JSON of the model without its vectors (vers
 with the user vectors followed by the reply vectors (``len(rounds) * dim`` float32 each, little-endian, row-major),
 then the passage vectors of long user turns (version 2: ``passage_counts[i]`` rows for round ``i``, in round
 order; ``embed.passages``). A version 1 entry has no passages.
+
+A message's ``lang`` (``MessageRow.lang``) is in the JSON since schema 5 without a new version: an older reader drops
+it (an older store has no column for it), and an entry written before it is read with the language detected from
+the message's text (``_upgrade``), as ingest would have stored it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from graphrecall.models import utcnow
 from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
+from graphrecall.text import message_language
 
 # Version of the JSON payload. A reader accepts every version up to this one (older payloads are upgraded on read
 # by ``_upgrade``) and refuses newer ones: they were written by a newer graphrecall.
@@ -167,7 +172,8 @@ class WriteEntry(BaseModel):
 
 
 def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """Check an older payload reads as ``ENTRY_VERSION``: version 1 has no passages, which the defaults say."""
+    """Check an older payload reads as ``ENTRY_VERSION``: version 1 has no passages, which the defaults say; a
+    message written before languages were stored gets the one its text is in."""
     version = data.get("version")
     if not isinstance(version, int) or version < 1:
         raise ValueError(f"payload has no valid version ({version!r})")
@@ -175,6 +181,9 @@ def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(
             f"payload version {version} was written by a newer graphrecall (this one reads up to {ENTRY_VERSION})"
         )
+    for m in data.get("messages") or ():
+        if isinstance(m, dict) and "lang" not in m and isinstance(m.get("text"), str):
+            m["lang"] = message_language(m["text"])
     return data
 
 
