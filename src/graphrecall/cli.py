@@ -333,6 +333,9 @@ def _describe(e: Exception, args: argparse.Namespace) -> tuple[dict[str, str], i
         return err(e.code, str(e), e.where), EXIT_USAGE
     if isinstance(e, ConfigurationError):
         return err(e.code, f"{e.where}: {e}" if e.where else str(e), e.where), EXIT_USAGE
+    if isinstance(e, StoreBusy) and getattr(args, "command", None) == "reembed":
+        # Its own words: which scope a server holds, or that another reembed runs on the store.
+        return err(e.code, f"store busy: {e}; stop it first"), EXIT_BUSY
     if isinstance(e, StoreBusy):
         where = (
             f"scope {args.org}/{args.user}"
@@ -679,7 +682,7 @@ def cmd_backfill_passages(args: argparse.Namespace) -> int:
 def cmd_reembed(args: argparse.Namespace) -> int:
     """One scope, an organisation's or every scope, moved to ``--embedder`` (``graphrecall.reembed``)."""
     from graphrecall.embed.spec import embedder_from_spec
-    from graphrecall.reembed import reembed
+    from graphrecall.reembed import Reembedded, reembed
 
     spec = embedder_of(args)
     if spec is None:
@@ -690,8 +693,20 @@ def cmd_reembed(args: argparse.Namespace) -> int:
     with open_memory(args) as mem:
         scopes = selected_scopes(mem, args)
         root = mem.root
+
+    def line(d: Reembedded) -> None:
+        if args.json:
+            return
+        cached = f", {d.texts - d.embedded} from an interrupted run's cache" if d.texts > d.embedded else ""
+        print(
+            f"{d.scope}: already uses {embedder.id}"
+            if d.skipped
+            else f"{d.scope}: {d.stored_id} -> {embedder.id} ({d.texts} texts{cached})",
+            flush=True,
+        )
+
     started = time.monotonic()
-    done = reembed(root, embedder, scopes, quiet=args.quiet or args.json)
+    done = reembed(root, embedder, scopes, quiet=args.quiet or args.json, on_scope=line)
     seconds = round(time.monotonic() - started, 2)
     if args.json:
         print_json(
@@ -711,13 +726,6 @@ def cmd_reembed(args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
-    for d in done:
-        cached = f", {d.texts - d.embedded} from an interrupted run's cache" if d.texts > d.embedded else ""
-        print(
-            f"{d.scope}: already uses {embedder.id}"
-            if d.skipped
-            else f"{d.scope}: {d.stored_id} -> {embedder.id} ({d.texts} texts{cached})"
-        )
     if not done:
         print(f"no scopes under {root}", file=sys.stderr)
     return EXIT_OK

@@ -54,6 +54,9 @@ CHUNK = 128  # texts per call to the cache: what a killed run can lose of its em
 # Tests kill a run with SIGKILL at a chosen point: ``texts:N`` once N texts are embedded, ``moves:N`` after N files
 # of a swap are moved.
 KILL_ENV = "GRAPHRECALL_REEMBED_KILL_AT"
+WORK_LOCK = (
+    swapping.WORK
+)  # ``<root>/.reembed.lock``: held by the one run on a root (store.proclock adds .lock)
 
 
 class ReembedFailed(GraphRecallError):
@@ -176,7 +179,7 @@ def reembed_scope(root: Path, scope: Scope, embedder: Embedder, *, quiet: bool =
     root = Path(root)
     swapping.finish(root)
     lock = log_path(root, scope)
-    proclock.acquire(lock, f"scope {scope} (stop the server before reembed)")
+    proclock.acquire(lock, f"scope {scope} (a server?)")
     try:
         stored = _stored_embedder(root, scope, embedder)
         if stored is None:
@@ -194,10 +197,11 @@ def reembed_scope(root: Path, scope: Scope, embedder: Embedder, *, quiet: bool =
                         scope
                     )  # what a killed run left of it: rebuilt from the export (vectors cached)
                     new.import_scope(scope, doc)
-                    new.flush()
+                # closed: what went to Kuzu is checkpointed; a small scope stays in its (synced) write log, as before
         finally:
             cache.close()
-        swapping.swap(root, scope, on_move=_mover())
+        empty = not (doc.sessions or doc.facts or doc.events or doc.entities)
+        swapping.swap(root, scope, on_move=_mover(), empty=empty)
         return Reembedded(scope=scope, texts=chunked.texts, embedded=cache.misses, stored_id=stored[0])
     finally:
         proclock.release(lock)
@@ -209,25 +213,36 @@ def reembed(
     scopes: Sequence[ScopeLike] | None = None,
     *,
     quiet: bool = True,
+    on_scope: Callable[[Reembedded], None] | None = None,
 ) -> list[Reembedded]:
     """Move ``scopes`` (every scope under ``root`` when None) to ``embedder`` (an ``Embedder``, or a spec such as
-    ``"e5-small"``), one after the other; ``quiet=False`` shows a progress bar per scope on stderr. The work folder
+    ``"e5-small"``), one after the other; ``quiet=False`` shows a progress bar per scope on stderr, ``on_scope``
+    is called with each scope's outcome as it is done. The work folder
     is removed at the end (its cache included: it holds vectors of these scopes' texts). Stop any server of the
     store first."""
     root = Path(root)
     target = embedder_from_spec(embedder) if isinstance(embedder, str) else embedder
-    swapping.finish(root)
-    if scopes is None:
-        with Memory.open(root, embedder=_StoredEmbedder(target.id, target.dim)) as mem:
-            chosen = mem.scopes()
-    else:
-        chosen = [as_scope(s) for s in scopes]
-        missing = [s for s in chosen if not _stored(root, s)]
-        if missing:
-            raise NotFound(f"no memory stored for scope {missing[0]} under {root}")
-    done = [reembed_scope(root, s, target, quiet=quiet) for s in chosen]
-    shutil.rmtree(work_dir(root), ignore_errors=True)
-    return done
+    run_lock = root / WORK_LOCK  # one run per root: runs share the work folder and its journal
+    proclock.acquire(run_lock, f"store {root} (another graphrecall reembed runs on it)")
+    try:
+        swapping.finish(root)
+        if scopes is None:
+            with Memory.open(root, embedder=_StoredEmbedder(target.id, target.dim)) as mem:
+                chosen = mem.scopes()
+        else:
+            chosen = [as_scope(s) for s in scopes]
+            missing = [s for s in chosen if not _stored(root, s)]
+            if missing:
+                raise NotFound(f"no memory stored for scope {missing[0]} under {root}")
+        done = []
+        for s in chosen:
+            done.append(reembed_scope(root, s, target, quiet=quiet))
+            if on_scope is not None:
+                on_scope(done[-1])
+        shutil.rmtree(work_dir(root), ignore_errors=True)
+        return done
+    finally:
+        proclock.release(run_lock)
 
 
 def _stored(root: Path, scope: Scope) -> bool:

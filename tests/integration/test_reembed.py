@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,75 @@ def test_a_store_moves_to_another_embedder_with_nothing_lost(tmp_path: Path) -> 
         and "--embedder hashing:128" in said
     )
     assert not work_dir(root).exists()
+    assert not (root / "acme" / "bo.kuzu").exists()  # a small scope still lives in its write log
     assert reembed(root, HashingEmbedder(128), [ANA], quiet=True)[0].skipped  # already there: left alone
+
+
+def windowed(dim: int) -> HashingEmbedder:
+    """A hashing embedder with a model's window, so that long turns get passages as with a real model."""
+    e = HashingEmbedder(dim)
+    e.max_tokens = 100  # type: ignore[attr-defined]
+    return e
+
+
+def test_extracted_memory_survives_whole(tmp_path: Path) -> None:
+    """The export-import test's store (facts versioned by extraction and by hand, a restatement, events with their
+    entities, a relation, a failed and an unextracted session): every node and edge, with its properties, is the
+    same after reembed, vectors aside; rounds and passages too."""
+    from tests.integration.test_export_import import SCOPE as BOB
+    from tests.integration.test_export_import import build, edges
+
+    from graphrecall import testing
+
+    root = tmp_path / "store"
+    build(root)
+    long_turn = "I keep a long diary of my garden. " * 20  # a user turn with passages
+    with Memory.open(root, embedder=windowed(64)) as m:
+        m.add_session(BOB, [{"role": "user", "content": long_turn}], session_id="s5", date="2024-05-02")
+        m.flush()
+
+    def everything(dim: int) -> dict[str, Any]:
+        with Memory.open(root, embedder=HashingEmbedder(dim)) as m:
+            graph = edges(m, BOB)
+            with testing.database(m, BOB) as db:
+                graph["round_rows"] = db.query(
+                    "MATCH (r:Round) RETURN r.id, r.session_id, r.idx, r.user_text, r.terms, r.message_ids "
+                    "ORDER BY r.id"
+                )
+                graph["passages"] = db.query(
+                    "MATCH (p:Passage)-[:PASSAGE_OF]->(r:Round) RETURN p.id, r.id ORDER BY p.id"
+                )
+                graph["dims"] = db.query(
+                    "MATCH (r:Round) WITH r LIMIT 1 RETURN size(r.embedding), size(r.reply_embedding)"
+                )
+            doc = m.export_scope(BOB).model_dump(mode="json", exclude={"embedder_id", "exported_at"})
+        for table in ("entities", "facts", "events"):
+            graph[table] = [row[:-1] for row in graph[table]]  # the embedding, last
+        return {"graph": graph, "export": doc}
+
+    before = everything(64)
+    assert before["graph"]["passages"] and len(before["export"]["facts"]) == 6
+
+    reembed(root, windowed(128), [BOB])
+
+    after = everything(128)
+    assert after["graph"].pop("dims") == [[128, 128]] and before["graph"].pop("dims") == [[64, 64]]
+    assert after == before
+
+
+def test_a_scope_that_holds_nothing_any_more_moves_too(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    seed(root, 2)
+    with Memory.open(root, embedder=HashingEmbedder(64)) as m:
+        m.erase(BO, session_ids=["b1"])
+        assert m.export_scope(BO).sessions == []
+
+    reembed(root, HashingEmbedder(128), [BO])
+
+    with Memory.open(root, embedder=HashingEmbedder(128)) as m:
+        assert m.search(BO, "cat") == [] and m.sessions(BO) == []
+        m.add_session(BO, [{"role": "user", "content": "My dog is called Rex."}], session_id="b2")
+        assert m.search(BO, "dog", 1)[0].session_id == "b2"
 
 
 def _store_opens_whole(root: Path, expected: dict[str, Any]) -> int:
@@ -212,9 +281,31 @@ def test_a_store_held_by_another_process_is_refused_with_nothing_changed(tmp_pat
         holder.kill()
         holder.wait(30)
     assert (
-        refused.returncode != 0 and "another process" in refused.stderr and "Traceback" not in refused.stderr
+        refused.returncode == 3 and "another process" in refused.stderr and "Traceback" not in refused.stderr
     )
     assert contents(root, 64, ANA) == expected and not (work_dir(root) / "swap.json").exists()
+
+
+def test_a_second_run_on_the_same_store_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    seed(root, 2)
+    code = "import sys, time; from graphrecall.store import proclock; from pathlib import Path; "
+    code += (
+        "proclock.acquire(Path(sys.argv[1]) / '.reembed', 'x'); print('holding', flush=True); time.sleep(600)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(root)], env=env(), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        refused = subprocess.run(
+            command(root, "--quiet"), env=env(), capture_output=True, text=True, timeout=300
+        )
+    finally:
+        holder.kill()
+        holder.wait(30)
+    assert refused.returncode == 3 and "another graphrecall reembed runs" in refused.stderr, refused.stderr
+    assert _store_opens_whole(root, contents(root, 64, ANA)) == 64
 
 
 HOLD = """
@@ -238,6 +329,7 @@ def test_a_run_killed_at_any_moment_leaves_a_whole_store_that_the_next_run_finis
         run = subprocess.Popen(command(root), env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         assert run.stderr is not None
         run.stderr.read(1)  # the first progress output
+        threading.Thread(target=run.stderr.read, daemon=True).start()  # drained: a full pipe stalls the run
         time.sleep(delay)
         if run.poll() is None:
             run.send_signal(signal.SIGKILL)
@@ -295,3 +387,7 @@ def test_a_minilm_store_moves_to_e5_small_and_answers_across_languages(tmp_path:
     with Memory.open(root, embedder=e5) as m:
         assert m.stats(ANA).embedder_id == e5.id
         assert m.search(ANA, "what is my cat's name?", 1)[0].session_id == "s0"  # English over Russian
+    with Memory.open(root, embedder="minilm") as m, pytest.raises(EmbedderMismatch) as refused:
+        m.search(ANA, "cat")
+    assert refused.value.command is not None and "--embedder minilm " in refused.value.command
+    assert "(--embedder e5-small)" in str(refused.value)

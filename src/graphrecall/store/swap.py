@@ -59,12 +59,13 @@ def scope_files(root: Path, scope: Scope) -> list[Path]:
     return [p for p in (org / f"{scope.user_id}{s}" for s in SCOPE_SUFFIXES) if p.exists()]
 
 
-def swap(root: Path, scope: Scope, *, on_move: OnMove | None = None) -> None:
+def swap(root: Path, scope: Scope, *, on_move: OnMove | None = None, empty: bool = False) -> None:
     """Put the scope rebuilt under ``work_dir(root)/build`` in place of the scope under ``root`` (module docstring).
-    The caller holds the scope's process lock and has closed both."""
+    The caller holds the scope's process lock and has closed both. ``empty``: the scope held nothing, so the
+    rebuilt one may have no files (the old ones are then removed: a scope with no files reads as empty)."""
     work = work_dir(root)
     arriving = sorted(p.name for p in scope_files(work / "build", scope))
-    if not any(n.endswith((".kuzu", ".log.sqlite")) for n in arriving):
+    if not empty and not any(n.endswith((".kuzu", ".log.sqlite")) for n in arriving):
         raise RuntimeError(f"the rebuilt scope {scope} has no files under {work / 'build'}")
     _sync_write(
         work / JOURNAL,
