@@ -294,6 +294,7 @@ POOL_SIZE = 64
 BUFFER_POOL_BYTES = 256 << 20  # 64 MiB ran out at ~4k-round ingest batches (benchmarks/perf)
 FLUSH_MAX_AGE_S = 20.0
 RESIDENT_ROUNDS = 64
+BUCKETS_PER_ORG = 4
 
 
 def default_flush_concurrency() -> int:
@@ -313,7 +314,7 @@ class Settings(BaseModel):
     pool_size: int = Field(
         default=POOL_SIZE,
         ge=1,
-        description="scope databases kept open (LRU). A request for a scope that is not open opens it (~25 ms for a "
+        description="scope views kept open (LRU; their buckets stay open while a view uses them, and as many idle). A request for a scope that is not open opens it (~25 ms for a "
         "small scope, idle machine) and closes another: with 20 active users and 16 open, 17% of searches paid that "
         "(benchmarks/perf/pool.py). Each open scope holds ~2-5 MB for a small one, more for a large one (its vectors "
         "are in memory: ~3 KB per round)",
@@ -344,6 +345,14 @@ class Settings(BaseModel):
         "a one-message user took 4.3 MB in Kuzu and 24 KB in its log (384-d vectors; docs/architecture.md, "
         "'Small scopes live in their write log'); 0 turns it off",
     )
+    buckets_per_org: int = Field(
+        default=BUCKETS_PER_ORG,
+        ge=1,
+        description="how many Kuzu databases (buckets) the scopes of an organisation share, fixed when the "
+        "organisation's first scope enters Kuzu (recorded in its manifest, so changing this later moves nobody). "
+        "Each populated bucket costs ~8-10 MB whatever it holds (Kuzu's per-table floor) and has one writer; "
+        "a user costs kilobytes inside it (docs/architecture.md, 'Storage: buckets')",
+    )
     passage_from_chars: int = Field(
         default=300,
         ge=0,
@@ -370,6 +379,7 @@ class Settings(BaseModel):
             ("GRAPHRECALL_POOL_SIZE", "pool_size", int),
             ("GRAPHRECALL_FLUSH_MAX_AGE_S", "flush_max_age_s", float),
             ("GRAPHRECALL_RESIDENT_ROUNDS", "resident_rounds", int),
+            ("GRAPHRECALL_BUCKETS_PER_ORG", "buckets_per_org", int),
             ("GRAPHRECALL_FLUSH_CONCURRENCY", "flush_concurrency", int),
             ("GRAPHRECALL_PASSAGE_FROM_CHARS", "passage_from_chars", int),
         )

@@ -46,8 +46,10 @@ from graphrecall.errors import EmbedderMismatch, GraphRecallError, NotFound
 from graphrecall.memory import Memory
 from graphrecall.models import Scope, ScopeExport
 from graphrecall.params import ScopeLike, as_scope
-from graphrecall.store import proclock
+from graphrecall.store import buckets, proclock
 from graphrecall.store import swap as swapping
+from graphrecall.store.database import BucketDatabase
+from graphrecall.store.legacy import legacy_path
 from graphrecall.store.wal.log import log_path
 
 CHUNK = 128  # texts per call to the cache: what a killed run can lose of its embedding work
@@ -201,7 +203,7 @@ def reembed_scope(root: Path, scope: Scope, embedder: Embedder, *, quiet: bool =
         finally:
             cache.close()
         empty = not (doc.sessions or doc.facts or doc.events or doc.entities)
-        swapping.swap(root, scope, on_move=_mover(), empty=empty)
+        swapping.swap(root, scope, old=stored, new=(embedder.id, embedder.dim), on_move=_mover(), empty=empty)
         return Reembedded(scope=scope, texts=chunked.texts, embedded=cache.misses, stored_id=stored[0])
     finally:
         proclock.release(lock)
@@ -246,5 +248,16 @@ def reembed(
 
 
 def _stored(root: Path, scope: Scope) -> bool:
-    org = root / scope.org_id
-    return (org / f"{scope.user_id}.kuzu").exists() or log_path(root, scope).exists()
+    """Whether the scope has anything under ``root``: a write log, rows in a bucket of any embedder, or a database
+    of its own written before buckets."""
+    if legacy_path(root, scope.org_id, scope.user_id).exists() or log_path(root, scope).exists():
+        return True
+    for m in buckets.manifests(root, scope.org_id):
+        if m.path_for(scope.user_id).exists():
+            bucket = BucketDatabase(m.path_for(scope.user_id), embedder_id=m.embedder_id, dim=m.dim)
+            try:
+                if bucket.member(scope.user_id) is not None:
+                    return True
+            finally:
+                bucket.close()
+    return False

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 from graphrecall.memory import Memory, ScopeLike, as_scope
 from graphrecall.retrieve.retriever import HybridRetriever
+from graphrecall.store import buckets
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.pool import DatabasePool
@@ -43,3 +45,12 @@ def database(memory: Memory, scope: ScopeLike, *, create: bool = False) -> Itera
     """A scope's open database, held for the block (as a request would hold it)."""
     with memory._s.access.pool.acquire(as_scope(scope), create=create) as db:
         yield db
+
+
+def bucket_path(root: str | Path, scope: ScopeLike, embedder_id: str, dim: int) -> Path | None:
+    """The bucket file that holds (or would hold) a scope's rows under ``root`` for that embedder (its Kuzu
+    ``.wal`` beside it), or None when the organisation has no buckets for it yet: what tests that look at Kuzu's files
+    (a full disk, recovery) open or measure."""
+    s = as_scope(scope)
+    m = buckets.manifest(Path(root), s.org_id, embedder_id, dim)
+    return None if m is None else m.path_for(s.user_id)

@@ -132,8 +132,10 @@ def test_bad_arguments_are_named_and_nothing_is_written(m: Memory) -> None:
 def test_rows_carry_everything_extraction_writes(m: Memory) -> None:
     f = m.add_fact(SCOPE, "The user has a dog called Rex.", kind="attribute", entities=["Rex"]).fact
     with testing.database(m, SCOPE) as db:
-        [[terms, emb]] = db.query("MATCH (f:Fact {id: $id}) RETURN f.terms, f.embedding", {"id": f.id})
-        [[about]] = db.query("MATCH (:Fact {id: $id})-[:ABOUT]->(e:Entity) RETURN e.name", {"id": f.id})
+        [[terms, emb]] = db.query("MATCH (f:Fact {key: $k}) RETURN f.terms, f.embedding", {"k": db.key(f.id)})
+        [[about]] = db.query(
+            "MATCH (:Fact {key: $k})-[:ABOUT]->(e:Entity) RETURN e.name", {"k": db.key(f.id)}
+        )
     assert "wrex" in terms.split() and len(emb) == 64 and about == "Rex"
 
 

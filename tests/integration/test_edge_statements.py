@@ -1,5 +1,5 @@
-"""Small writes create their edges with one UNWIND statement per table in a small scope and one statement per edge
-in a large one (``WriteTxn._create``): both must store the same graph."""
+"""Small writes create their rows with ``CREATE`` and their edges one statement per edge (``WriteTxn._create``), large
+ones ``COPY`` them: both must store the same graph, keyed and owned by the scope alike."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ import pytest
 from graphrecall import Memory, Scope, Settings, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.store import database
+from graphrecall.store.schema import owned
 
 SCOPE = Scope(org_id="acme", user_id="ana")
 EDGES = (
-    "MATCH (m:Message)-[e]->(s:Session) RETURN m.id, s.id ORDER BY m.id, s.id",
-    "MATCH (r:Round)-[e]->(x) RETURN r.id, label(e), x.id ORDER BY r.id, label(e), x.id",
+    f"MATCH {owned('m', 'Message')}-[e]->(s:Session) RETURN m.id, s.id ORDER BY m.id, s.id",
+    f"MATCH {owned('r', 'Round')}-[e]->(x) RETURN r.id, label(e), x.id ORDER BY r.id, label(e), x.id",
+    f"MATCH {owned('s', 'Session')} RETURN s.id ORDER BY s.id",
 )
 
 
@@ -39,13 +41,14 @@ def graph(root: Path) -> list[list[list[object]]]:
             return [db.query(q) for q in EDGES]
 
 
-def test_one_unwind_per_table_stores_what_one_statement_per_edge_stores(
+def test_created_rows_and_edges_are_those_a_copy_stores(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    unwound = graph(tmp_path / "unwind")
-    monkeypatch.setattr(database, "UNWIND_EDGES_MAX_ROUNDS", 0)  # every scope counts as large
-    one_by_one = graph(tmp_path / "each")
-    assert unwound == one_by_one
+    created = graph(tmp_path / "create")
+    monkeypatch.setattr(database, "CREATE_MAX_ROWS", 0)  # every insert is a COPY
+    copied = graph(tmp_path / "copy")
+    assert created == copied
     assert (
-        len(unwound[0]) == 24 and len(unwound[1]) == 12 * 3
+        len(created[0]) == 24 and len(created[1]) == 12 * 3
     )  # 2 messages per turn; a round: 2 messages, 1 session
+    assert len(created[2]) == 12

@@ -204,7 +204,10 @@ def test_the_entities_are_read_once_until_one_changes(
             assert entities_named_in(db, "Did Jean-Luc call?") == []
             assert counter.take() == [1, 1]  # then one aggregate row per lookup
             with db.write() as txn:  # an alias added behind the index's back, as extraction adds one
-                txn.execute("MATCH (e:Entity {id: 'ent_10'}) SET e.aliases = ['Captain Picard', 'Jean-Luc']")
+                txn.execute(
+                    "MATCH (e:Entity {key: $k}) SET e.aliases = ['Captain Picard', 'Jean-Luc']",
+                    {"k": txn.key("ent_10")},
+                )
             assert entities_named_in(db, "Did Jean-Luc call?") == ["ent_10"]
         added = mem.add_fact(scope, "Zed prefers tea", entities=["Zed Whitmore"])  # a new entity
         [zed] = [e.id for e in mem.entities(scope) if e.name == "Zed Whitmore"]

@@ -21,6 +21,7 @@ from graphrecall.formats import scope_to_graphml
 from graphrecall.llm import ScriptedLLM
 from graphrecall.llm.errors import LLMError
 from graphrecall.models import ScopeExport
+from graphrecall.store.schema import owned
 
 SCOPE = ("acme", "bob")
 COPY = ("acme", "bob-copy")
@@ -72,23 +73,23 @@ def build(root: Path) -> None:
 def edges(m: Memory, scope: tuple[str, str]) -> dict[str, list[tuple[Any, ...]]]:
     """Every relationship of the store, with its properties, and every node count."""
     queries = {
-        "FACT_FROM": "MATCH (a:Fact)-[:FACT_FROM]->(b:Message) RETURN a.id, b.id",
-        "ABOUT": "MATCH (a:Fact)-[:ABOUT]->(b:Entity) RETURN a.id, b.id",
-        "SUPERSEDES": "MATCH (a:Fact)-[r:SUPERSEDES]->(b:Fact) RETURN a.id, b.id, r.at, r.reason",
-        "EVENT_FROM": "MATCH (a:Event)-[:EVENT_FROM]->(b:Message) RETURN a.id, b.id",
-        "SUBJECT": "MATCH (a:Event)-[:SUBJECT]->(b:Entity) RETURN a.id, b.id",
-        "OBJECT": "MATCH (a:Event)-[:OBJECT]->(b:Entity) RETURN a.id, b.id",
-        "RELATED": "MATCH (a:Entity)-[r:RELATED]->(b:Entity) RETURN a.id, b.id, r.predicate, r.fact_id",
-        "MSG_IN": "MATCH (a:Message)-[:MSG_IN]->(b:Session) RETURN a.id, b.id",
-        "HAS_MESSAGE": "MATCH (a:Round)-[:HAS_MESSAGE]->(b:Message) RETURN a.id, b.id",
-        "sessions": "MATCH (s:Session) RETURN s.id, s.started_at, s.extract_status, s.extract_error",
-        "messages": "MATCH (x:Message) RETURN x.id, x.session_id, x.idx, x.role, x.text, x.at",
-        "rounds": "MATCH (r:Round) RETURN r.id, r.text, r.at",
-        "entities": "MATCH (e:Entity) RETURN e.id, e.name, e.norm, e.type, e.aliases, e.embedding",
-        "facts": "MATCH (f:Fact) RETURN f.id, f.text, f.terms, f.kind, f.polarity, f.confidence, f.valid_from, "
-        "f.valid_to, f.recorded_at, f.expired_at, f.last_seen, f.session_id, f.message_ids, f.embedding",
-        "events": "MATCH (e:Event) RETURN e.id, e.subject, e.verb, e.object, e.text, e.terms, e.time_start, "
-        "e.time_end, e.session_id, e.message_ids, e.embedding",
+        "FACT_FROM": f"MATCH {owned('a', 'Fact')}-[:FACT_FROM]->(b:Message) RETURN a.id, b.id",
+        "ABOUT": f"MATCH {owned('a', 'Fact')}-[:ABOUT]->(b:Entity) RETURN a.id, b.id",
+        "SUPERSEDES": f"MATCH {owned('a', 'Fact')}-[r:SUPERSEDES]->(b:Fact) RETURN a.id, b.id, r.at, r.reason",
+        "EVENT_FROM": f"MATCH {owned('a', 'Event')}-[:EVENT_FROM]->(b:Message) RETURN a.id, b.id",
+        "SUBJECT": f"MATCH {owned('a', 'Event')}-[:SUBJECT]->(b:Entity) RETURN a.id, b.id",
+        "OBJECT": f"MATCH {owned('a', 'Event')}-[:OBJECT]->(b:Entity) RETURN a.id, b.id",
+        "RELATED": f"MATCH {owned('a', 'Entity')}-[r:RELATED]->(b:Entity) RETURN a.id, b.id, r.predicate, r.fact_id",
+        "MSG_IN": f"MATCH {owned('a', 'Message')}-[:MSG_IN]->(b:Session) RETURN a.id, b.id",
+        "HAS_MESSAGE": f"MATCH {owned('a', 'Round')}-[:HAS_MESSAGE]->(b:Message) RETURN a.id, b.id",
+        "sessions": f"MATCH {owned('s', 'Session')} RETURN s.id, s.started_at, s.extract_status, s.extract_error",
+        "messages": f"MATCH {owned('x', 'Message')} RETURN x.id, x.session_id, x.idx, x.role, x.text, x.at",
+        "rounds": f"MATCH {owned('r', 'Round')} RETURN r.id, r.text, r.at",
+        "entities": f"MATCH {owned('e', 'Entity')} RETURN e.id, e.name, e.norm, e.type, e.aliases, e.embedding",
+        "facts": f"MATCH {owned('f', 'Fact')} RETURN f.id, f.text, f.terms, f.kind, f.polarity, f.confidence, "
+        "f.valid_from, f.valid_to, f.recorded_at, f.expired_at, f.last_seen, f.session_id, f.message_ids, f.embedding",
+        "events": f"MATCH {owned('e', 'Event')} RETURN e.id, e.subject, e.verb, e.object, e.text, e.terms, "
+        "e.time_start, e.time_end, e.session_id, e.message_ids, e.embedding",
     }
     with testing.database(m, scope) as db:
         return {name: sorted(tuple(map(repr, r)) for r in db.query(q)) for name, q in queries.items()}

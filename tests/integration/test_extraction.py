@@ -13,6 +13,7 @@ from graphrecall import Memory, NotAvailable, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.extract import ExtractionConfig
 from graphrecall.llm import LLMTimeout, ScriptedLLM, Step
+from graphrecall.store.schema import owned
 
 SCOPE = ("acme", "alice")
 EXTRACT = "Extract four lists"
@@ -97,12 +98,12 @@ def test_one_call_stores_facts_events_entities_linked_to_their_messages(tmp_path
         (ana,) = m.entities(SCOPE)
         assert f.message_ids == ["s1#0"] and f.entity_ids == [ana.id] and f.session_id == "s1"
         assert f.valid_from == datetime(2024, 3, 11)
-        assert edges(m, "MATCH (f:Fact)-[:FACT_FROM]->(x:Message) RETURN x.id") == [["s1#0"]]
-        assert edges(m, "MATCH (v:Event)-[:EVENT_FROM]->(x:Message) RETURN x.id") == [["s1#0"]]
-        assert edges(m, "MATCH (v:Event)-[:OBJECT]->(e:Entity) RETURN e.name") == [["Ana"]]
-        assert edges(m, "MATCH (f:Fact)-[:ABOUT]->(e:Entity) RETURN e.name") == [["Ana"]]
+        assert edges(m, f"MATCH {owned('f', 'Fact')}-[:FACT_FROM]->(x:Message) RETURN x.id") == [["s1#0"]]
+        assert edges(m, f"MATCH {owned('v', 'Event')}-[:EVENT_FROM]->(x:Message) RETURN x.id") == [["s1#0"]]
+        assert edges(m, f"MATCH {owned('v', 'Event')}-[:OBJECT]->(e:Entity) RETURN e.name") == [["Ana"]]
+        assert edges(m, f"MATCH {owned('f', 'Fact')}-[:ABOUT]->(e:Entity) RETURN e.name") == [["Ana"]]
         # the relation names an entity that was never listed: no dangling edge
-        assert edges(m, "MATCH ()-[r:RELATED]->() RETURN count(r)") == [[0]]
+        assert edges(m, f"MATCH {owned('e', 'Entity')}-[r:RELATED]->() RETURN count(r)") == [[0]]
         assert m.get_session(SCOPE, "s1").extract_status == "done"
     llm.assert_done()
 
@@ -205,7 +206,9 @@ def test_unusable_answer_or_llm_failure_marks_the_session_failed_and_keeps_raw_h
         assert m.facts(SCOPE) == [] and m.stats(SCOPE).rounds == 1
         assert m.search(SCOPE, "Porto")[0].id == "s1@0"
         with testing.database(m, m_scope(), create=False) as db:
-            stored_error = db.query("MATCH (s:Session {id: 's1'}) RETURN s.extract_error")[0][0]
+            stored_error = db.query(
+                "MATCH (s:Session {key: $k}) RETURN s.extract_error", {"k": db.key("s1")}
+            )[0][0]
         assert error_part in stored_error
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from graphrecall import Memory, Scope
+from graphrecall import Memory, Scope, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.server.errors import STORAGE_FULL_MESSAGE
 from graphrecall.server.testing import ServerProcess
@@ -54,12 +54,19 @@ def log_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in (root / "acme").glob("ana.log.sqlite*"))
 
 
+def bucket(root: Path) -> Path:
+    """The bucket file that holds the scope's rows."""
+    found = testing.bucket_path(root, SCOPE, HashingEmbedder(64).id, 64)
+    assert found is not None
+    return found
+
+
 def seed(root: Path) -> int:
     """A scope with one session in Kuzu; returns the file-size limit that leaves the log ``ROOM`` bytes."""
     with Memory.open(root, embedder=HashingEmbedder(64)) as mem:
         mem.add_session(SCOPE, turn(-1), session_id="seed", date="2024-01-01")
     limit = log_bytes(root) + ROOM
-    assert (root / "acme" / "ana.kuzu").stat().st_size > limit  # Kuzu cannot grow or rewrite past the limit
+    assert bucket(root).stat().st_size > limit  # Kuzu cannot grow or rewrite past the limit
     return limit
 
 
@@ -255,7 +262,9 @@ def test_a_process_whose_disk_filled_up_takes_writes_again_once_space_is_freed(
     assert out["stats"] in ("flush_failed", "storage_full") and out["hits"] == 3
     assert out["stored"] == sorted(["seed", *out["acked"]])
     assert out["sessions"] == len(out["acked"]) + 2
-    assert list((root / "acme").glob("ana.kuzu.wal.failed-*"))  # the failed commit, kept aside
+    assert list(
+        bucket(root).parent.glob(f"{bucket(root).name}.wal.failed-*")
+    )  # the failed commit, kept aside
     with Memory.open(root, embedder=HashingEmbedder(64)) as mem:
         assert mem.get_session(SCOPE, "after").messages[0].content == "after the disk was full"
 
@@ -339,7 +348,7 @@ def test_a_commit_cut_by_a_full_disk_does_not_crash_later_flushes_and_all_lands_
     every acknowledged turn into Kuzu."""
     root = tmp_path / "store"
     seed(root)
-    limit = (root / "acme" / "ana.kuzu").stat().st_size + 700 * 1024  # a commit or two fit, then one is cut
+    limit = bucket(root).stat().st_size + 700 * 1024  # a commit or two fit, then one is cut
     script = tmp_path / "child.py"
     script.write_text(KUZU_FILLS)
     proc = subprocess.run(

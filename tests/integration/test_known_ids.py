@@ -39,7 +39,7 @@ def entry(sid: str, seq: int) -> WriteEntry:
 
 
 def open_db(tmp_path: Path) -> ScopeDatabase:
-    return ScopeDatabase(tmp_path / "a.kuzu", embedder_id=EMB.id, dim=EMB.dim)
+    return ScopeDatabase.standalone(tmp_path / "a.kuzu", embedder_id=EMB.id, dim=EMB.dim)
 
 
 def test_ids_written_after_the_load_are_known_whoever_wrote_them(tmp_path: Path) -> None:

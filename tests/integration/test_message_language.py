@@ -10,6 +10,7 @@ from pathlib import Path
 from graphrecall import Memory, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.models import ScopeExport
+from graphrecall.store.schema import owned
 from graphrecall.writer import LOG_MAX_ROUNDS
 
 SCOPE = ("acme", "polyglot")
@@ -50,7 +51,7 @@ def test_the_language_is_stored_with_each_message_and_returned_from_the_log_and_
         assert langs(m) == LANGS  # served from the write log's tail
         m.flush()
         with testing.database(m, SCOPE) as db:
-            stored = db.query("MATCH (x:Message) RETURN x.id, x.lang ORDER BY x.id")
+            stored = db.query(f"MATCH {owned('x', 'Message')} RETURN x.id, x.lang ORDER BY x.id")
         assert stored == sorted(
             [f"{sid}#{i}", lang] for sid, ls in LANGS.items() for i, lang in enumerate(ls)
         )
@@ -111,9 +112,28 @@ def test_a_bulk_ingest_straight_into_kuzu_stores_the_languages_too(tmp_path: Pat
         m.add_sessions(SCOPE, bulk)
         assert m.stored(SCOPE)
         with testing.database(m, SCOPE) as db:
-            got = dict(db.query("MATCH (x:Message) RETURN x.session_id, x.lang"))
+            got = dict(db.query(f"MATCH {owned('x', 'Message')} RETURN x.session_id, x.lang"))
         assert got == {f"b{i}": "ru" if i % 2 else "en" for i in range(n)}
         assert m.get_session(SCOPE, "b1").messages[0].lang == "ru"
+
+
+def legacy_store(built: Path, path: Path) -> None:
+    """A database per scope at ``path`` (schema 5, the layout before buckets) holding what ``add_all`` writes."""
+    from graphrecall.store.legacy import write_legacy
+    from graphrecall.store.move import BucketSource
+
+    with Memory.open(built, embedder=HashingEmbedder(64)) as m:
+        add_all(m)
+        m.flush()
+        with testing.database(m, SCOPE) as db:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_legacy(
+                path,
+                BucketSource(db.bucket, db.user_id),
+                embedder_id=db.bucket.embedder_id,
+                dim=64,
+                marks=db._marks,
+            )
 
 
 def test_a_schema_4_store_gets_its_languages_on_open_even_after_a_crash_half_way(tmp_path: Path) -> None:
@@ -122,11 +142,10 @@ def test_a_schema_4_store_gets_its_languages_on_open_even_after_a_crash_half_way
     test_upgrade_fixture.py; this one has other languages than English."""
     import kuzu
 
-    with Memory.open(tmp_path, embedder=HashingEmbedder(64)) as m:
-        add_all(m)
-        m.flush()
-    path = tmp_path / SCOPE[0] / f"{SCOPE[1]}.kuzu"
     for crashed_after_alter in (False, True):
+        root = tmp_path / f"store-{crashed_after_alter}"
+        path = root / SCOPE[0] / f"{SCOPE[1]}.kuzu"
+        legacy_store(tmp_path / f"built-{crashed_after_alter}", path)
         db = kuzu.Database(str(path))
         conn = kuzu.Connection(db)
         conn.execute("ALTER TABLE Message DROP lang")
@@ -136,8 +155,7 @@ def test_a_schema_4_store_gets_its_languages_on_open_even_after_a_crash_half_way
         conn.execute("CHECKPOINT")
         conn.close()
         db.close()
-        with Memory.open(tmp_path, embedder=HashingEmbedder(64)) as m:
+        with Memory.open(root, embedder=HashingEmbedder(64)) as m:
             assert langs(m) == LANGS
-            with testing.database(m, SCOPE) as sdb:
-                assert sdb.query("MATCH (x:Meta {key: 'meta'}) RETURN x.schema_version") == [[5]]
+            assert not path.exists()  # moved into its bucket
             assert m.search(SCOPE, "where did I move to Denver?", k=1)[0].session_id == "en"

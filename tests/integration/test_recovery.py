@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from graphrecall import Memory, Scope
+from graphrecall import Memory, Scope, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.store import recovery
 from graphrecall.store.database import ScopeDatabase
@@ -40,10 +40,21 @@ for i in range(3):
 with testing.database(m, s) as db, db.write() as txn:
     txn.execute("CALL auto_checkpoint=false")
 with testing.database(m, s) as db, db.write() as txn:
-    txn.execute("CREATE (:Session {id: 's-wal', started_at: timestamp('2024-01-02'), extract_status: 'none'})")
+    txn.execute(
+        "MATCH (sc:Scope {key: $scope}) CREATE (sc)-[:OWNS]->(:Session {key: $k, id: 's-wal', "
+        "started_at: timestamp('2024-01-02'), extract_status: 'none'})",
+        {"k": txn.key("s-wal")},
+    )
 print("acked", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
+
+
+def bucket(root: Path) -> Path:
+    """The bucket file that holds the scope's rows (store.buckets)."""
+    found = testing.bucket_path(root, SCOPE, HashingEmbedder(64).id, 64)
+    assert found is not None
+    return found
 
 
 def _kill_during_life(root: Path) -> None:
@@ -54,7 +65,7 @@ def _kill_during_life(root: Path) -> None:
 
 def test_a_database_whose_owner_was_killed_reopens_with_every_acknowledged_write(tmp_path: Path) -> None:
     _kill_during_life(tmp_path)
-    path = tmp_path / "acme" / "ana.kuzu"
+    path = bucket(tmp_path)
     assert recovery.wal_path(path).exists(), "a killed owner leaves its WAL behind"
     with Memory(tmp_path, embedder=HashingEmbedder(64)) as m:
         assert {s.id for s in m.sessions(SCOPE)} == {"s0", "s1", "s2", "s-wal"}
@@ -65,14 +76,14 @@ def test_a_wal_whose_replay_crashes_is_moved_aside_and_the_database_opens(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _kill_during_life(tmp_path)
-    path = tmp_path / "acme" / "ana.kuzu"
+    path = bucket(tmp_path)
     crashing_probe = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
     with caplog.at_level(logging.WARNING):
         moved = recovery.recover(path, probe=crashing_probe)
     assert moved is not None and moved.exists() and moved.stat().st_size > 0
     assert not recovery.wal_path(path).exists()
     assert "could not be replayed" in caplog.text and str(moved) in caplog.text
-    db = ScopeDatabase(path, embedder_id=HashingEmbedder(64).id, dim=64)
+    db = ScopeDatabase.standalone(path, embedder_id=HashingEmbedder(64).id, dim=64)
     try:
         assert db.query("RETURN 1") == [[1]]
     finally:
@@ -81,7 +92,7 @@ def test_a_wal_whose_replay_crashes_is_moved_aside_and_the_database_opens(
 
 def test_an_ordinary_probe_failure_touches_nothing(tmp_path: Path) -> None:
     _kill_during_life(tmp_path)
-    path = tmp_path / "acme" / "ana.kuzu"
+    path = bucket(tmp_path)
     before = sorted(os.listdir(path.parent))
     assert recovery.recover(path, probe="raise SystemExit(1)") is None
     assert sorted(os.listdir(path.parent)) == before
@@ -90,6 +101,6 @@ def test_an_ordinary_probe_failure_touches_nothing(tmp_path: Path) -> None:
 def test_a_cleanly_closed_database_needs_no_probe(tmp_path: Path) -> None:
     with Memory(tmp_path, embedder=HashingEmbedder(64)) as m:
         m.add_session(SCOPE, [{"role": "user", "content": "hello"}], session_id="s", date="2024-01-01")
-    path = tmp_path / "acme" / "ana.kuzu"
+    path = bucket(tmp_path)
     assert not recovery.wal_path(path).exists()
     assert recovery.recover(path, probe="raise SystemExit('must not run')") is None

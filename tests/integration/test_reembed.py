@@ -21,6 +21,7 @@ from graphrecall import EmbedderMismatch, Memory
 from graphrecall.embed import HashingEmbedder
 from graphrecall.models import Scope
 from graphrecall.reembed import KILL_ENV, reembed, work_dir
+from graphrecall.store.schema import owned
 
 ANA = Scope(org_id="acme", user_id="ana")
 BO = Scope(org_id="acme", user_id="bo")
@@ -119,14 +120,14 @@ def test_extracted_memory_survives_whole(tmp_path: Path) -> None:
             graph = edges(m, BOB)
             with testing.database(m, BOB) as db:
                 graph["round_rows"] = db.query(
-                    "MATCH (r:Round) RETURN r.id, r.session_id, r.idx, r.user_text, r.terms, r.message_ids "
+                    f"MATCH {owned('r', 'Round')} RETURN r.id, r.session_id, r.idx, r.user_text, r.terms, r.message_ids "
                     "ORDER BY r.id"
                 )
                 graph["passages"] = db.query(
-                    "MATCH (p:Passage)-[:PASSAGE_OF]->(r:Round) RETURN p.id, r.id ORDER BY p.id"
+                    f"MATCH {owned('p', 'Passage')}-[:PASSAGE_OF]->(r:Round) RETURN p.id, r.id ORDER BY p.id"
                 )
                 graph["dims"] = db.query(
-                    "MATCH (r:Round) WITH r LIMIT 1 RETURN size(r.embedding), size(r.reply_embedding)"
+                    f"MATCH {owned('r', 'Round')} WITH r LIMIT 1 RETURN size(r.embedding), size(r.reply_embedding)"
                 )
             doc = m.export_scope(BOB).model_dump(mode="json", exclude={"embedder_id", "exported_at"})
         for table in ("entities", "facts", "events"):
@@ -234,7 +235,7 @@ def test_a_run_killed_while_embedding_loses_nothing_and_the_next_one_reuses_its_
     assert not work_dir(root).exists()
 
 
-@pytest.mark.parametrize("moves", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("moves", [1, 2, 3, 4, 5, 6])  # the rows' copy, four files, the old rows' drop
 def test_a_run_killed_during_the_swap_is_finished_by_the_next_open(tmp_path: Path, moves: int) -> None:
     root = tmp_path / "store"
     seed(root, 3)

@@ -38,8 +38,10 @@ def small(store_root: Path) -> Iterator[Memory]:
         yield m
 
 
-def kuzu_file(root: Path, scope: Scope) -> Path:
-    return root / scope.org_id / f"{scope.user_id}.kuzu"
+def in_kuzu(root: Path, scope: Scope) -> bool:
+    """Whether the scope's organisation has a bucket in Kuzu: these tests store one scope per organisation, so
+    whether the scope entered Kuzu (store.buckets)."""
+    return any((root / scope.org_id / ".buckets").glob("*/b*.kuzu"))
 
 
 def log_file(root: Path, scope: Scope) -> Path:
@@ -69,13 +71,13 @@ def wait_for(cond: object, timeout: float = 10.0) -> bool:
 def test_a_one_message_user_is_a_small_log_and_no_kuzu_database(store_root: Path, scope: Scope) -> None:
     with open_memory(store_root) as m:  # library defaults
         m.add_session(scope, [{"role": "user", "content": "hello"}], session_id="s1", date="2024-03-01")
-        assert not kuzu_file(store_root, scope).exists()
+        assert not in_kuzu(store_root, scope)
         hits = m.search(scope, "hello", k=3)
         assert [h.id for h in hits] == ["s1@0"]
         stats = m.stats(scope)
         assert (stats.sessions, stats.messages, stats.rounds) == (1, 1, 1)
         assert stats.disk_bytes < 200_000
-    assert not kuzu_file(store_root, scope).exists()  # close does not move it into Kuzu
+    assert not in_kuzu(store_root, scope)  # close does not move it into Kuzu
     assert log_file(store_root, scope).exists()
     assert disk_bytes(store_root) < 200_000  # issue 10's stretch target for a one-message user
 
@@ -98,7 +100,7 @@ def test_a_resident_scope_reads_like_any_other_and_survives_a_reopen(store_root:
         # Re-adding the same session changes nothing: its ids are known from the log alone.
         again = m.add_session(scope, turn(1), session_id="s1", date="2024-03-01")
         assert (again.messages_added, again.messages_skipped) == (0, 2)
-    assert not kuzu_file(store_root, scope).exists()
+    assert not in_kuzu(store_root, scope)
 
 
 def test_it_moves_into_kuzu_when_it_reaches_resident_rounds(
@@ -107,9 +109,9 @@ def test_it_moves_into_kuzu_when_it_reaches_resident_rounds(
     for i in range(3):
         small.add_session(scope, turn(i), session_id=f"s{i}", date=f"2024-03-0{i + 1}")
     time.sleep(0.3)  # several flush ages: a scope below the limit is held
-    assert not kuzu_file(store_root, scope).exists()
+    assert not in_kuzu(store_root, scope)
     small.add_session(scope, turn(3), session_id="s3", date="2024-03-04")
-    assert wait_for(lambda: kuzu_file(store_root, scope).exists() and not testing.logs(small).snapshot(scope))
+    assert wait_for(lambda: in_kuzu(store_root, scope) and not testing.logs(small).snapshot(scope))
     assert small.stats(scope).rounds == 4
     assert sorted(h.id for h in small.search(scope, "locker", k=10)) == [f"s{i}@0" for i in range(4)]
     small.add_session(scope, turn(4), session_id="s4", date="2024-03-05")  # now an ordinary scope
@@ -124,7 +126,7 @@ def test_a_bulk_write_moves_it_into_kuzu_after_what_the_log_holds(store_root: Pa
         assert (
             m.add_sessions(scope, bulk).rounds_written == 80
         )  # > 64 rounds in one batch: straight into Kuzu
-        assert kuzu_file(store_root, scope).exists()
+        assert in_kuzu(store_root, scope)
         assert not testing.logs(m).snapshot(scope)  # the log's entry went first
         stats = m.stats(scope)
         assert (stats.sessions, stats.messages, stats.rounds) == (41, 162, 81)
@@ -137,7 +139,7 @@ def test_writing_its_graph_moves_it_into_kuzu(store_root: Path, scope: Scope) ->
         m.add_session(scope, turn(1), session_id="s1", date="2024-01-02")
         erased = m.erase(scope, session_ids=["s0"])
         assert erased.sessions == ["s0"]
-        assert kuzu_file(store_root, scope).exists()
+        assert in_kuzu(store_root, scope)
         assert [x.id for x in m.sessions(scope)] == ["s1"]
         assert [h.session_id for h in m.search(scope, "locker", k=5)] == ["s1"]
 
@@ -153,7 +155,7 @@ def test_forget_removes_a_resident_scope(store_root: Path, scope: Scope) -> None
 def test_resident_rounds_zero_moves_every_scope_into_kuzu(store_root: Path, scope: Scope) -> None:
     with open_memory(store_root, resident_rounds=0, flush_max_age_s=0.05) as m:
         m.add_session(scope, turn(0), session_id="s0")
-        assert wait_for(lambda: kuzu_file(store_root, scope).exists())
+        assert wait_for(lambda: in_kuzu(store_root, scope))
 
 
 def test_writes_racing_the_move_into_kuzu_lose_and_repeat_nothing(small: Memory, scope: Scope) -> None:
@@ -212,7 +214,7 @@ def test_kill_9_keeps_every_acknowledged_write_of_a_resident_scope(store_root: P
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     scope = Scope(org_id="acme", user_id="alice")
-    assert not kuzu_file(store_root, scope).exists()
+    assert not in_kuzu(store_root, scope)
     with open_memory(store_root, resident_rounds=1000) as m:
         ids = {x.id for x in m.sessions(scope)}
         assert {f"s{i}" for i in acked} <= ids

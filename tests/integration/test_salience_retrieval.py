@@ -30,8 +30,8 @@ def make_salient(root: Path, strong: str, weak: str) -> None:
     ):
         for fid, count, seen in ((strong, 9, datetime(2025, 5, 25)), (weak, 1, datetime(2023, 1, 1))):
             txn.execute(
-                "MATCH (f:Fact {id: $id}) SET f.reinforcement = $n, f.last_seen = $t, f.recorded_at = $r",
-                {"id": fid, "n": count, "t": seen, "r": datetime(2023, 1, 1)},
+                "MATCH (f:Fact {key: $k}) SET f.reinforcement = $n, f.last_seen = $t, f.recorded_at = $r",
+                {"k": db.key(fid), "n": count, "t": seen, "r": datetime(2023, 1, 1)},
             )
 
 

@@ -17,6 +17,7 @@ from graphrecall.store.database import ScopeDatabase, WriteTxn
 from graphrecall.store.derived import DERIVED
 from graphrecall.store.rounds import counts
 from graphrecall.store.rows import SessionRow
+from graphrecall.store.schema import owned
 
 
 def chat(*turns: str) -> list[dict[str, str]]:
@@ -52,12 +53,15 @@ def run_threads(targets: list[Callable[[], None]]) -> list[BaseException]:
 
 
 def test_a_new_database_has_the_schema_and_records_its_embedder(tmp_path: Path) -> None:
-    db = ScopeDatabase(tmp_path / "a.kuzu", embedder_id="hashing-64", dim=64)
+    db = ScopeDatabase.standalone(tmp_path / "a.kuzu", embedder_id="hashing-64", dim=64)
     try:
         tables = {row[1] for row in db.query("CALL show_tables() RETURN *")}
-        for stmt in [*schema.node_tables(64), *schema.REL_TABLES]:
+        for stmt in [*schema.node_tables(64), *schema.REL_TABLES, schema.OWNS_REL]:
             assert stmt.split()[3].split("(")[0] in tables
-        meta = db.query("MATCH (m:Meta {key: 'meta'}) RETURN m.schema_version, m.embedder_id, m.dim")
+        meta = db.bucket.query(
+            "MATCH (m:Scope {key: $b}) RETURN m.schema_version, m.embedder_id, m.dim",
+            {"b": schema.BUCKET_ROW},
+        )
         assert meta == [[schema.SCHEMA_VERSION, "hashing-64", 64]]
         # Kuzu holds no index of its own: every index is derived, beside the database, and starts empty.
         assert db.query("CALL show_indexes() RETURN *") == []
@@ -113,16 +117,19 @@ def test_the_pool_serves_more_scopes_than_it_keeps_open(store_root: Path) -> Non
 
 
 def test_forget_deletes_the_files_and_only_that_scope(store_root: Path, scope: Scope) -> None:
+    """Whole-user erase in a shared bucket: tests/integration/test_bucket_isolation.py checks every row and edge."""
     other = Scope(org_id="acme", user_id="bob")
     with open_memory(
         store_root, resident_rounds=0
     ) as mem:  # resident scopes: tests/integration/test_resident_scopes.py
         mem.add_session(scope, chat("secret plans"), session_id="s1")
         mem.add_session(other, chat("bob's notes"), session_id="s1")
-        path = testing.pool(mem).path_for(scope)
-        assert path.exists()
+        mem.flush()
+        path = testing.pool(mem).path_for(scope)  # its derived indexes are <path>.idx, its log beside
+        assert testing.pool(mem).exists(scope) and any(path.parent.glob(path.name + "*"))
         assert mem.forget(scope) is True
-        assert not any(path.parent.glob(path.name + "*"))
+        assert not any(path.parent.glob(path.name + "*")) and not testing.pool(mem).exists(scope)
+        assert not any(path.parent.glob(f"{scope.user_id}.*"))
         assert mem.scopes() == [other]
         assert mem.stats(scope).messages == 0
         assert mem.search(scope, "secret plans") == []
@@ -231,7 +238,7 @@ def test_rounds_written_without_passages_have_none(tmp_path: Path) -> None:
     from graphrecall.models import Message
     from graphrecall.store.rounds import write_batch
 
-    db = ScopeDatabase(tmp_path / "a.kuzu", embedder_id="hashing-64", dim=64)
+    db = ScopeDatabase.standalone(tmp_path / "a.kuzu", embedder_id="hashing-64", dim=64)
     try:
         msgs = [
             Message(role="user", content="I adopted a puppy"),
@@ -245,7 +252,7 @@ def test_rounds_written_without_passages_have_none(tmp_path: Path) -> None:
                 txn, new_sessions=[SessionRow("s1", rows[0].at)], messages=rows, rounds=rounds, user_vecs=vecs,
                 reply_vecs=vecs, replaced_round_ids=[], dim=64,
             )  # fmt: skip
-        assert db.query("MATCH (r:Round) RETURN count(r)") == [[1]]
-        assert db.query("MATCH (p:Passage) RETURN count(p)") == [[0]]
+        assert db.query(f"MATCH {owned('r', 'Round')} RETURN count(r)") == [[1]]
+        assert db.query(f"MATCH {owned('p', 'Passage')} RETURN count(p)") == [[0]]
     finally:
         db.close()

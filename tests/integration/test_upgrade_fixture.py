@@ -1,8 +1,8 @@
 """Stores written by earlier code open with the current code and have lost nothing.
 
 ``tests/data/stores/v0_1_0.tar.gz`` (schema 1) was made once by ``scripts/make_store_fixture.py`` with the 0.1.0
-code, ``schema2.tar.gz``, ``schema3.tar.gz`` and ``schema4.tar.gz`` by the same script with the last schema 2, 3
-and 4 code (see the README beside them); none is ever regenerated: they are the old formats. Every test runs against
+code, ``schema2.tar.gz`` to ``schema5.tar.gz`` by the same script with the last schema 2, 3, 4 and 5 code (schema 5:
+the last database per scope, before buckets; see the README beside them); none is ever regenerated: they are the old formats. Every test runs against
 each. Whatever the storage becomes (a write log, derived indexes outside Kuzu, a new schema version), opening this
 store must migrate it or rebuild what is derived, and every check below must hold. Only the public API is used, so the test does not care how.
 """
@@ -26,6 +26,7 @@ ARCHIVES = {
     "schema2": STORES / "schema2.tar.gz",
     "schema3": STORES / "schema3.tar.gz",
     "schema4": STORES / "schema4.tar.gz",
+    "schema5": STORES / "schema5.tar.gz",
 }
 SCOPE = Scope(org_id="fixture", user_id="ana")
 

@@ -20,6 +20,7 @@ from graphrecall.models import Message
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.rows import SessionRow
+from graphrecall.store.schema import owned
 from graphrecall.store.wal import ScopeLog, WriteEntry
 from graphrecall.store.wal.apply import apply_entries
 from graphrecall.text import query_terms
@@ -57,19 +58,25 @@ def dump(db: ScopeDatabase) -> dict[str, Any]:
     """Everything a replay could change, compared field by field."""
     return {
         "counts": q.counts(db),
-        "sessions": db.query("MATCH (s:Session) RETURN s.id, s.started_at ORDER BY s.id"),
+        "sessions": db.query(f"MATCH {owned('s', 'Session')} RETURN s.id, s.started_at ORDER BY s.id"),
         "messages": db.query(
-            "MATCH (m:Message)-[:MSG_IN]->(s) RETURN m.id, m.idx, m.text, s.id ORDER BY m.id"
+            f"MATCH {owned('m', 'Message')}-[:MSG_IN]->(s) RETURN m.id, m.idx, m.text, s.id ORDER BY m.id"
         ),
-        "rounds": db.query("MATCH (r:Round) RETURN r.id, r.text, r.message_ids, r.terms ORDER BY r.id"),
-        "round_edges": db.query("MATCH (r:Round)-[:HAS_MESSAGE]->(m) RETURN r.id, m.id ORDER BY r.id, m.id"),
-        "in_session": db.query("MATCH (r:Round)-[:ROUND_IN]->(s) RETURN r.id, s.id ORDER BY r.id"),
+        "rounds": db.query(
+            f"MATCH {owned('r', 'Round')} RETURN r.id, r.text, r.message_ids, r.terms ORDER BY r.id"
+        ),
+        "round_edges": db.query(
+            f"MATCH {owned('r', 'Round')}-[:HAS_MESSAGE]->(m) RETURN r.id, m.id ORDER BY r.id, m.id"
+        ),
+        "in_session": db.query(
+            f"MATCH {owned('r', 'Round')}-[:ROUND_IN]->(s) RETURN r.id, s.id ORDER BY r.id"
+        ),
     }
 
 
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[ScopeDatabase]:
-    d = ScopeDatabase(tmp_path / "u.kuzu", embedder_id=EMB.id, dim=EMB.dim)
+    d = ScopeDatabase.standalone(tmp_path / "u.kuzu", embedder_id=EMB.id, dim=EMB.dim)
     yield d
     d.close()
 
@@ -106,8 +113,8 @@ def test_replaying_the_unmarked_suffix_over_any_flushed_prefix_gives_the_same_st
 ) -> None:
     """A crash between the Kuzu commit and mark_flushed replays entries Kuzu has; one entry at a time each."""
     es = history()
-    ref = ScopeDatabase(tmp_path / "ref.kuzu", embedder_id=EMB.id, dim=EMB.dim)
-    crashed = ScopeDatabase(tmp_path / "crashed.kuzu", embedder_id=EMB.id, dim=EMB.dim)
+    ref = ScopeDatabase.standalone(tmp_path / "ref.kuzu", embedder_id=EMB.id, dim=EMB.dim)
+    crashed = ScopeDatabase.standalone(tmp_path / "crashed.kuzu", embedder_id=EMB.id, dim=EMB.dim)
     try:
         for e in es:
             apply_entries(ref, [e])
@@ -152,7 +159,7 @@ KILL_DURING_FLUSH = textwrap.dedent(
 
     emb = HashingEmbedder(64)
     root = sys.argv[1]
-    db = ScopeDatabase(__import__("pathlib").Path(root) / "u.kuzu", embedder_id=emb.id, dim=64)
+    db = ScopeDatabase.standalone(__import__("pathlib").Path(root) / "u.kuzu", embedder_id=emb.id, dim=64)
 
     def apply(es):
         print("APPLY", es[0].seq, es[-1].seq, flush=True)
@@ -191,7 +198,7 @@ def test_kill_9_during_a_flush_loses_nothing_and_duplicates_nothing(tmp_path: Pa
                 break
     proc.wait()
     assert proc.returncode == -signal.SIGKILL and acked == list(range(1, 61))
-    db = ScopeDatabase(tmp_path / "u.kuzu", embedder_id=EMB.id, dim=EMB.dim)
+    db = ScopeDatabase.standalone(tmp_path / "u.kuzu", embedder_id=EMB.id, dim=EMB.dim)
     try:
         flushed_before = q.counts(db)["Round"]
         assert (
@@ -204,7 +211,7 @@ def test_kill_9_during_a_flush_loses_nothing_and_duplicates_nothing(tmp_path: Pa
             sl.flush()
         counts = q.counts(db)
         assert (counts["Session"], counts["Message"], counts["Round"]) == (60, 120, 60)
-        ids = [r[0] for r in db.query("MATCH (r:Round) RETURN r.id")]
+        ids = [r[0] for r in db.query(f"MATCH {owned('r', 'Round')} RETURN r.id")]
         assert sorted(ids) == sorted(f"s{i}@0" for i in range(60))
         assert [h for h, _ in q.lexical_search(db, "round_terms", query_terms("42"), 3)] == ["s42@0"]
     finally:

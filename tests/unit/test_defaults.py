@@ -10,7 +10,7 @@ import inspect
 from typing import Any
 
 from graphrecall.config import Settings
-from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.database import BucketDatabase
 from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.pool import DatabasePool
 from graphrecall.store.wal.flusher import BATCH_ENTRIES, Flusher
@@ -25,8 +25,9 @@ def test_the_store_classes_default_to_the_settings_defaults() -> None:
     assert default(Flusher, "max_age_s") == default(ScopeLogs, "max_age_s") == s.flush_max_age_s
     assert default(ScopeLogs, "resident_rounds") == s.resident_rounds
     assert default(DatabasePool, "capacity") == s.pool_size
-    assert default(DatabasePool, "buffer_pool_size") == default(ScopeDatabase, "buffer_pool_size")
+    assert default(DatabasePool, "buffer_pool_size") == default(BucketDatabase, "buffer_pool_size")
     assert default(DatabasePool, "buffer_pool_size") == s.buffer_pool_bytes
+    assert default(DatabasePool, "buckets_per_org") == s.buckets_per_org
     assert default(Flusher, "batch_entries") == default(ScopeLogs, "batch_entries") == BATCH_ENTRIES
 
 

@@ -61,6 +61,7 @@ class Services:
             dim=embedder.dim,
             capacity=settings.pool_size,
             buffer_pool_size=settings.buffer_pool_bytes,
+            buckets_per_org=settings.buckets_per_org,
         )
         logs = ScopeLogs(
             pool,

@@ -16,7 +16,8 @@ from typing import Literal
 import numpy as np
 
 from graphrecall.embed.base import Vectors
-from graphrecall.store.database import ScopeDatabase, WriteTxn
+from graphrecall.store.arrow import edge_table
+from graphrecall.store.database import ScopeDatabase, WriteTxn, owned
 
 
 @dataclass
@@ -34,27 +35,27 @@ class Fold:
 
 def current_fact_vectors(db: ScopeDatabase) -> dict[str, Vectors]:
     """Fact id -> embedding of every current fact."""
-    rows = db.query("MATCH (f:Fact) WHERE f.expired_at IS NULL RETURN f.id, f.embedding")
+    rows = db.query(f"MATCH {owned('f', 'Fact')} WHERE f.expired_at IS NULL RETURN f.id, f.embedding")
     return {r[0]: np.asarray(r[1], dtype=np.float32) for r in rows}
 
 
 def all_sessions(db: ScopeDatabase) -> list[tuple[str, datetime]]:
     """(id, started_at) of every session, oldest first."""
-    rows = db.query("MATCH (s:Session) RETURN s.id, s.started_at ORDER BY s.started_at, s.id")
+    rows = db.query(f"MATCH {owned('s', 'Session')} RETURN s.id, s.started_at ORDER BY s.started_at, s.id")
     return [(r[0], r[1]) for r in rows]
 
 
 def fold(txn: WriteTxn, f: Fold) -> None:
-    rows = txn.execute("MATCH (f:Fact {id: $id}) RETURN f.message_ids", {"id": f.fact_id})
+    rows = txn.execute("MATCH (f:Fact {key: $k}) RETURN f.message_ids", {"k": txn.key(f.fact_id)})
     if not rows:
         return
     old = list(rows[0][0] or [])
     added = [m for m in dict.fromkeys(f.message_ids) if m not in old]
     txn.execute(
-        "MATCH (f:Fact {id: $id}) SET f.reinforcement = $r, f.message_ids = $m, f.last_seen = $t, "
+        "MATCH (f:Fact {key: $k}) SET f.reinforcement = $r, f.message_ids = $m, f.last_seen = $t, "
         "f.valid_from = $vf, f.confidence = $c",
         {
-            "id": f.fact_id,
+            "k": txn.key(f.fact_id),
             "r": f.reinforcement,
             "m": old + added,
             "t": f.last_seen,
@@ -63,18 +64,15 @@ def fold(txn: WriteTxn, f: Fold) -> None:
         },
     )
     if added:
-        txn.execute(
-            "UNWIND $ms AS mid MATCH (f:Fact {id: $id}), (m:Message {id: mid}) CREATE (f)-[:FACT_FROM]->(m)",
-            {"id": f.fact_id, "ms": added},
-        )
+        txn.copy("FACT_FROM", edge_table([(f.fact_id, m) for m in added]))
 
 
 def link_event(txn: WriteTxn, event_id: str, entity_id: str, role: Literal["subject", "object"]) -> None:
     rel = "SUBJECT" if role == "subject" else "OBJECT"
     txn.execute(
-        f"MATCH (e:Event {{id: $e}}), (x:Entity {{id: $x}}) WHERE NOT EXISTS {{ MATCH (e)-[:{rel}]->(x) }} "
+        f"MATCH (e:Event {{key: $e}}), (x:Entity {{key: $x}}) WHERE NOT EXISTS {{ MATCH (e)-[:{rel}]->(x) }} "
         f"CREATE (e)-[:{rel}]->(x)",
-        {"e": event_id, "x": entity_id},
+        {"e": txn.key(event_id), "x": txn.key(entity_id)},
     )
 
 
@@ -83,7 +81,7 @@ def message_ids_of(db: ScopeDatabase, session_ids: Sequence[str]) -> list[str]:
     if not session_ids:
         return []
     rows = db.query(
-        "MATCH (m:Message)-[:MSG_IN]->(s:Session) WHERE s.id IN $ids RETURN s.id, m.id ORDER BY m.idx",
+        f"MATCH {owned('s', 'Session')}<-[:MSG_IN]-(m:Message) WHERE s.id IN $ids RETURN s.id, m.id ORDER BY m.idx",
         {"ids": list(session_ids)},
     )
     by_session: dict[str, list[str]] = {}

@@ -1,12 +1,32 @@
-"""One scope's Kuzu database: schema (and its upgrade), embedder check, the single-writer lock, per-thread read
-connections, and the derived indexes beside it.
+"""Buckets: Kuzu databases that each hold many scopes, and ``ScopeDatabase``, one scope's view of its bucket, which
+every store function reads and writes through.
 
-Kuzu allows one write transaction per database at a time, and a second concurrent writer fails at once instead of
-waiting; worse, after a failed ``BEGIN`` the next query on that connection crashes the process. So every write goes
-through ``ScopeDatabase.write()``: one dedicated connection, one ``threading.Lock``, ``BEGIN``/``COMMIT`` around the
-whole batch and ``ROLLBACK`` on error, so a failed batch leaves nothing half-written. The same call keeps the derived
-indexes (``store.derived``) in step: what a transaction did to an indexed table is applied to them after its commit,
-before ``write()`` returns, so a write is searchable as soon as it is acknowledged.
+Why buckets. Kuzu 0.11.3 spends ~1.05 MB on the first row of every node table (its primary-key index allocates all
+256 partitions), whatever the row; a scope with extraction fills eight tables, so a database per scope cost 10-12 MB
+per user before it held anything (docs/architecture.md, "Storage: buckets"). Many scopes share one database, so the
+floor is paid once per bucket. A bucket is one ``kuzu.Database`` with Kuzu's one writer: every scope of a bucket
+writes under its ``write_lock``, one transaction at a time; reads run in parallel on per-thread connections.
+
+**The scope invariant.** A statement run through a ``ScopeDatabase`` sees only its scope's rows, because
+1. every row of a scope table (``schema.SCOPE_TABLES``) has the primary key ``key`` = the scope's prefix (unique in the
+   bucket, never reused) + its ``id``, written by ``WriteTxn.copy`` (the only insert of a scope row); a session,
+   fact, event or entity is owned by its scope's ``Scope`` node through an ``OWNS`` edge written in the same
+   statement, a message or round hangs from its session (``MSG_IN``, ``ROUND_IN``) and a passage from its round
+   (``PASSAGE_OF``), edges written in the same transaction (``schema.ANCHORED``, ``schema.owned``);
+2. every edge between rows is written by ``WriteTxn.copy`` with both ends keyed by the writing scope's prefix, so no
+   edge joins two scopes;
+3. every statement reaches rows only by ``key`` (``ScopeDatabase.key``: the prefix added in the store, never by the
+   caller), or from ``(:Scope {key: $scope})`` (``schema.owned``), or along edges from rows reached so.
+``ScopeDatabase.query`` and ``WriteTxn.execute`` bind ``$scope`` and refuse a statement that names neither ``$scope``
+nor a ``key`` and any statement that looks a row up by ``id`` (``check_scoped``: a tripwire, not the proof; the
+proof is ``tests/integration/test_bucket_isolation.py``). Ids returned to callers are the rows' own ``id``: the
+prefix never leaves the store. A scope's rows are found from its ``Scope`` node in time that grows with the scope, not
+with the bucket (``benchmarks/perf/bucket_layout.py``: a ``scope`` column in every row instead cost a scan of every
+user's rows per lookup, which grew with the bucket).
+
+Whole-scope erase (``BucketDatabase.drop_scope``) deletes every row reachable from the ``Scope`` node and then the
+node, in one transaction. The derived indexes stay per scope (``<user>.kuzu.idx/``, ``store.derived``), so a search costs the
+same whatever the bucket holds, and their marks live in the scope's ``Scope`` row.
 """
 
 from __future__ import annotations
@@ -14,51 +34,75 @@ from __future__ import annotations
 import contextlib
 import importlib.util  # noqa: F401  (kuzu's pyarrow scan path needs importlib.util imported)
 import logging
+import re
 import shutil
 import threading
-import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import kuzu
 
 from graphrecall.config import BUFFER_POOL_BYTES
-from graphrecall.embed.spec import spec_of
-from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy
+from graphrecall.errors import SchemaMismatch, StoreBusy
 from graphrecall.index import index_dir
 from graphrecall.models import utcnow
 from graphrecall.store import schema
 from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
 from graphrecall.store.known import KNOWN_TABLES, KnownIds
 from graphrecall.store.recovery import recover
-from graphrecall.text import message_language
+from graphrecall.store.schema import owned as owned  # every store module scopes its patterns with it
 
 log = logging.getLogger(__name__)
 
-# What opening a store of each older schema does to it (logged once, when it happens).
-_UPGRADE_WORK = {
-    1: "dropped Kuzu's full-text indexes, kept its vector indexes (no longer searched), added Fact.reinforcement,"
-    " the Passage table and Message.lang",
-    2: "added Fact.reinforcement, the Passage table (`graphrecall backfill-passages` fills it) and Message.lang",
-    3: "added the Passage table (long rounds stored before keep their pooled vector only until "
-    "`graphrecall backfill-passages` or Memory.backfill_passages embeds their passages) and Message.lang",
-    4: "added Message.lang (each message's language, detected from its text)",
-}
-# Messages read per query while an upgrade detects their languages (``_upgrade_from_4``).
-LANG_BACKFILL_PAGE = 2_000
-
 DEFAULT_MAX_DB_SIZE = 1 << 36  # 64 GiB of address space per database, not memory
+ERASE_ORDER = ("Passage", "Round", "Message", "Session", "Fact", "Event", "Entity")
 CREATE_MAX_ROWS = 256  # inserts up to this many rows are CREATE statements (``WriteTxn.copy``)
-# Below this many rounds a scope's edges are created with one UNWIND statement per table, else one statement per
-# edge (``WriteTxn._create``): Kuzu plans the UNWIND as a scan of both node tables, which cost ~18 ms for 140 edges
-# between 1k-row tables against ~115 ms one by one, and ~1 s between 100k-row tables against ~110 ms (a scope has
-# about two messages per round, so 2,500 rounds keep the message table near 5k rows).
-UNWIND_EDGES_MAX_ROUNDS = 2_500
 
 
-class ScopeDatabase:
-    """Owns a ``kuzu.Database`` file and the connections onto it."""
+class UnscopedQuery(RuntimeError):
+    """A statement that could reach another scope's rows (``check_scoped``): a bug in the store."""
+
+
+_BY_ID = re.compile(r"\{\s*id\s*:")
+_BY_KEY = re.compile(r"\{\s*key\s*:")
+
+
+def check_scoped(cypher: str) -> None:
+    """The tripwire of the scope invariant (module docstring): a statement must name ``$scope`` or look rows up by
+    ``key``, and never by ``id`` (``{id: ...}`` is a scan of every scope's rows)."""
+    if "MATCH" not in cypher.upper():  # reads no row (``RETURN 1``, a catalog call)
+        return
+    if _BY_ID.search(cypher):
+        raise UnscopedQuery(f"a row is looked up by id, not by key: {cypher}")
+    if "$scope" not in cypher and not _BY_KEY.search(cypher):
+        raise UnscopedQuery(f"the statement names neither $scope nor a key: {cypher}")
+
+
+@dataclass
+class Member:
+    """A scope of a bucket: the prefix of its rows' keys and its derived indexes' marks (its ``Scope`` row)."""
+
+    prefix: str
+    marks: dict[str, int] = field(default_factory=dict)
+    created: bool = False  # created by this process just now: its derived indexes start empty
+
+
+def _prefix(n: int) -> str:
+    """The ``n``-th prefix of a bucket: base 36 and a colon (``0:``, ``1:``, ... ``z:``, ``10:``): a few bytes per
+    row, and a colon never occurs in an id (``models.validate_identifier``), so prefixes cannot overlap."""
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out + ":"
+
+
+class BucketDatabase:
+    """One Kuzu database holding the scopes of one bucket (``store.buckets``), with its single writer."""
 
     def __init__(
         self,
@@ -79,39 +123,27 @@ class ScopeDatabase:
                 raise StoreBusy(f"database {path} is held by another process: {e}") from e
             raise
         self.write_lock = threading.RLock()
-        self._txn: WriteTxn | None = None  # the open write transaction (a nested write() joins it)
-        self._gate = _ReadGate()
-        self._writer = kuzu.Connection(self._db)
+        self.txn: WriteTxn | None = (
+            None  # the open write transaction (a nested write() of its scope joins it)
+        )
+        self.gate = _ReadGate()
+        self.writer = kuzu.Connection(self._db)
         self._local = threading.local()
-        self._conns: list[kuzu.Connection] = [self._writer]
+        self._conns: list[kuzu.Connection] = [self.writer]
         self._conns_lock = threading.Lock()
-        self.in_use = 0
+        self.in_use = 0  # requests holding a view of it (``DatabasePool``)
         self.closed = False
-        self.placeholder = False  # ``DatabasePool.empty``: stands for a scope with no database; never written
-        self._marks: dict[str, int] = {}
-        self._embedder_id, self._dim = embedder_id, dim
-        self.known = KnownIds(self)  # its Session and Message ids, kept in step by ``write`` (store/known.py)
-        t0 = time.perf_counter()
-        created, upgraded = self._ensure_schema(embedder_id, dim)
+        self.placeholder = False  # ``DatabasePool.empty``: stands for scopes with no rows; never written
+        self.embedder_id, self.dim = embedder_id, dim
+        self.commits = 0  # write transactions committed by this object
+        self._checkpointed = 0  # ... of which every one before this count is in the database file
+        self._members: dict[str, Member] = {}
+        self._members_lock = threading.Lock()
         try:
-            # Only schema 1 had other indexes; later upgrades add a column or empty tables (the ``Passage`` index
-            # is built empty on open), so the derived indexes of the rest hold.
-            self.indexes = DerivedIndexes.open(
-                self, path, self._marks, embedder_id=embedder_id, dim=dim, fresh=created or upgraded == 1
-            )
+            self._ensure_schema()
         except BaseException:
             self.close()
             raise
-        if upgraded:
-            log.warning(
-                "upgraded the store %s from schema %d to %d in %.2f s: %s; built its derived indexes (%s)",
-                path,
-                upgraded,
-                schema.SCHEMA_VERSION,
-                time.perf_counter() - t0,
-                _UPGRADE_WORK[upgraded],
-                ", ".join(self.indexes.rebuilt) or "none",
-            )
 
     # -- connections -------------------------------------------------------------------------------------------
     def reader(self) -> kuzu.Connection:
@@ -125,29 +157,263 @@ class ScopeDatabase:
         return conn
 
     def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
-        """Run a read query and return all rows."""
-        with self._gate.shared():
+        """Run a read query over the whole bucket (the store's own bookkeeping; scopes read through their view)."""
+        with self.gate.shared():
             return _run(self.reader(), cypher, params)
 
     def query_each(self, cypher: str, param_sets: list[dict[str, Any]]) -> list[list[Any]]:
         """Run one read query once per parameter set, prepared once; the rows of all runs, in order.
 
-        For point lookups by primary key: Kuzu plans ``UNWIND $ids MATCH (n {id: i})`` as a scan of the whole
-        table, so many lookups are cheaper one by one, and preparing the statement once halves their cost.
+        For point lookups by primary key: Kuzu plans ``UNWIND $keys MATCH (n {key: k})`` as a cross product with a
+        scan of the whole table (measured: 101 s for 320 edges between 200k-row tables), so many lookups are cheaper
+        one by one, and preparing the statement once halves their cost.
         """
         rows: list[list[Any]] = []
         if not param_sets:
             return rows
         conn = self.reader()
-        with self._gate.shared():
+        with self.gate.shared():
             stmt = conn.prepare(cypher)
             for params in param_sets:
                 rows.extend(_drain(conn.execute(stmt, params)))
         return rows
 
+    def checkpoint(self, upto: int | None = None) -> None:
+        """Fold Kuzu's WAL into the database file, unless every commit up to ``upto`` (a ``commits`` count) is
+        there already: the flushers of many scopes of a bucket each ask for one, and one checkpoint serves all the
+        commits before it (a checkpoint makes every read of the bucket wait)."""
+        with self.write_lock:
+            if upto is not None and self._checkpointed >= upto:
+                return
+            with self.gate.exclusive():  # a checkpoint waits for every read to leave
+                _run(self.writer, "CHECKPOINT")
+            self._checkpointed = self.commits
+
+    def rollback(self) -> None:
+        try:
+            _run(self.writer, "ROLLBACK")
+        except RuntimeError as e:  # a failed statement already rolled the transaction back
+            log.debug("rollback after error: %s", e)
+
+    def commit(self) -> int:
+        """COMMIT the open transaction (caller holds ``write_lock``); its number in ``commits``."""
+        with self.gate.exclusive():  # COMMIT may checkpoint, which needs every read to have left
+            _run(self.writer, "COMMIT")
+        self.commits += 1
+        return self.commits
+
+    # -- scopes ------------------------------------------------------------------------------------------------
+    def member(self, user_id: str) -> Member | None:
+        """The scope's prefix and marks, or None when the bucket holds no such scope."""
+        with self._members_lock:
+            return self._members.get(user_id)
+
+    def members(self) -> list[str]:
+        with self._members_lock:
+            return sorted(self._members)
+
+    def create_scope(self, user_id: str, marks: dict[str, int] | None = None) -> Member:
+        """The scope's ``Scope`` row, created if need be (durable when this returns): a new prefix, never used
+        before in this bucket, so no row left by an earlier scope of the same name could be taken for its own."""
+        with self.write_lock:
+            found = self.member(user_id)
+            if found is not None:
+                return found
+            if self.placeholder:
+                raise RuntimeError(f"{self.path} stands for scopes that have no rows; it is never written")
+            _run(self.writer, "BEGIN TRANSACTION")
+            try:
+                prefix = self.create_scope_row(user_id, marks or {})
+            except BaseException:
+                self.rollback()
+                raise
+            self.commit()
+            self.checkpoint()
+            member = Member(prefix=prefix, marks=dict(marks or {}), created=marks is None)
+            with self._members_lock:
+                self._members[user_id] = member
+            return member
+
+    def create_scope_row(self, user_id: str, marks: dict[str, int]) -> str:
+        """Inside the caller's transaction: the scope's row with the bucket's next prefix."""
+        [[n]] = _run(self.writer, "MATCH (b:Scope {key: $b}) RETURN b.next_prefix", {"b": schema.BUCKET_ROW})
+        _run(
+            self.writer,
+            "MATCH (b:Scope {key: $b}) SET b.next_prefix = $n",
+            {"b": schema.BUCKET_ROW, "n": n + 1},
+        )
+        prefix = _prefix(int(n))
+        _run(
+            self.writer,
+            "CREATE (:Scope {key: $k, prefix: $p, created_at: $t, index_marks: $m})",
+            {"k": user_id, "p": prefix, "t": utcnow(), "m": dump_marks(marks)},
+        )
+        return prefix
+
+    def adopt(self, user_id: str, member: Member) -> None:
+        """Record a scope whose row a transaction of the caller created (``store.move``), after its commit."""
+        with self._members_lock:
+            self._members[user_id] = member
+
+    def drop_scope(self, user_id: str) -> bool:
+        """Delete every row the scope owns (and their edges), then its ``Scope`` row, in one durable transaction.
+        Returns whether the bucket held the scope. The caller makes sure nobody uses the scope's view."""
+        with self.write_lock:
+            if self.member(user_id) is None:
+                return False
+            _run(self.writer, "BEGIN TRANSACTION")
+            try:
+                for table in ERASE_ORDER:  # what hangs from a session before the session
+                    _run(self.writer, f"MATCH {owned('n', table)} DETACH DELETE n", {"scope": user_id})
+                _run(self.writer, "MATCH (s:Scope {key: $s}) DETACH DELETE s", {"s": user_id})
+            except BaseException:
+                self.rollback()
+                raise
+            self.commit()
+            self.checkpoint()
+            with self._members_lock:
+                self._members.pop(user_id, None)
+            return True
+
+    # -- schema ------------------------------------------------------------------------------------------------
+    def _ensure_schema(self) -> None:
+        tables = {row[1] for row in self.query("CALL show_tables() RETURN *")}
+        if "Scope" not in tables:
+            self._create_schema()
+            return
+        rows = self.query(
+            "MATCH (b:Scope {key: $b}) RETURN b.schema_version, b.embedder_id, b.dim",
+            {"b": schema.BUCKET_ROW},
+        )
+        if not rows:
+            raise SchemaMismatch(f"bucket {self.path} has no bucket row; it was not created by graphrecall")
+        version, stored_id, stored_dim = rows[0]
+        if version != schema.SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"bucket {self.path} has schema version {version}; this graphrecall reads version "
+                f"{schema.SCHEMA_VERSION} (a newer graphrecall wrote it?)"
+            )
+        if stored_id != self.embedder_id or stored_dim != self.dim:
+            raise SchemaMismatch(
+                f"bucket {self.path} holds vectors of {stored_id!r} (dim {stored_dim}), not of {self.embedder_id!r} "
+                f"(dim {self.dim}): its folder's manifest was changed by hand?"
+            )
+        for key, prefix, marks in self.query(
+            "MATCH (s:Scope) WHERE s.key <> $b RETURN s.key, s.prefix, s.index_marks",
+            {"b": schema.BUCKET_ROW},
+        ):
+            self._members[key] = Member(prefix=prefix, marks=parse_marks(marks))
+
+    def _create_schema(self) -> None:
+        with self.write_lock:
+            # DDL runs in auto-commit mode (Kuzu does not allow it in one manual transaction).
+            for stmt in [*schema.node_tables(self.dim), *schema.REL_TABLES, schema.OWNS_REL]:
+                _run(self.writer, stmt)
+            _run(
+                self.writer,
+                "CREATE (:Scope {key: $b, schema_version: $v, embedder_id: $e, dim: $d, created_at: $t,"
+                " next_prefix: 0})",
+                {"b": schema.BUCKET_ROW, "v": schema.SCHEMA_VERSION, "e": self.embedder_id, "d": self.dim,
+                 "t": utcnow()},
+            )  # fmt: skip
+            # A new database is durable as a whole before its first write: recovery never has to replay DDL.
+            _run(self.writer, "CHECKPOINT")
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        with self.write_lock:
+            self.closed = True
+            with self._conns_lock:
+                for c in self._conns:
+                    with contextlib.suppress(Exception):
+                        c.close()
+                self._conns.clear()
+            self._db.close()
+
+
+class ScopeDatabase:
+    """One scope's view of its bucket: what every store function takes. Reads and writes through it are confined to
+    the scope (the module's invariant); it owns the scope's derived indexes and its known ids."""
+
+    def __init__(self, bucket: BucketDatabase, user_id: str, path: Path, member: Member) -> None:
+        """``path``: ``<root>/<org>/<user>.kuzu``, the name the scope's derived indexes (``<path>.idx``) and its
+        messages are given; no such file exists."""
+        self.bucket = bucket
+        self.user_id = user_id
+        self.path = path
+        self.prefix = member.prefix
+        self.write_lock = bucket.write_lock
+        self.in_use = 0
+        self.closed = False
+        self._marks: dict[str, int] = dict(member.marks)
+        self._last_commit = 0  # the bucket's commit count after this scope's last commit
+        self._owns_bucket = False  # ``standalone``: closing the view closes the bucket
+        self.known = KnownIds(self)  # its Session and Message ids, kept in step by ``write`` (store/known.py)
+        if member.created:
+            shutil.rmtree(
+                index_dir(path), ignore_errors=True
+            )  # of an earlier scope of that name: nothing now
+        self.indexes = DerivedIndexes.open(
+            self, path, self._marks, embedder_id=bucket.embedder_id, dim=bucket.dim, fresh=member.created
+        )
+        member.created = False
+
+    @classmethod
+    def standalone(
+        cls,
+        path: Path,
+        *,
+        embedder_id: str,
+        dim: int,
+        user_id: str = "u",
+        buffer_pool_size: int = BUFFER_POOL_BYTES,
+        max_db_size: int = DEFAULT_MAX_DB_SIZE,
+    ) -> ScopeDatabase:
+        """One scope in a bucket of its own at ``path`` (its derived indexes at ``<path>.idx``), created if need be:
+        for tests and benchmarks that work on one scope without a pool. Closing the view closes the bucket."""
+        bucket = BucketDatabase(
+            path, embedder_id=embedder_id, dim=dim, buffer_pool_size=buffer_pool_size, max_db_size=max_db_size
+        )
+        try:
+            view = cls(bucket, user_id, path, bucket.create_scope(user_id))
+        except BaseException:
+            bucket.close()
+            raise
+        view._owns_bucket = True
+        return view
+
+    @property
+    def placeholder(self) -> bool:
+        """Stands for a scope that has no rows yet (``DatabasePool.empty``); never written."""
+        return self.bucket.placeholder
+
+    def key(self, id_: str) -> str:
+        """The primary key of this scope's row ``id_``."""
+        return self.prefix + id_
+
+    def keys(self, ids: Sequence[str]) -> list[str]:
+        return [self.prefix + i for i in ids]
+
+    def _bind(self, cypher: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        check_scoped(cypher)
+        out = dict(params or {})
+        if "$scope" in cypher:
+            out["scope"] = self.user_id
+        return out
+
+    def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        """Run a read query confined to the scope (``$scope`` is bound to it) and return all rows."""
+        return self.bucket.query(cypher, self._bind(cypher, params))
+
+    def query_each(self, cypher: str, param_sets: list[dict[str, Any]]) -> list[list[Any]]:
+        """``BucketDatabase.query_each`` confined to the scope."""
+        return self.bucket.query_each(cypher, [self._bind(cypher, p) for p in param_sets])
+
     @contextlib.contextmanager
     def write(self, *, durable: bool = True, bulk: bool = False) -> Iterator[WriteTxn]:
-        """The only way to write: serialized by a lock, atomic by a transaction, indexed before it returns.
+        """The only way to write: serialized by the bucket's lock, atomic by a transaction, indexed before it
+        returns.
 
         ``durable``: checkpoint after a commit that did not (a ``COPY`` checkpoints by itself, ``CREATE``s do not),
         so that what the caller acknowledges does not rest on Kuzu's WAL alone, which recovery may have to set aside
@@ -155,46 +421,43 @@ class ScopeDatabase:
         checkpoints (``checkpoint``), a few seconds later, for many batches at once. ``bulk``: every insert is a
         ``COPY`` (bulk ingest: ~20x cheaper per row, and one checkpoint per call is nothing at that size)."""
         if self.placeholder:
-            raise RuntimeError(
-                f"{self.path} stands for a scope that has no database yet; it is never written"
-            )
-        with self.write_lock:
-            if self._txn is not None:  # a nested write() on the same thread joins the open transaction
-                yield self._txn
+            raise RuntimeError(f"{self.path} stands for a scope that has no rows yet; it is never written")
+        bucket = self.bucket
+        with bucket.write_lock:
+            if bucket.txn is not None:  # a nested write() on the same thread joins the open transaction
+                if bucket.txn.scope is not self:
+                    raise RuntimeError(f"{self.path}: a write inside another scope's transaction")
+                yield bucket.txn
                 return
-            txn = WriteTxn(
-                self._writer,
-                create_small=not (self.native_indexes or bulk),
-                small_tables=self.indexes.count("round_user") < UNWIND_EDGES_MAX_ROUNDS,
-            )
-            _run(self._writer, "BEGIN TRANSACTION")
-            self._txn = txn
+            txn = WriteTxn(bucket.writer, self, create_small=not bulk)
+            _run(bucket.writer, "BEGIN TRANSACTION")
+            bucket.txn = txn
             try:
                 yield txn
-                marks = self._bump_marks(txn.changes)
+                marks = self._bump_marks(txn)
             except BaseException:
-                self._rollback()
+                bucket.rollback()
                 raise
             else:
-                with self._gate.exclusive():  # COMMIT may checkpoint, which needs every read to have left
-                    _run(self._writer, "COMMIT")
+                self._last_commit = bucket.commit()
             finally:
-                self._txn = None
+                bucket.txn = None
             self.known.committed(txn.ids_added, txn.ids_deleted)  # before anyone can trim what was written
             if txn.changes:
                 self._marks = marks
+                member = bucket.member(self.user_id)
+                if member is not None:
+                    member.marks = dict(marks)
                 self._apply_to_indexes(txn.changes, marks)
+            if txn.copied:
+                self._last_commit = 0  # a COPY's commit checkpointed
             if durable and txn.created and not txn.copied:
                 self.checkpoint()
 
     def checkpoint(self) -> None:
-        """Fold Kuzu's WAL into the database file: what was committed before is durable without it."""
-        with self.write_lock, self._gate.exclusive():  # a checkpoint waits for every read to leave
-            _run(self._writer, "CHECKPOINT")
-
-    native_indexes = (
-        False  # Kuzu-native indexes (an upgraded schema 1 store's vector indexes): inserts must COPY
-    )
+        """Make this scope's commits durable in the database file (one checkpoint serves every scope of the bucket
+        that committed before it)."""
+        self.bucket.checkpoint(upto=self._last_commit)
 
     def _apply_to_indexes(self, changes: Sequence[Change], marks: dict[str, int]) -> None:
         """After a commit: the changes into the derived indexes; if that fails (a full disk, a damaged file), the
@@ -208,176 +471,21 @@ class ScopeDatabase:
             )
             self.indexes.close()
             self.indexes = DerivedIndexes.open(
-                self, self.path, marks, embedder_id=self._embedder_id, dim=self._dim, fresh=False
+                self, self.path, marks, embedder_id=self.bucket.embedder_id, dim=self.bucket.dim, fresh=False
             )
 
-    def _bump_marks(self, changes: Sequence[Change]) -> dict[str, int]:
+    def _bump_marks(self, txn: WriteTxn) -> dict[str, int]:
         """The marks after this transaction, written into it: one more for each indexed table it changed."""
-        if not changes:
+        if not txn.changes:
             return self._marks
         marks = dict(self._marks)
-        for table in {c.table for c in changes}:
+        for table in {c.table for c in txn.changes}:
             marks[table] = marks.get(table, 0) + 1
-        _run(
-            self._writer,
-            "MATCH (m:Meta {key: 'meta'}) SET m.index_marks = $j",
-            {"j": dump_marks(marks)},
-        )
+        txn.execute("MATCH (s:Scope {key: $scope}) SET s.index_marks = $j", {"j": dump_marks(marks)})
         return marks
 
-    def _rollback(self) -> None:
-        try:
-            _run(self._writer, "ROLLBACK")
-        except RuntimeError as e:  # a failed statement already rolled the transaction back
-            log.debug("rollback after error: %s", e)
-
-    # -- schema ------------------------------------------------------------------------------------------------
-    def _ensure_schema(self, embedder_id: str, dim: int) -> tuple[bool, int]:
-        """(created now, the schema version upgraded from or 0); loads the index marks."""
-        tables = {row[1] for row in self.query("CALL show_tables() RETURN *")}
-        if "Meta" not in tables:
-            self._create_schema(embedder_id, dim)
-            return True, 0
-        rows = self.query("MATCH (m:Meta {key: 'meta'}) RETURN m.schema_version, m.embedder_id, m.dim")
-        if not rows:
-            raise SchemaMismatch(f"database {self.path} has no Meta node; it was not created by graphrecall")
-        version, stored_id, stored_dim = rows[0]
-        if stored_id != embedder_id or stored_dim != dim:
-            raise EmbedderMismatch.of_store(
-                "database",
-                self.path,
-                stored=(stored_id, stored_dim),
-                wanted=(embedder_id, dim),
-                specs=(spec_of(stored_id), spec_of(embedder_id)),
-            )
-        upgraded = 0
-        if version == 1:
-            self._upgrade_from_1()
-            upgraded, version = 1, 2
-        if version == 2:
-            self._upgrade_from_2()
-            upgraded, version = upgraded or 2, 3
-        if version == 3:
-            self._upgrade_from_3(dim)
-            upgraded, version = upgraded or 3, 4
-        if version == 4:
-            self._upgrade_from_4()
-            upgraded = upgraded or 4
-        elif version != schema.SCHEMA_VERSION:
-            raise SchemaMismatch(
-                f"database {self.path} has schema version {version}; this graphrecall reads versions 1 to "
-                f"{schema.SCHEMA_VERSION} (a newer graphrecall wrote it?)"
-            )
-        self._marks = parse_marks(self.query("MATCH (m:Meta {key: 'meta'}) RETURN m.index_marks")[0][0])
-        self.native_indexes = bool(self.query("CALL show_indexes() RETURN *"))
-        return False, upgraded
-
-    def _create_schema(self, embedder_id: str, dim: int) -> None:
-        with self.write_lock:
-            # DDL runs in auto-commit mode (Kuzu does not allow it in one manual transaction).
-            for stmt in [*schema.node_tables(dim), *schema.REL_TABLES]:
-                _run(self._writer, stmt)
-            _run(
-                self._writer,
-                "CREATE (:Meta {key: 'meta', schema_version: $v, embedder_id: $e, dim: $d, created_at: $t,"
-                " index_marks: '{}'})",
-                {"v": schema.SCHEMA_VERSION, "e": embedder_id, "d": dim, "t": utcnow()},
-            )
-            # A new database is durable as a whole before its first write: recovery never has to replay DDL.
-            _run(self._writer, "CHECKPOINT")
-        # Indexes of an earlier store at this path (erased while this process held it open) describe nothing now.
-        shutil.rmtree(index_dir(self.path), ignore_errors=True)
-
-    def _upgrade_from_1(self) -> None:
-        """Schema 1 -> 2: the index marks column, Kuzu's full-text indexes dropped (the derived lexical index
-        replaces them; they cost ~6 MB per store and a checkpointed update per write). Its vector indexes cannot be
-        dropped safely in Kuzu 0.11.3 and stay, unused. Idempotent: a crash half-way is finished by the next open."""
-        with self.write_lock:
-            columns = {r[1] for r in self.query("CALL table_info('Meta') RETURN *")}
-            if "index_marks" not in columns:
-                _run(self._writer, "ALTER TABLE Meta ADD index_marks STRING DEFAULT '{}'")
-            existing = {(r[0], r[1]) for r in self.query("CALL show_indexes() RETURN table_name, index_name")}
-            for table, name, _ in schema.FTS_INDEXES:
-                if (table, name) in existing:
-                    _run(self._writer, f"CALL DROP_FTS_INDEX('{table}', '{name}')")
-            _run(self._writer, "MATCH (m:Meta {key: 'meta'}) SET m.schema_version = 2")
-            _run(self._writer, "CHECKPOINT")
-        Path(str(self.path) + ".fts-rebuild").unlink(
-            missing_ok=True
-        )  # schema 1's repair marker: nothing to repair
-
-    def _upgrade_from_2(self) -> None:
-        """Schema 2 -> 3: ``Fact.reinforcement``, added with a default of 1 and then set to the number of distinct
-        sessions the fact's source messages come from (what extraction would have counted; a fact the application
-        added has none and stays 1). ``ALTER TABLE ... ADD ... DEFAULT`` is DDL, so it runs in auto-commit mode
-        (Kuzu refuses DDL in a manual transaction). Idempotent: a crash half-way is finished by the next open."""
-        with self.write_lock:
-            columns = {r[1] for r in self.query("CALL table_info('Fact') RETURN *")}
-            if "reinforcement" not in columns:
-                _run(self._writer, "ALTER TABLE Fact ADD reinforcement INT64 DEFAULT 1")
-            _run(
-                self._writer,
-                "MATCH (f:Fact)-[:FACT_FROM]->(m:Message) WITH f, count(DISTINCT m.session_id) AS n "
-                "SET f.reinforcement = CASE WHEN n > 1 THEN n ELSE 1 END",
-            )
-            _run(self._writer, "MATCH (m:Meta {key: 'meta'}) SET m.schema_version = 3")
-            _run(self._writer, "CHECKPOINT")
-
-    def _upgrade_from_3(self, dim: int) -> None:
-        """Schema 3 -> 4: the ``Passage`` table and its ``PASSAGE_OF`` edges, empty (a round stored before keeps its
-        pooled vector only until it is written again). Idempotent, like the other upgrades."""
-        with self.write_lock:
-            tables = {row[1] for row in self.query("CALL show_tables() RETURN *")}
-            if "Passage" not in tables:
-                _run(self._writer, schema.PASSAGE_TABLE.format(vec=f"FLOAT[{dim}]"))
-            if "PASSAGE_OF" not in tables:
-                _run(self._writer, schema.PASSAGE_REL)
-            _run(self._writer, "MATCH (m:Meta {key: 'meta'}) SET m.schema_version = 4")
-            _run(self._writer, "CHECKPOINT")
-
-    def _upgrade_from_4(self) -> None:
-        """Schema 4 -> 5: ``Message.lang``, added as ``''`` (DDL, in auto-commit mode) and then set to every
-        message's detected language (``text.message_language``, as a write would have stored it), read a page of
-        messages at a time, in one transaction with the version bump: a crash half-way leaves the column and
-        version 4, and the next open detects again. Measured on a LongMemEval-sized store (5,000 messages): see
-        docs/architecture.md."""
-        with self.write_lock:
-            columns = {r[1] for r in self.query("CALL table_info('Message') RETURN *")}
-            if "lang" not in columns:
-                _run(self._writer, "ALTER TABLE Message ADD lang STRING DEFAULT ''")
-            found: list[dict[str, str]] = []
-            after = ""
-            while True:
-                page = self.query(
-                    "MATCH (m:Message) WHERE m.id > $after RETURN m.id, m.text ORDER BY m.id LIMIT $n",
-                    {"after": after, "n": LANG_BACKFILL_PAGE},
-                )
-                found += [
-                    {"id": mid, "lang": lang} for mid, text in page if (lang := message_language(text or ""))
-                ]
-                if len(page) < LANG_BACKFILL_PAGE:
-                    break
-                after = page[-1][0]
-            _run(self._writer, "BEGIN TRANSACTION")
-            try:
-                for start in range(0, len(found), LANG_BACKFILL_PAGE):
-                    _run(
-                        self._writer,
-                        "UNWIND $rows AS r MATCH (m:Message {id: r.id}) SET m.lang = r.lang",
-                        {"rows": found[start : start + LANG_BACKFILL_PAGE]},
-                    )
-                _run(
-                    self._writer,
-                    "MATCH (m:Meta {key: 'meta'}) SET m.schema_version = $v",
-                    {"v": schema.SCHEMA_VERSION},
-                )
-            except BaseException:
-                self._rollback()
-                raise
-            _run(self._writer, "COMMIT")
-            _run(self._writer, "CHECKPOINT")
-
     def close(self) -> None:
+        """Close the scope's derived indexes (its bucket stays open: other scopes use it)."""
         if self.closed:
             return
         with self.write_lock:
@@ -385,12 +493,8 @@ class ScopeDatabase:
             indexes: DerivedIndexes | None = getattr(self, "indexes", None)
             if indexes is not None:
                 indexes.close()
-            with self._conns_lock:
-                for c in self._conns:
-                    with contextlib.suppress(Exception):
-                        c.close()
-                self._conns.clear()
-            self._db.close()
+        if self._owns_bucket:
+            self.bucket.close()
 
 
 def _drain(result: kuzu.QueryResult | list[kuzu.QueryResult]) -> list[list[Any]]:
@@ -485,14 +589,13 @@ class _ReadGate:
 
 
 class WriteTxn:
-    """A handle on the writer connection inside ``ScopeDatabase.write()``."""
+    """A handle on the writer connection inside ``ScopeDatabase.write()``, confined to that scope: statements bind
+    ``$scope`` and pass ``check_scoped``; inserted rows get their key and their ``OWNS`` edge (``copy``)."""
 
-    def __init__(
-        self, conn: kuzu.Connection, *, create_small: bool = False, small_tables: bool = False
-    ) -> None:
+    def __init__(self, conn: kuzu.Connection, scope: ScopeDatabase, *, create_small: bool = False) -> None:
         self._conn = conn
+        self.scope = scope
         self.create_small = create_small  # small inserts as CREATE (see ``copy``)
-        self.small_tables = small_tables  # the scope is small: edges by UNWIND (see ``_create``)
         self.changes: list[Change] = []  # what this transaction did to indexed tables
         # Ids it inserted into and deleted from the tables whose ids the database keeps in memory (``KnownIds``).
         self.ids_added: dict[str, list[str]] = {}
@@ -501,8 +604,13 @@ class WriteTxn:
         self.copied = False  # it ran a COPY (its commit checkpoints)
 
     def execute(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
-        """Run a statement. Deleting rows of an indexed table must be announced with ``unindex``."""
-        return _run(self._conn, cypher, params)
+        """Run a statement confined to the scope. Deleting rows of an indexed table must be announced with
+        ``unindex``."""
+        return _run(self._conn, cypher, self.scope._bind(cypher, params))
+
+    def key(self, id_: str) -> str:
+        """The primary key of the scope's row ``id_``."""
+        return self.scope.key(id_)
 
     def unindex(self, table: str, ids: Sequence[str]) -> None:
         """Announce that this transaction deletes ``ids`` of ``table`` (call it beside the statement that deletes
@@ -513,22 +621,33 @@ class WriteTxn:
             self.ids_deleted.setdefault(table, []).extend(ids)
 
     def copy(self, table: str, data: Any) -> None:
-        """Insert a pyarrow table; an indexed table's rows are indexed at commit.
+        """Insert a pyarrow table of the scope's rows (``id`` column; for an edge table ``from`` and ``to`` ids):
+        each row keyed by the scope's prefix and, for a row of an ``schema.ANCHORED`` table, owned by the scope's
+        ``Scope`` node in the same statement (the scope invariant, module docstring); a message, round or passage is
+        reached through the edge to its session or round, which the caller writes in the same transaction. An
+        indexed table's rows are indexed at commit.
 
-        How: a small insert into a store without Kuzu-native indexes is ``CREATE`` statements, anything else a
-        ``COPY``. Why: a transaction that ran a ``COPY`` checkpoints on commit (measured: ~130 ms p50 for one
-        2-message session, ~10 ms with ``CREATE``), which every read waits out; but ``COPY`` is ~20x faster per row
-        in bulk, and with Kuzu's own indexes (schema 1 stores keep their vector indexes) ``UNWIND ... CREATE`` lost
-        rows (measured), so those stores always ``COPY``.
+        How: messages, rounds and passages in bulk (more than ``CREATE_MAX_ROWS``, or ``bulk``) are one ``COPY``;
+        every other insert is ``CREATE`` statements, edges one statement per edge (``insert_rows``,
+        ``insert_edges``). Why: a transaction that ran a ``COPY`` checkpoints on commit (measured: ~130 ms p50 for
+        one 2-message session, ~10 ms with ``CREATE``), which every read of the bucket waits out, but ``COPY`` is
+        ~20x faster per row in bulk; and a ``COPY`` into a relationship table that is rolled back deletes every
+        checkpointed edge of that table in Kuzu 0.11.3 (every user's, in a bucket: measured with Kuzu alone,
+        docs/architecture.md), so edges and the ``OWNS`` edges of anchored rows are never copied.
         """
         if data.num_rows == 0:
             return
-        if self.create_small and data.num_rows <= CREATE_MAX_ROWS:
-            self._create(table, data)
+        ends = schema.rel_ends(table)
+        keyed = _keyed(data, self.scope.prefix, ends is not None)
+        if ends is not None:
+            insert_edges(self._conn, table, keyed)
+            self.created = True
+        elif table in schema.ANCHORED or (self.create_small and data.num_rows <= CREATE_MAX_ROWS):
+            insert_rows(self._conn, table, keyed, self.scope.user_id)
             self.created = True
         else:
             # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
-            frame = data  # noqa: F841
+            frame = keyed  # noqa: F841
             _drain(self._conn.execute(f"COPY {table} FROM frame"))
             self.copied = True
         if table in INDEXED_TABLES:
@@ -536,32 +655,45 @@ class WriteTxn:
         if table in KNOWN_TABLES:
             self.ids_added.setdefault(table, []).extend(data.column("id").to_pylist())
 
-    def _create(self, table: str, data: Any) -> None:
-        rows = data.to_pylist()
-        ends = schema.rel_ends(table)
-        if ends is None:
-            props = ", ".join(
-                f"{c}: {_typed(f'r.{c}', data.schema.field(c).type)}" for c in data.column_names
-            )
-            _run(self._conn, f"UNWIND $rows AS r CREATE (:{table} {{{props}}})", {"rows": rows})
-            return
-        src, dst = ends
-        extra = [c for c in data.column_names if c not in ("from", "to")]
-        if self.small_tables:
-            # One statement for all edges: it scans both node tables, which is cheap while they are small.
-            props = ", ".join(f"{c}: {_typed(f'r.{c}', data.schema.field(c).type)}" for c in extra)
-            _run(
-                self._conn,
-                f"UNWIND $rows AS r MATCH (a:{src} {{id: r.from}}) WITH a, r MATCH (b:{dst} {{id: r.to}}) "
-                f"CREATE (a)-[:{table} {{{props}}}]->(b)",
-                {"rows": rows},
-            )
-            return
-        # One statement per edge: ``UNWIND ... MATCH`` scans both node tables (Kuzu plans it as a hash join), ~1 s
-        # for 140 edges between 100k-row tables.
-        props = ", ".join(f"{c}: {_typed(f'${c}', data.schema.field(c).type)}" for c in extra)
-        stmt = self._conn.prepare(
-            f"MATCH (a:{src} {{id: $f}}), (b:{dst} {{id: $t}}) CREATE (a)-[:{table} {{{props}}}]->(b)"
+
+def _keyed(data: Any, prefix: str, edges: bool) -> Any:
+    """``data`` with its keys: a ``key`` column first for a node table, ``from`` and ``to`` as keys for an edge
+    table."""
+    import pyarrow as pa
+
+    if not edges:
+        return data.add_column(0, "key", pa.array([prefix + i for i in data.column("id").to_pylist()]))
+    keyed = data.set_column(0, "from", pa.array([prefix + i for i in data.column("from").to_pylist()]))
+    return keyed.set_column(1, "to", pa.array([prefix + i for i in data.column("to").to_pylist()]))
+
+
+def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> None:
+    """``CREATE`` keyed rows of a scope table, ``CREATE_MAX_ROWS`` per statement; a row of an anchored table with
+    its ``OWNS`` edge from the scope's ``Scope`` node (``user_id``), in the same statement."""
+    props = ", ".join(f"{c}: {_typed(f'r.{c}', keyed.schema.field(c).type)}" for c in keyed.column_names)
+    if table in schema.ANCHORED:  # starts from the Scope node (a key lookup)
+        stmt = (
+            f"MATCH (sc:Scope {{key: $scope}}) UNWIND $rows AS r CREATE (sc)-[:OWNS]->(:{table} {{{props}}})"
         )
-        for r in rows:
-            _drain(self._conn.execute(stmt, {"f": r["from"], "t": r["to"], **{c: r[c] for c in extra}}))
+    else:  # reached through the edge to its session or round, written in the same transaction
+        stmt = f"UNWIND $rows AS r CREATE (:{table} {{{props}}})"
+    for start in range(0, keyed.num_rows, CREATE_MAX_ROWS):
+        rows = keyed.slice(start, CREATE_MAX_ROWS).to_pylist()
+        _run(conn, stmt, {"rows": rows, "scope": user_id} if table in schema.ANCHORED else {"rows": rows})
+
+
+def insert_edges(conn: kuzu.Connection, table: str, keyed: Any) -> None:
+    """``CREATE`` edges between keyed rows, one prepared statement per edge, each end looked up by key. Why not
+    ``UNWIND $rows MATCH (a {key: r.from})``: Kuzu plans it as a cross product with a scan of both node tables, which
+    are the whole bucket's (101 s for 320 edges between 200k-row tables, against ~1 ms per edge one by one); and
+    not ``COPY``: a rolled-back ``COPY`` of edges deletes the table's checkpointed edges (``WriteTxn.copy``)."""
+    ends = schema.rel_ends(table)
+    assert ends is not None, table
+    src, dst = ends
+    extra = [c for c in keyed.column_names if c not in ("from", "to")]
+    props = ", ".join(f"{c}: {_typed(f'${c}', keyed.schema.field(c).type)}" for c in extra)
+    stmt = conn.prepare(
+        f"MATCH (a:{src} {{key: $f}}), (b:{dst} {{key: $t}}) CREATE (a)-[:{table} {{{props}}}]->(b)"
+    )
+    for r in keyed.to_pylist():
+        _drain(conn.execute(stmt, {"f": r["from"], "t": r["to"], **{c: r[c] for c in extra}}))

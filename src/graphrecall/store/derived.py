@@ -1,10 +1,10 @@
-"""The derived indexes of one scope's database: what each covers, the marks that prove it caught up, and keeping them
+"""The derived indexes of one scope (``<user>.kuzu.idx/``, one per scope, whatever bucket holds its rows): what each covers, the marks that prove it caught up, and keeping them
 in step with every committed write.
 
 Why here: Kuzu is the store of record, so the indexes beside it (``graphrecall.index``: tantivy for BM25, an exact
 scan or usearch for vectors) are maintained by the one place every write passes through, ``ScopeDatabase.write()``.
 A ``COPY`` into an indexed table and an ``unindex`` of deleted ids are recorded on the transaction; the Kuzu commit
-also bumps a per-table counter in the ``Meta`` node (``index_marks``); after the commit the changes are applied to
+also bumps a per-table counter in the scope's ``Scope`` row (``index_marks``); after the commit the changes are applied to
 the indexes, each of which stores the counter it reached. On open, an index whose counter differs from Kuzu's (a
 crash between the two commits), or that is missing or damaged, is rebuilt from Kuzu. So an index can lag Kuzu only
 between a commit and the end of that same ``write()`` call, and never survives a restart stale.
@@ -26,6 +26,7 @@ from graphrecall.index import ScopeIndexes
 from graphrecall.index.lexical import Row
 from graphrecall.index.vector import F32
 from graphrecall.models import Round
+from graphrecall.store.schema import owned
 
 
 class Readable(Protocol):
@@ -83,7 +84,7 @@ def dump_marks(marks: Mapping[str, int]) -> str:
 
 
 class KuzuSource:
-    """``IndexSource`` over one open scope database: rows read in pages ordered by id (a 100k-round rebuild never
+    """``IndexSource`` over one scope of its bucket: rows read in pages ordered by id (a 100k-round rebuild never
     materializes a table in one result), marks as Kuzu last committed them."""
 
     def __init__(self, db: Readable, marks: Mapping[str, int]) -> None:
@@ -91,17 +92,17 @@ class KuzuSource:
         self.marks = marks
 
     def _pages(self, spec: Derived) -> Iterator[list[Any]]:
-        """Every row, a page of internal offsets at a time. Why offsets: ``ORDER BY id SKIP/LIMIT`` sorts the whole
-        table on every page, which at 100k rounds exhausts a 64 MiB buffer pool (measured); a range of offsets is a
-        filtered scan that reads only the page's values (60k rounds with text and vector: ~6 s)."""
+        """Every row of the scope, a page of internal offsets at a time. Why offsets: ``ORDER BY id SKIP/LIMIT``
+        sorts the whole table on every page, which at 100k rounds exhausts a 64 MiB buffer pool (measured); a range
+        of offsets is a filter on what the scope's ``OWNS`` edges reach, and reads only the page's values. The
+        scope's offsets are read first (they are spread over the bucket's table), so a page holds ``PAGE`` rows."""
         columns = ", ".join(f"n.{c}" for c in (spec.column, *spec.payload))
-        top = self.db.query(f"MATCH (n:{spec.table}) RETURN max(offset(ID(n)))")[0][0]
-        if top is None:
-            return
-        for start in range(0, int(top) + 1, PAGE):
+        pattern = owned("n", spec.table)
+        offsets = sorted(int(r[0]) for r in self.db.query(f"MATCH {pattern} RETURN offset(ID(n))"))
+        for start in range(0, len(offsets), PAGE):
             yield from self.db.query(
-                f"MATCH (n:{spec.table}) WHERE offset(ID(n)) >= $a AND offset(ID(n)) < $b RETURN n.id, {columns}",
-                {"a": start, "b": start + PAGE},
+                f"MATCH {pattern} WHERE offset(ID(n)) >= $a AND offset(ID(n)) <= $b RETURN n.id, {columns}",
+                {"a": offsets[start], "b": offsets[min(len(offsets), start + PAGE) - 1]},
             )
 
     def lexical_rows(self, name: str) -> Iterator[Row]:

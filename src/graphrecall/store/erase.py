@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.database import ScopeDatabase, owned
 from graphrecall.store.rounds import delete_rounds
 
 
@@ -33,7 +33,10 @@ class ErasePlan:
 
 
 def sessions_before(db: ScopeDatabase, before: datetime) -> list[str]:
-    return [r[0] for r in db.query("MATCH (s:Session) WHERE s.started_at < $t RETURN s.id", {"t": before})]
+    return [
+        r[0]
+        for r in db.query(f"MATCH {owned('s', 'Session')} WHERE s.started_at < $t RETURN s.id", {"t": before})
+    ]
 
 
 def plan(
@@ -48,27 +51,33 @@ def plan(
     p = ErasePlan(sessions=list(dict.fromkeys(sessions)))
     msg = dict.fromkeys(messages)
     for sid in p.sessions:
-        for r in db.query("MATCH (m:Message)-[:MSG_IN]->(:Session {id: $s}) RETURN m.id", {"s": sid}):
+        for r in db.query(
+            "MATCH (m:Message)-[:MSG_IN]->(:Session {key: $s}) RETURN m.id", {"s": db.key(sid)}
+        ):
             msg[r[0]] = None
     p.messages = list(msg)
     # A session that loses every message goes too (no empty sessions left behind).
     gone = set(p.messages)
     for r in db.query_each(
-        "MATCH (m:Message {id: $m})-[:MSG_IN]->(s:Session) RETURN s.id", [{"m": m} for m in p.messages]
+        "MATCH (m:Message {key: $m})-[:MSG_IN]->(s:Session) RETURN s.id",
+        [{"m": db.key(m)} for m in p.messages],
     ):
         if r[0] not in p.sessions:
-            left = db.query("MATCH (m:Message)-[:MSG_IN]->(:Session {id: $s}) RETURN m.id", {"s": r[0]})
+            left = db.query(
+                "MATCH (m:Message)-[:MSG_IN]->(:Session {key: $s}) RETURN m.id", {"s": db.key(r[0])}
+            )
             if {x[0] for x in left} <= gone:
                 p.sessions.append(r[0])
     rounds: dict[str, None] = {}
     fact_ids = dict.fromkeys(facts)
     event_ids = dict.fromkeys(events)
     for mid in p.messages:
-        for r in db.query("MATCH (r:Round)-[:HAS_MESSAGE]->(:Message {id: $m}) RETURN r.id", {"m": mid}):
+        key = {"m": db.key(mid)}
+        for r in db.query("MATCH (r:Round)-[:HAS_MESSAGE]->(:Message {key: $m}) RETURN r.id", key):
             rounds[r[0]] = None
-        for r in db.query("MATCH (f:Fact)-[:FACT_FROM]->(:Message {id: $m}) RETURN f.id", {"m": mid}):
+        for r in db.query("MATCH (f:Fact)-[:FACT_FROM]->(:Message {key: $m}) RETURN f.id", key):
             fact_ids[r[0]] = None
-        for r in db.query("MATCH (e:Event)-[:EVENT_FROM]->(:Message {id: $m}) RETURN e.id", {"m": mid}):
+        for r in db.query("MATCH (e:Event)-[:EVENT_FROM]->(:Message {key: $m}) RETURN e.id", key):
             event_ids[r[0]] = None
     p.rounds, p.facts, p.events = list(rounds), list(fact_ids), list(event_ids)
     p.entities = _orphans(db, set(p.facts), set(p.events))
@@ -79,15 +88,17 @@ def _orphans(db: ScopeDatabase, facts: set[str], events: set[str]) -> list[str]:
     """Entities that only the erased facts and events mention."""
     touched: dict[str, None] = {}
     for fid in facts:
-        for r in db.query("MATCH (:Fact {id: $f})-[:ABOUT]->(e:Entity) RETURN e.id", {"f": fid}):
+        for r in db.query("MATCH (:Fact {key: $f})-[:ABOUT]->(e:Entity) RETURN e.id", {"f": db.key(fid)}):
             touched[r[0]] = None
     for eid in events:
-        for r in db.query("MATCH (:Event {id: $e})-[:SUBJECT|OBJECT]->(n:Entity) RETURN n.id", {"e": eid}):
+        for r in db.query(
+            "MATCH (:Event {key: $e})-[:SUBJECT|OBJECT]->(n:Entity) RETURN n.id", {"e": db.key(eid)}
+        ):
             touched[r[0]] = None
     out = []
     for nid in touched:
         users = db.query(
-            "MATCH (x)-[:ABOUT|SUBJECT|OBJECT]->(:Entity {id: $n}) RETURN DISTINCT x.id", {"n": nid}
+            "MATCH (x)-[:ABOUT|SUBJECT|OBJECT]->(:Entity {key: $n}) RETURN DISTINCT x.id", {"n": db.key(nid)}
         )
         if {r[0] for r in users} <= facts | events:
             out.append(nid)
@@ -112,10 +123,13 @@ def apply(db: ScopeDatabase, p: ErasePlan) -> None:
                 continue
             if table == "Fact":  # entity-to-entity relations extracted from the erased facts
                 for i in ids:
-                    txn.execute("MATCH ()-[r:RELATED]->() WHERE r.fact_id = $f DELETE r", {"f": i})
-            stmt = f"MATCH (n:{table} {{id: $i}}) DETACH DELETE n"
+                    txn.execute(
+                        f"MATCH {owned('a', 'Entity')}-[r:RELATED]->() WHERE r.fact_id = $f DELETE r",
+                        {"f": i},
+                    )
+            stmt = f"MATCH (n:{table} {{key: $k}}) DETACH DELETE n"
             for i in ids:  # point deletes: ``UNWIND ... MATCH`` would scan the table
-                txn.execute(stmt, {"i": i})
+                txn.execute(stmt, {"k": txn.key(i)})
             txn.unindex(table, ids)
 
 
@@ -126,13 +140,16 @@ def matching_ids(db: ScopeDatabase, table: str, index: str, terms: str, limit: i
     if not wanted:
         return []
     candidates = [rid for rid, _ in db.indexes.lexical_search(index, terms, limit)]
-    rows = db.query_each(f"MATCH (n:{table} {{id: $i}}) RETURN n.id, n.terms", [{"i": i} for i in candidates])
+    rows = db.query_each(
+        f"MATCH (n:{table} {{key: $k}}) RETURN n.id, n.terms", [{"k": db.key(i)} for i in candidates]
+    )
     return [r[0] for r in rows if wanted <= set((r[1] or "").split())]
 
 
 def round_messages(db: ScopeDatabase, round_ids: Sequence[str]) -> list[str]:
     rows = db.query_each(
-        "MATCH (:Round {id: $r})-[:HAS_MESSAGE]->(m:Message) RETURN m.id", [{"r": r} for r in round_ids]
+        "MATCH (:Round {key: $r})-[:HAS_MESSAGE]->(m:Message) RETURN m.id",
+        [{"r": db.key(r)} for r in round_ids],
     )
     return list(dict.fromkeys(r[0] for r in rows))
 

@@ -20,7 +20,7 @@ from graphrecall.embed.base import Vectors
 from graphrecall.models import Entity, Event, Fact, FactKind
 from graphrecall.names import normalize_name
 from graphrecall.store.arrow import TS, edge_table, vector_column
-from graphrecall.store.database import ScopeDatabase, WriteTxn
+from graphrecall.store.database import ScopeDatabase, WriteTxn, owned
 from graphrecall.store.known import (
     existing_ids as existing_ids,  # extraction and import check ids through here
 )
@@ -107,7 +107,9 @@ def write_extraction(txn: WriteTxn, w: ExtractionWrite, *, dim: int) -> None:
             ),
         )
     for e in w.alias_updates:
-        txn.execute("MATCH (e:Entity {id: $id}) SET e.aliases = $a", {"id": e.id, "a": list(e.aliases)})
+        txn.execute(
+            "MATCH (e:Entity {key: $k}) SET e.aliases = $a", {"k": txn.key(e.id), "a": list(e.aliases)}
+        )
     if w.facts:
         n = len(w.facts)
         txn.copy(
@@ -157,10 +159,16 @@ def write_extraction(txn: WriteTxn, w: ExtractionWrite, *, dim: int) -> None:
         _edges(txn, "SUBJECT", [(e.id, x) for e in w.events for x in dict.fromkeys(e.subject_ids)])
         _edges(txn, "OBJECT", [(e.id, x) for e in w.events for x in dict.fromkeys(e.object_ids)])
     if w.related:
-        txn.execute(
-            "UNWIND $rows AS r MATCH (a:Entity {id: r.src}), (b:Entity {id: r.dst}) "
-            "CREATE (a)-[:RELATED {predicate: r.p, fact_id: r.f}]->(b)",
-            {"rows": [{"src": s, "dst": d, "p": p, "f": f} for s, d, p, f in w.related]},
+        txn.copy(
+            "RELATED",
+            pa.table(
+                {
+                    "from": [s for s, _, _, _ in w.related],
+                    "to": [d for _, d, _, _ in w.related],
+                    "predicate": [p for _, _, p, _ in w.related],
+                    "fact_id": [f for _, _, _, f in w.related],
+                }
+            ),
         )
     for r in w.reinforcements:
         reinforce(txn, r)
@@ -179,31 +187,36 @@ def _norm(name: str) -> str:
 
 
 def reinforce(txn: WriteTxn, r: Reinforcement) -> None:
-    rows = txn.execute("MATCH (f:Fact {id: $id}) RETURN f.message_ids, f.last_seen", {"id": r.fact_id})
+    rows = txn.execute(
+        "MATCH (f:Fact {key: $k}) RETURN f.message_ids, f.last_seen", {"k": txn.key(r.fact_id)}
+    )
     if not rows:
         return
     old_ids: list[str] = list(rows[0][0] or [])
     added = [m for m in dict.fromkeys(r.message_ids) if m not in old_ids]
     last_seen = max(d for d in (rows[0][1], r.last_seen) if d is not None)
     txn.execute(
-        "MATCH (f:Fact {id: $id}) SET f.confidence = $c, f.last_seen = $t, f.message_ids = $m, "
+        "MATCH (f:Fact {key: $k}) SET f.confidence = $c, f.last_seen = $t, f.message_ids = $m, "
         "f.reinforcement = coalesce(f.reinforcement, 1) + $n",
-        {"id": r.fact_id, "c": r.confidence, "t": last_seen, "m": old_ids + added, "n": max(0, r.count)},
+        {
+            "k": txn.key(r.fact_id),
+            "c": r.confidence,
+            "t": last_seen,
+            "m": old_ids + added,
+            "n": max(0, r.count),
+        },
     )
     if added:
-        txn.execute(
-            "UNWIND $ms AS mid MATCH (f:Fact {id: $id}), (m:Message {id: mid}) CREATE (f)-[:FACT_FROM]->(m)",
-            {"id": r.fact_id, "ms": added},
-        )
+        txn.copy("FACT_FROM", edge_table([(r.fact_id, m) for m in added]))
 
 
 def supersede(txn: WriteTxn, s: Supersession) -> None:
     txn.execute(
-        "MATCH (o:Fact {id: $old}), (n:Fact {id: $new}) SET o.valid_to = $vt, o.expired_at = $x "
+        "MATCH (o:Fact {key: $old}), (n:Fact {key: $new}) SET o.valid_to = $vt, o.expired_at = $x "
         "CREATE (n)-[:SUPERSEDES {at: $at, reason: $r}]->(o)",
         {
-            "old": s.old_id,
-            "new": s.new_id,
+            "old": txn.key(s.old_id),
+            "new": txn.key(s.new_id),
             "vt": s.valid_to,
             "x": s.expired_at,
             "r": s.reason,
@@ -214,8 +227,8 @@ def supersede(txn: WriteTxn, s: Supersession) -> None:
 
 def set_extract_status(txn: WriteTxn, session_id: str, status: str, error: str | None) -> None:
     txn.execute(
-        "MATCH (s:Session {id: $id}) SET s.extract_status = $st, s.extract_error = $err",
-        {"id": session_id, "st": status, "err": error},
+        "MATCH (s:Session {key: $k}) SET s.extract_status = $st, s.extract_error = $err",
+        {"k": txn.key(session_id), "st": status, "err": error},
     )
 
 
@@ -223,7 +236,7 @@ def set_extract_status(txn: WriteTxn, session_id: str, status: str, error: str |
 def sessions_to_extract(db: ScopeDatabase, statuses: Sequence[str]) -> list[tuple[str, datetime]]:
     """Sessions whose extract_status is one of ``statuses`` (null counts as none), oldest first."""
     rows = db.query(
-        "MATCH (s:Session) WHERE coalesce(s.extract_status, 'none') IN $st "
+        f"MATCH {owned('s', 'Session')} WHERE coalesce(s.extract_status, 'none') IN $st "
         "RETURN s.id, s.started_at ORDER BY s.started_at, s.id",
         {"st": list(statuses)},
     )
@@ -232,14 +245,16 @@ def sessions_to_extract(db: ScopeDatabase, statuses: Sequence[str]) -> list[tupl
 
 def session_info(db: ScopeDatabase, session_id: str) -> tuple[datetime, str, str | None] | None:
     rows = db.query(
-        "MATCH (s:Session {id: $id}) RETURN s.started_at, coalesce(s.extract_status, 'none'), s.extract_error",
-        {"id": session_id},
+        "MATCH (s:Session {key: $k}) RETURN s.started_at, coalesce(s.extract_status, 'none'), s.extract_error",
+        {"k": db.key(session_id)},
     )
     return (rows[0][0], rows[0][1], rows[0][2]) if rows else None
 
 
 def load_entities(db: ScopeDatabase) -> list[EntityRecord]:
-    rows = db.query("MATCH (e:Entity) RETURN e.id, e.name, e.type, e.aliases, e.embedding ORDER BY e.id")
+    rows = db.query(
+        f"MATCH {owned('e', 'Entity')} RETURN e.id, e.name, e.type, e.aliases, e.embedding ORDER BY e.id"
+    )
     return [
         EntityRecord(
             id=r[0],
@@ -253,7 +268,9 @@ def load_entities(db: ScopeDatabase) -> list[EntityRecord]:
 
 
 def list_entities(db: ScopeDatabase) -> list[Entity]:
-    rows = db.query("MATCH (e:Entity) RETURN e.id, e.name, e.type, e.aliases ORDER BY e.name, e.id")
+    rows = db.query(
+        f"MATCH {owned('e', 'Entity')} RETURN e.id, e.name, e.type, e.aliases ORDER BY e.name, e.id"
+    )
     return [Entity(id=r[0], name=r[1], type=r[2] or "thing", aliases=list(r[3] or [])) for r in rows]
 
 
@@ -285,14 +302,15 @@ def similar_current_facts(
     v = np.asarray(vec, dtype=np.float32).tolist()
     ret = "RETURN f.id, f.text, f.confidence, f.recorded_at, f.valid_from, f.last_seen, s ORDER BY s DESC LIMIT $k"
     rows = db.query(
-        f"MATCH (f:Fact) WHERE f.expired_at IS NULL AND {NOT_SUMMARY} "
+        f"MATCH {owned('f', 'Fact')} WHERE f.expired_at IS NULL AND {NOT_SUMMARY} "
         "WITH f, array_cosine_similarity(f.embedding, $v) AS s "
         f"WHERE s >= $t {ret}",
         {"v": v, "t": min_similarity, "k": k},
     )
     if entity_ids:
         rows += db.query(
-            f"MATCH (f:Fact)-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND f.expired_at IS NULL AND {NOT_SUMMARY} "
+            f"MATCH {owned('f', 'Fact')}-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND f.expired_at IS NULL "
+            f"AND {NOT_SUMMARY} "
             "WITH DISTINCT f WITH f, array_cosine_similarity(f.embedding, $v) AS s "
             f"WHERE s >= $t {ret}",
             {"v": v, "t": min_similarity_shared, "k": k, "ents": list(entity_ids)},
@@ -326,7 +344,7 @@ def _fact(r: Sequence[Any], superseded_by: str | None, entity_ids: Sequence[str]
 
 def _facts_query(db: ScopeDatabase, where: str, params: dict[str, Any], tail: str = "") -> list[Fact]:
     rows = db.query(
-        f"MATCH (f:Fact) {where} "
+        f"MATCH {owned('f', 'Fact')} {where} "
         "OPTIONAL MATCH (n:Fact)-[:SUPERSEDES]->(f) "
         "OPTIONAL MATCH (f)-[:ABOUT]->(e:Entity) "
         f"RETURN {FACT_COLS}, min(n.id), collect(DISTINCT e.id) {tail}",
@@ -370,7 +388,8 @@ def supersession_chain(db: ScopeDatabase, fact_id: str) -> list[Fact]:
     frontier = [fact_id]
     while frontier:
         rows = db.query(
-            "MATCH (a:Fact)-[:SUPERSEDES]-(b:Fact) WHERE a.id IN $ids RETURN DISTINCT b.id", {"ids": frontier}
+            f"MATCH {owned('a', 'Fact')}-[:SUPERSEDES]-(b:Fact) WHERE a.id IN $ids RETURN DISTINCT b.id",
+            {"ids": frontier},
         )
         frontier = [r[0] for r in rows if r[0] not in seen]
         seen.update(frontier)
@@ -386,7 +405,9 @@ def visible_fact_ids(
     if not ids:
         return set()
     cond, params = fact_condition("f", until, as_of)
-    rows = db.query(f"MATCH (f:Fact) WHERE f.id IN $ids AND {cond} RETURN f.id", {"ids": list(ids), **params})
+    rows = db.query(
+        f"MATCH {owned('f', 'Fact')} WHERE f.id IN $ids AND {cond} RETURN f.id", {"ids": list(ids), **params}
+    )
     return {r[0] for r in rows}
 
 
@@ -400,7 +421,8 @@ def visible_event_ids(
         return set(ids)
     cond, params = event_condition("s", until, as_of)
     rows = db.query(
-        f"MATCH (e:Event), (s:Session) WHERE e.id IN $ids AND s.id = e.session_id AND {cond} RETURN e.id",
+        f"MATCH {owned('e', 'Event')}, {owned('s', 'Session')} WHERE e.id IN $ids AND s.id = e.session_id "
+        f"AND {cond} RETURN e.id",
         {"ids": list(ids), **params},
     )
     return {r[0] for r in rows}
@@ -421,13 +443,14 @@ def entity_neighbourhood(
     v = np.asarray(vec, dtype=np.float32).tolist()
     fcond, fparams = fact_condition("f", until, as_of)
     facts = db.query(
-        f"MATCH (f:Fact)-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND {fcond} WITH DISTINCT f "
+        f"MATCH {owned('f', 'Fact')}-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND {fcond} WITH DISTINCT f "
         "RETURN f.id, array_cosine_similarity(f.embedding, $v) AS s ORDER BY s DESC LIMIT $k",
         {"ents": list(entity_ids), "v": v, "k": k, **fparams},
     )
     econd, eparams = event_condition("s", until, as_of)
     events = db.query(
-        f"MATCH (x:Event)-[]->(e:Entity), (s:Session) WHERE e.id IN $ents AND s.id = x.session_id AND {econd} "
+        f"MATCH {owned('x', 'Event')}-[]->(e:Entity), {owned('s', 'Session')} WHERE e.id IN $ents "
+        f"AND s.id = x.session_id AND {econd} "
         "WITH DISTINCT x RETURN x.id, array_cosine_similarity(x.embedding, $v) AS s ORDER BY s DESC LIMIT $k",
         {"ents": list(entity_ids), "v": v, "k": k, **eparams},
     )
@@ -440,7 +463,8 @@ def events_between(
     """Visible events whose time falls between ``start`` and ``end``, in time order."""
     cond, params = event_condition("s", until, None)
     rows = db.query(
-        f"MATCH (e:Event), (s:Session) WHERE s.id = e.session_id AND e.time_start >= $a AND e.time_start <= $b "
+        f"MATCH {owned('e', 'Event')}, {owned('s', 'Session')} WHERE s.id = e.session_id AND e.time_start >= $a "
+        "AND e.time_start <= $b "
         f"AND {cond} RETURN {EVENT_COLS} ORDER BY e.time_start, e.id LIMIT $n",
         {"a": start, "b": end, "n": limit, **params},
     )
@@ -453,7 +477,7 @@ def source_rounds(db: ScopeDatabase, table: str, ids: Sequence[str]) -> dict[str
         return {}
     rel = "FACT_FROM" if table == "Fact" else "EVENT_FROM"
     rows = db.query(
-        f"MATCH (x:{table})-[:{rel}]->(m:Message)<-[:HAS_MESSAGE]-(r:Round) WHERE x.id IN $ids "
+        f"MATCH {owned('x', table)}-[:{rel}]->(m:Message)<-[:HAS_MESSAGE]-(r:Round) WHERE x.id IN $ids "
         "RETURN x.id, collect(DISTINCT r.id)",
         {"ids": list(ids)},
     )
@@ -469,12 +493,13 @@ def fetch_nodes(
         return {}
     if table == "Fact":
         rows = db.query(
-            "MATCH (f:Fact) WHERE f.id IN $ids RETURN f.id, f.text, f.session_id, f.valid_from, f.message_ids",
+            f"MATCH {owned('f', 'Fact')} WHERE f.id IN $ids RETURN f.id, f.text, f.session_id, f.valid_from, "
+            "f.message_ids",
             {"ids": list(ids)},
         )
     else:
         rows = db.query(
-            "MATCH (e:Event), (s:Session) WHERE e.id IN $ids AND s.id = e.session_id "
+            f"MATCH {owned('e', 'Event')}, {owned('s', 'Session')} WHERE e.id IN $ids AND s.id = e.session_id "
             "RETURN e.id, e.text, e.session_id, coalesce(e.time_start, s.started_at), e.message_ids",
             {"ids": list(ids)},
         )
@@ -502,7 +527,7 @@ def _event(r: Sequence[Any]) -> Event:
 
 def list_events(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> list[Event]:
     rows = db.query(
-        f"MATCH (e:Event) RETURN {EVENT_COLS} ORDER BY e.time_start, e.id SKIP $o LIMIT $n",
+        f"MATCH {owned('e', 'Event')} RETURN {EVENT_COLS} ORDER BY e.time_start, e.id SKIP $o LIMIT $n",
         {"o": offset, "n": limit},
     )
     return [_event(r) for r in rows]
@@ -515,7 +540,7 @@ def salience_inputs(
     if not ids:
         return {}
     rows = db.query(
-        "MATCH (f:Fact) WHERE f.id IN $ids RETURN f.id, f.last_seen, f.recorded_at, f.reinforcement",
+        f"MATCH {owned('f', 'Fact')} WHERE f.id IN $ids RETURN f.id, f.last_seen, f.recorded_at, f.reinforcement",
         {"ids": list(ids)},
     )
     return {r[0]: (r[1], r[2], int(r[3] if r[3] is not None else 1)) for r in rows}
@@ -532,7 +557,7 @@ def fact_mentions(
         return {}
     cond, params = event_condition("s", until, None)  # a session is visible when its date is
     rows = db.query(
-        "MATCH (f:Fact)-[:FACT_FROM]->(m:Message), (s:Session) WHERE f.id IN $ids AND s.id = m.session_id "
+        f"MATCH {owned('f', 'Fact')}-[:FACT_FROM]->(m:Message)-[:MSG_IN]->(s:Session) WHERE f.id IN $ids "
         f"AND {cond} RETURN f.id, count(DISTINCT s.id), max(s.started_at)",
         {"ids": list(ids), **params},
     )
@@ -546,7 +571,7 @@ def events_since(
     that date."""
     cond, params = event_condition("s", until, None)
     rows = db.query(
-        "MATCH (e:Event), (s:Session) WHERE s.id = e.session_id AND "
+        f"MATCH {owned('e', 'Event')}, {owned('s', 'Session')} WHERE s.id = e.session_id AND "
         f"coalesce(e.time_start, s.started_at) >= $since AND {cond} "
         f"RETURN {EVENT_COLS}, coalesce(e.time_start, s.started_at) AS d ORDER BY d DESC, e.id LIMIT $n",
         {"since": since, "n": limit, **params},
@@ -560,7 +585,7 @@ def current_facts_of_kind(db: ScopeDatabase, kind: str, vec: Vectors) -> list[tu
     ``vec``, most similar first. Exact scan: the rule that uses it compares whole entity sets."""
     v = np.asarray(vec, dtype=np.float32).tolist()
     rows = db.query(
-        f"MATCH (f:Fact) WHERE f.expired_at IS NULL AND f.kind = $kind AND {NOT_SUMMARY} "
+        f"MATCH {owned('f', 'Fact')} WHERE f.expired_at IS NULL AND f.kind = $kind AND {NOT_SUMMARY} "
         "OPTIONAL MATCH (f)-[:ABOUT]->(e:Entity) "
         "WITH f, collect(DISTINCT e.id) AS ents "
         "RETURN f.id, f.text, f.confidence, f.recorded_at, f.valid_from, f.last_seen, "
@@ -584,14 +609,16 @@ def session_date(db: ScopeDatabase, session_id: str) -> datetime | None:
 # -- a whole scope (``exchange``) ------------------------------------------------------------------------------------
 def extraction_states(db: ScopeDatabase) -> dict[str, tuple[str, str | None]]:
     """Session id -> (extract_status, extract_error)."""
-    rows = db.query("MATCH (s:Session) RETURN s.id, coalesce(s.extract_status, 'none'), s.extract_error")
+    rows = db.query(
+        f"MATCH {owned('s', 'Session')} RETURN s.id, coalesce(s.extract_status, 'none'), s.extract_error"
+    )
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
 def supersedes_edges(db: ScopeDatabase) -> list[tuple[str, str, datetime | None, str]]:
     """Every SUPERSEDES edge as (new id, old id, at, reason)."""
     rows = db.query(
-        "MATCH (n:Fact)-[s:SUPERSEDES]->(o:Fact) RETURN n.id, o.id, s.at, s.reason ORDER BY o.id, n.id"
+        f"MATCH {owned('n', 'Fact')}-[s:SUPERSEDES]->(o:Fact) RETURN n.id, o.id, s.at, s.reason ORDER BY o.id, n.id"
     )
     return [(r[0], r[1], r[2], r[3] or "") for r in rows]
 
@@ -600,7 +627,9 @@ def event_entities(db: ScopeDatabase) -> dict[str, tuple[list[str], list[str]]]:
     """Event id -> (subject entity ids, object entity ids)."""
     out: dict[str, tuple[list[str], list[str]]] = {}
     for slot, rel in ((0, "SUBJECT"), (1, "OBJECT")):
-        rows = db.query(f"MATCH (e:Event)-[:{rel}]->(x:Entity) RETURN e.id, x.id ORDER BY e.id, x.id")
+        rows = db.query(
+            f"MATCH {owned('e', 'Event')}-[:{rel}]->(x:Entity) RETURN e.id, x.id ORDER BY e.id, x.id"
+        )
         for eid, xid in rows:
             out.setdefault(eid, ([], []))[slot].append(xid)
     return out
@@ -609,7 +638,7 @@ def event_entities(db: ScopeDatabase) -> dict[str, tuple[list[str], list[str]]]:
 def related_edges(db: ScopeDatabase) -> list[tuple[str, str, str, str]]:
     """Every RELATED edge as (source, target, predicate, fact_id)."""
     rows = db.query(
-        "MATCH (a:Entity)-[r:RELATED]->(b:Entity) RETURN a.id, b.id, r.predicate, r.fact_id "
+        f"MATCH {owned('a', 'Entity')}-[r:RELATED]->(b:Entity) RETURN a.id, b.id, r.predicate, r.fact_id "
         "ORDER BY a.id, b.id, r.predicate"
     )
     return [(r[0], r[1], r[2] or "", r[3] or "") for r in rows]

@@ -1,23 +1,28 @@
-"""An LRU pool of open scope databases.
+"""The open buckets of a store root and the views of the scopes in use: an LRU of each.
 
-Each open ``kuzu.Database`` reserves address space (``max_db_size``) and a buffer pool, so a process cannot keep
-every tenant open: the pool keeps at most ``capacity`` idle databases open and closes the least recently used.
-A database in use by a request is never closed under it: the pool may briefly exceed its capacity instead, and
-erasing a scope waits until its last user has let go.
+A scope's rows live in a bucket (``store.buckets``, ``store.database``): one ``kuzu.Database`` shared by many users,
+so a process keeps a bucket open for all of them (its memory no longer grows per user) and a view per scope in use
+(``ScopeDatabase``: the scope's derived indexes and known ids). The pool keeps at most ``capacity`` idle views and
+``bucket_capacity`` idle buckets open and closes the least recently used; a view or bucket in use by a request is
+never closed under it: the pool may briefly exceed its capacity instead, and erasing a scope waits until its last
+user has let go.
 
-A database on which an operation failed with a Kuzu I/O error (a full disk, a file-size limit) is never used again,
+A store written before buckets (``<root>/<org>/<user>.kuzu``) is moved into its bucket when the scope is first
+opened (``store.move.move_legacy``: one transaction, one log line, the old file deleted after).
+
+A bucket on which an operation failed with a Kuzu I/O error (a full disk, a file-size limit) is never used again,
 and never closed. Kuzu 0.11.3 leaves it broken in memory (a retried write failed on duplicated primary keys, then a
 write-write conflict, then crashed the process), and closing it either aborts the process (when the failed
 commit's write-ahead log still cannot be written) or writes the failed commit into the files (measured: the
 Session primary-key index then held keys of rows that did not exist, so those sessions could never be stored).
-So once its last user lets go it leaves the pool unclosed (``_abandon``), its write-ahead log, which holds only
-the failed commit since every commit checkpoints, is moved aside (kept, like ``recovery.py`` does with a torn one;
-replaying it in this process crashed it), and the next user opens a fresh database on the same files, at the last
-good commit (Kuzu's file lock is per process, so a process may open a database twice): reads go on. After a failure
-for lack of room, ``no_room_for`` tells the write log's flusher to leave Kuzu alone until there is room again, so
-that a full disk does not leave one abandoned database per retry. What the failed commit held is still in the write
-log, or was never acknowledged. A failure for lack of room is raised as ``StorageFull`` naming what is full
-(``store/space.py``).
+So once its last user lets go it leaves the pool unclosed (``_abandon``) with every view of it, its write-ahead log,
+which holds only the failed commit since every commit checkpoints, is moved aside (kept, like ``recovery.py`` does
+with a torn one; replaying it in this process crashed it), and the next user opens a fresh database on the same
+files, at the last good commit (Kuzu's file lock is per process, so a process may open a database twice): reads go
+on. After a failure for lack of room, ``no_room_for`` tells the write log's flusher to leave Kuzu alone until there is
+room again, so that a full disk does not leave one abandoned database per retry. What the failed commit held is
+still in the write log, or was never acknowledged. A failure for lack of room is raised as ``StorageFull`` naming
+what is full (``store/space.py``).
 """
 
 from __future__ import annotations
@@ -34,11 +39,15 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from graphrecall.config import BUFFER_POOL_BYTES, POOL_SIZE
-from graphrecall.errors import NotFound, StorageFull, StoreBusy
+from graphrecall.config import BUCKETS_PER_ORG, BUFFER_POOL_BYTES, POOL_SIZE
+from graphrecall.embed.spec import spec_of
+from graphrecall.errors import EmbedderMismatch, NotFound, StorageFull, StoreBusy
 from graphrecall.index import index_dir
 from graphrecall.models import Scope
-from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase
+from graphrecall.store import buckets
+from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, BucketDatabase, Member, ScopeDatabase
+from graphrecall.store.legacy import LEGACY_SUFFIXES, legacy_path
+from graphrecall.store.move import move_legacy
 from graphrecall.store.recovery import wal_path
 from graphrecall.store.space import is_io_failure, no_room, short_of_room
 from graphrecall.store.swap import finish as finish_swap
@@ -50,8 +59,8 @@ DROP_WAIT_SECONDS = 30.0
 # Room a scope's store needs before it is written again after a write failed for lack of room: without it the next
 # write would fail the same way (and leave one more database behind).
 WRITE_ROOM_BYTES = 1 << 20
-# Databases left broken by a failed write (``DatabasePool._abandon``): never closed, never freed.
-_ABANDONED: list[ScopeDatabase] = []
+# Buckets left broken by a failed write (``DatabasePool._abandon``): never closed, never freed.
+_ABANDONED: list[BucketDatabase] = []
 
 
 class DatabasePool:
@@ -64,44 +73,161 @@ class DatabasePool:
         capacity: int = POOL_SIZE,
         buffer_pool_size: int = BUFFER_POOL_BYTES,
         max_db_size: int = DEFAULT_MAX_DB_SIZE,
+        buckets_per_org: int = BUCKETS_PER_ORG,
+        bucket_capacity: int | None = None,
     ) -> None:
+        """``capacity``: idle scope views kept open; ``bucket_capacity`` (default: ``capacity``): idle buckets.
+        ``buckets_per_org``: how many buckets an organisation gets when its first scope is stored (recorded in its
+        manifest then; ``store.buckets``)."""
         if capacity < 1:
             raise ValueError("pool capacity must be at least 1")
         self.root = root
         self.embedder_id = embedder_id
         self.dim = dim
         self.capacity = capacity
+        self.bucket_capacity = max(1, bucket_capacity if bucket_capacity is not None else capacity)
+        self.buckets_per_org = buckets_per_org
         self._bp = buffer_pool_size
         self._max = max_db_size
         self._open: OrderedDict[Scope, ScopeDatabase] = OrderedDict()
+        self._buckets: OrderedDict[Path, BucketDatabase] = OrderedDict()
         self._lock = threading.Lock()
         self._released = threading.Condition(self._lock)  # notified whenever a database is let go
         self._scope_locks: dict[Scope, threading.Lock] = {}
-        self._broken: weakref.WeakSet[ScopeDatabase] = weakref.WeakSet()  # to abandon once idle
+        self._bucket_locks: dict[Path, threading.Lock] = {}
+        self._broken: weakref.WeakSet[BucketDatabase] = weakref.WeakSet()  # to abandon once idle
         self._out_of_room: set[Scope] = set()  # scopes whose store failed to write for lack of room
+        self._manifests: dict[str, buckets.Manifest] = {}  # org -> this embedder's manifest, once it exists
         self._empty: ScopeDatabase | None = None
         self.opens = 0
         finish_swap(root)  # a scope's swap that a killed ``graphrecall reembed`` left half done (store.swap)
 
+    # -- where scopes are ----------------------------------------------------------------------------------------
     def path_for(self, scope: Scope) -> Path:
-        return self.root / scope.org_id / f"{scope.user_id}.kuzu"
+        """``<root>/<org>/<user>.kuzu``: the name the scope's derived indexes (``.idx``) are kept under, and where a
+        store written before buckets kept the scope's database (``store.legacy``)."""
+        return legacy_path(self.root, scope.org_id, scope.user_id)
+
+    def _manifest(self, org_id: str, *, create: bool) -> buckets.Manifest | None:
+        """This embedder's manifest of the organisation (created with ``buckets_per_org`` when asked to)."""
+        with self._lock:
+            found = self._manifests.get(org_id)
+        if found is not None:
+            return found
+        found = (
+            buckets.ensure_manifest(self.root, org_id, self.embedder_id, self.dim, self.buckets_per_org)
+            if create
+            else buckets.manifest(self.root, org_id, self.embedder_id, self.dim)
+        )
+        if found is not None:  # a manifest never changes once written: keep it
+            with self._lock:
+                self._manifests[org_id] = found
+        return found
+
+    def bucket_path(self, scope: Scope, *, create: bool = False) -> Path | None:
+        """The file of the bucket that holds (or would hold) the scope's rows; None when its organisation has no
+        buckets for this embedder and ``create`` is false."""
+        found = self._manifest(scope.org_id, create=create)
+        return None if found is None else found.path_for(scope.user_id)
 
     def exists(self, scope: Scope) -> bool:
-        return self.path_for(scope).exists()
+        """Whether the scope has rows in Kuzu: a member of its bucket (of any embedder), or a database of its own
+        written before buckets."""
+        if self.path_for(scope).exists():
+            return True
+        return self._holder(scope) is not None
+
+    def _holder(self, scope: Scope) -> buckets.Manifest | None:
+        """The manifest of the embedder whose bucket holds the scope, or None."""
+        for m in [self._manifest(scope.org_id, create=False), *self._foreign(scope.org_id)]:
+            if m is None or not m.path_for(scope.user_id).exists():
+                continue
+            with self._using(m.path_for(scope.user_id), m) as bucket:
+                if bucket.member(scope.user_id) is not None:
+                    return m
+        return None
+
+    def _foreign(self, org_id: str) -> list[buckets.Manifest]:
+        """The organisation's manifests of other embedders (a store may hold scopes written with several)."""
+        return [
+            m
+            for m in buckets.manifests(self.root, org_id)
+            if (m.embedder_id, m.dim) != (self.embedder_id, self.dim)
+        ]
 
     def scopes(self) -> list[Scope]:
-        """Every scope with a database under the root."""
-        out = []
+        """Every scope with rows in Kuzu under the root (of any embedder), and every database per scope not yet
+        moved into its bucket."""
+        out: set[Scope] = set()
         if self.root.exists():
             for org in sorted(p for p in self.root.iterdir() if p.is_dir()):
                 for f in sorted(org.glob("*.kuzu")):
                     with contextlib.suppress(ValueError):
-                        out.append(Scope(org_id=org.name, user_id=f.name[: -len(".kuzu")]))
-        return out
+                        out.add(Scope(org_id=org.name, user_id=f.name[: -len(".kuzu")]))
+                for m in buckets.manifests(self.root, org.name):
+                    for path in m.existing():
+                        with self._using(path, m) as bucket:
+                            for user in bucket.members():
+                                with contextlib.suppress(ValueError):
+                                    out.add(Scope(org_id=org.name, user_id=user))
+        return sorted(out, key=lambda s: (s.org_id, s.user_id))
+
+    # -- buckets -----------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _using(self, path: Path, m: buckets.Manifest) -> Iterator[BucketDatabase]:
+        """A bucket held open for the block (not a scope's view: the pool's own questions)."""
+        bucket = self._bucket(path, m)
+        try:
+            yield bucket
+        finally:
+            self._let_go(bucket)
+
+    def _bucket(self, path: Path, m: buckets.Manifest) -> BucketDatabase:
+        """The open bucket at ``path`` (opened or created if need be), with one more use."""
+        with self._lock:
+            self._await_broken(path)
+            found = self._buckets.get(path)
+            if found is not None:
+                self._buckets.move_to_end(path)
+                found.in_use += 1
+                return found
+            lock = self._bucket_locks.setdefault(path, threading.Lock())
+        with lock:
+            with self._lock:
+                self._await_broken(path)
+                found = self._buckets.get(path)
+                if found is not None:
+                    found.in_use += 1
+                    return found
+            try:
+                bucket = BucketDatabase(
+                    path,
+                    embedder_id=m.embedder_id,
+                    dim=m.dim,
+                    buffer_pool_size=self._bp,
+                    max_db_size=self._max,
+                )
+            except RuntimeError as e:  # replaying its WAL (or creating it) needs room too
+                reason = no_room(e, [path, wal_path(path)]) if is_io_failure(e) else None
+                if reason is None:
+                    raise
+                raise StorageFull(f"bucket {path}: cannot open it: {reason}") from e
+            with self._lock:
+                bucket.in_use += 1
+                self._buckets[path] = bucket
+                self._evict()
+            return bucket
+
+    def _let_go(self, bucket: BucketDatabase) -> None:
+        with self._lock:
+            bucket.in_use -= 1
+            self._retire(bucket)
+            self._released.notify_all()
+            self._evict()
 
     @contextlib.contextmanager
     def empty(self) -> Iterator[ScopeDatabase]:
-        """A database with this pool's schema and embedder and no rows, that refuses writes: what a scope that
+        """A scope view with this pool's schema and embedder and no rows, that refuses writes: what a scope that
         lives in its write log (``store.logs``) is read through, so that every reader merges the log's tail with
         "Kuzu's" lists as usual, with nothing on the Kuzu side.
 
@@ -112,22 +238,27 @@ class DatabasePool:
         with self._lock:
             if self._empty is None or self._empty.closed:
                 where = Path(tempfile.mkdtemp(prefix="graphrecall-empty-"))
-                self._empty = ScopeDatabase(
+                bucket = BucketDatabase(
                     where / "empty.kuzu",
                     embedder_id=self.embedder_id,
                     dim=self.dim,
                     buffer_pool_size=16 << 20,
                     max_db_size=self._max,
                 )
-                self._empty.placeholder = True
+                bucket.placeholder = True
+                # No such scope: every pattern from its Scope node finds nothing, every key lookup too.
+                self._empty = ScopeDatabase(
+                    bucket, ".empty", where / "empty.kuzu", Member(prefix=".empty:", created=True)
+                )
                 weakref.finalize(self._empty, shutil.rmtree, where, True)  # also at exit, if never closed
             db = self._empty
         yield db
 
+    # -- scopes ------------------------------------------------------------------------------------------------
     @contextlib.contextmanager
     def acquire(self, scope: Scope, *, create: bool = True) -> Iterator[ScopeDatabase]:
-        """The scope's open database for the body of a ``with``. A Kuzu I/O error raised in the body retires the
-        database (module docstring) and, when it was for lack of room, becomes ``StorageFull``."""
+        """The scope's view of its bucket for the body of a ``with``. A Kuzu I/O error raised in the body retires
+        the bucket (module docstring) and, when it was for lack of room, becomes ``StorageFull``."""
         db = self._get(scope, create)
         failed: BaseException | None = None
         try:
@@ -137,31 +268,36 @@ class DatabasePool:
                 failed = e
             raise
         finally:
-            reason = None if failed is None else no_room(failed, self._files(scope))
+            bucket = db.bucket
+            reason = None if failed is None else no_room(failed, [bucket.path, wal_path(bucket.path)])
             with self._lock:
                 db.in_use -= 1
-                if failed is not None and db not in self._broken:
-                    self._broken.add(db)
+                bucket.in_use -= 1
+                if failed is not None and bucket not in self._broken:
+                    self._broken.add(bucket)
                     if reason is not None:
                         self._out_of_room.add(scope)
                     log.warning(
-                        "database %s: an operation failed (%s); it is not used again", db.path, failed
+                        "bucket %s: an operation of %s failed (%s); it is not used again",
+                        bucket.path,
+                        scope,
+                        failed,
                     )
-                self._retire(scope, db)
+                self._retire(bucket)
                 self._released.notify_all()
                 self._evict()
             if failed is not None and reason is not None:
                 raise StorageFull(f"scope {scope}: the store has no room for the write: {reason}") from failed
 
-    def _files(self, scope: Scope) -> list[Path]:
-        path = self.path_for(scope)
-        return [path, wal_path(path)]
-
-    def _retire(self, scope: Scope, db: ScopeDatabase) -> None:
-        """Take a broken database out of the pool once nobody uses it (caller holds ``_lock``)."""
-        if db in self._broken and db.in_use == 0 and self._open.get(scope) is db:
-            del self._open[scope]
-            self._abandon(db)
+    def _retire(self, bucket: BucketDatabase) -> None:
+        """Take a broken bucket, and every view of it, out of the pool once nobody uses it (caller holds
+        ``_lock``)."""
+        if bucket not in self._broken or bucket.in_use != 0 or self._buckets.get(bucket.path) is not bucket:
+            return
+        del self._buckets[bucket.path]
+        for scope in [s for s, v in self._open.items() if v.bucket is bucket]:
+            self._open.pop(scope).close()
+        self._abandon(bucket)
 
     def no_room_for(self, scope: Scope) -> str | None:
         """Why ``scope``'s store should not be written yet: a write into it failed for lack of room and there is
@@ -169,81 +305,98 @@ class DatabasePool:
         with self._lock:
             if scope not in self._out_of_room:
                 return None
-            short = short_of_room(self.path_for(scope), WRITE_ROOM_BYTES)
-            if short is None:
+        where = self.bucket_path(scope) or self.path_for(scope)
+        short = short_of_room(where, WRITE_ROOM_BYTES)
+        if short is None:
+            with self._lock:
                 self._out_of_room.discard(scope)
-            return short
+        return short
 
-    def _await_broken(self, scope: Scope) -> None:
-        """Before handing out ``scope``'s database: wait until a broken one has left the pool, so that a fresh one
-        is opened. Caller holds ``_lock``."""
-        db = self._open.get(scope)
+    def _await_broken(self, path: Path) -> None:
+        """Before handing out the bucket at ``path``: wait until a broken one has left the pool, so that a fresh
+        one is opened. Caller holds ``_lock``."""
+        bucket = self._buckets.get(path)
 
         def gone() -> bool:
-            return self._open.get(scope) is not db
+            return self._buckets.get(path) is not bucket
 
-        if db is not None and db in self._broken and not self._released.wait_for(gone, DROP_WAIT_SECONDS):
+        if (
+            bucket is not None
+            and bucket in self._broken
+            and not self._released.wait_for(gone, DROP_WAIT_SECONDS)
+        ):
             raise StoreBusy(
-                f"scope {scope}: its database is reopened after a failed write, and is still in use after "
+                f"bucket {path}: it is reopened after a failed write, and is still in use after "
                 f"{DROP_WAIT_SECONDS:g} s"
             )
 
-    def _dispose(self, scope: Scope, db: ScopeDatabase) -> None:
-        """Close a database that leaves the pool, unless it is broken (then it is abandoned)."""
-        if db in self._broken:
-            self._abandon(db)
+    def _dispose(self, bucket: BucketDatabase) -> None:
+        """Close a bucket that leaves the pool, unless it is broken (then it is abandoned)."""
+        if bucket in self._broken:
+            self._abandon(bucket)
         else:
-            db.close()
+            bucket.close()
 
     @staticmethod
-    def _abandon(db: ScopeDatabase) -> None:
-        """Keep a broken ``db`` alive, unclosed, until the process exits, and move its write-ahead log aside (module
+    def _abandon(bucket: BucketDatabase) -> None:
+        """Keep a broken bucket alive, unclosed, until the process exits, and move its write-ahead log aside (module
         docstring: closing it aborts the process or writes the failed commit into the files). The garbage collector
         would close it, at the latest at exit, so it gets a reference that is never given back. Its memory stays
         taken: one database per failed write, and writes are retried with backoff and only once there is room."""
-        _ABANDONED.append(db)
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(db))
+        _ABANDONED.append(bucket)
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(bucket))
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
-        for part in (wal_path(db.path), Path(str(db.path) + ".shadow")):
+        for part in (wal_path(bucket.path), Path(str(bucket.path) + ".shadow")):
             if part.exists():
                 aside = Path(f"{part}.failed-{stamp}")
                 part.rename(aside)
                 log.warning(
-                    "database %s: set the failed commit's %s aside as %s", db.path, part.name, aside.name
+                    "bucket %s: set the failed commit's %s aside as %s", bucket.path, part.name, aside.name
                 )
 
     def _get(self, scope: Scope, create: bool) -> ScopeDatabase:
+        """The scope's view, with one more use (of it and of its bucket)."""
         with self._lock:
-            self._await_broken(scope)
             db = self._open.get(scope)
-            if db is not None:
+            if db is not None and db.bucket not in self._broken:
                 self._open.move_to_end(scope)
                 db.in_use += 1
+                db.bucket.in_use += 1
                 return db
             scope_lock = self._scope_locks.setdefault(scope, threading.Lock())
         with scope_lock:
             with self._lock:
-                self._await_broken(scope)
                 db = self._open.get(scope)
-                if db is not None:
+                if db is not None and db.bucket not in self._broken:
                     db.in_use += 1
+                    db.bucket.in_use += 1
                     return db
-            path = self.path_for(scope)
-            if not create and not path.exists():
+            legacy = self.path_for(scope)
+            moving = legacy.exists()
+            m = self._manifest(scope.org_id, create=create or moving)
+            if m is None:
+                self._refuse(scope, create)
                 raise NotFound(f"no memory stored for scope {scope}")
+            path = m.path_for(scope.user_id)
+            if not (create or moving or path.exists()):
+                self._refuse(scope, create)
+                raise NotFound(f"no memory stored for scope {scope}")
+            bucket = self._bucket(path, m)
             try:
-                db = ScopeDatabase(
-                    path,
-                    embedder_id=self.embedder_id,
-                    dim=self.dim,
-                    buffer_pool_size=self._bp,
-                    max_db_size=self._max,
-                )
-            except RuntimeError as e:  # replaying its WAL (or creating it) needs room too
-                reason = no_room(e, self._files(scope)) if is_io_failure(e) else None
-                if reason is None:
-                    raise
-                raise StorageFull(f"scope {scope}: cannot open its store: {reason}") from e
+                if moving:
+                    move_legacy(
+                        bucket, scope.user_id, legacy, buffer_pool_size=self._bp, max_db_size=self._max
+                    )
+                member = bucket.member(scope.user_id)
+                if member is None:
+                    self._refuse(scope, create)
+                    if not create:
+                        raise NotFound(f"no memory stored for scope {scope}")
+                    member = bucket.create_scope(scope.user_id)
+                db = ScopeDatabase(bucket, scope.user_id, self.path_for(scope), member)
+            except BaseException:
+                self._let_go(bucket)
+                raise
             self.opens += 1
             with self._lock:
                 db.in_use += 1
@@ -251,26 +404,59 @@ class DatabasePool:
                 self._evict()
             return db
 
+    def _refuse(self, scope: Scope, create: bool) -> None:
+        """``EmbedderMismatch`` when another embedder's bucket holds the scope (its vectors are another model's)."""
+        for m in self._foreign(scope.org_id):
+            path = m.path_for(scope.user_id)
+            if not path.exists():
+                continue
+            with self._using(path, m) as bucket:
+                held = bucket.member(scope.user_id) is not None
+            if held:
+                raise EmbedderMismatch.of_store(
+                    "database",
+                    self.path_for(scope),
+                    stored=(m.embedder_id, m.dim),
+                    wanted=(self.embedder_id, self.dim),
+                    specs=(spec_of(m.embedder_id), spec_of(self.embedder_id)),
+                )
+
     def _evict(self) -> None:
-        """Close least-recently-used idle databases beyond capacity (caller holds ``_lock``)."""
-        if len(self._open) <= self.capacity:
-            return
-        for scope in list(self._open):
-            if len(self._open) <= self.capacity:
-                break
-            db = self._open[scope]
-            if db.in_use == 0:
-                del self._open[scope]
-                self._dispose(scope, db)
+        """Close least-recently-used idle views, then idle buckets that no open view uses, beyond capacity (caller
+        holds ``_lock``)."""
+        if len(self._open) > self.capacity:
+            for scope in list(self._open):
+                if len(self._open) <= self.capacity:
+                    break
+                db = self._open[scope]
+                if db.in_use == 0:
+                    del self._open[scope]
+                    db.close()
+        if len(self._buckets) > self.bucket_capacity:
+            viewed = {id(v.bucket) for v in self._open.values()}
+            for path in list(self._buckets):
+                if len(self._buckets) <= self.bucket_capacity:
+                    break
+                bucket = self._buckets[path]
+                if bucket.in_use == 0 and id(bucket) not in viewed:
+                    del self._buckets[path]
+                    self._dispose(bucket)
 
     def open_count(self) -> int:
+        """Scope views open."""
         with self._lock:
             return len(self._open)
 
-    def drop(self, scope: Scope, *, wait_seconds: float = DROP_WAIT_SECONDS) -> bool:
-        """Close and delete a scope's database files. Returns whether anything existed.
+    def bucket_count(self) -> int:
+        """Buckets open."""
+        with self._lock:
+            return len(self._buckets)
 
-        Requests already holding the database finish first (new ones wait for the drop, then see an empty
+    def drop(self, scope: Scope, *, wait_seconds: float = DROP_WAIT_SECONDS) -> bool:
+        """Erase a scope entirely: every row it owns in its bucket (of any embedder), its derived indexes and a
+        database of its own written before buckets. Returns whether anything existed.
+
+        Requests already holding the scope's view finish first (new ones wait for the drop, then see an empty
         scope); if they do not let go within ``wait_seconds`` the scope is left as it was and ``StoreBusy`` is
         raised. Never closes a database under a request."""
         with self._lock:
@@ -285,17 +471,15 @@ class DatabasePool:
                         f"scope {scope} is still in use after {wait_seconds:g} s; nothing was erased"
                     )
             if db is not None:
-                self._dispose(scope, db)
-            path = self.path_for(scope)
+                db.close()
             existed = False
-            for p in (
-                path,
-                Path(str(path) + ".wal"),
-                Path(str(path) + ".lock"),
-                Path(str(path) + ".shadow"),
-                Path(str(path) + ".fts-rebuild"),
-                index_dir(path),
-            ):
+            for m in buckets.manifests(self.root, scope.org_id):
+                path = m.path_for(scope.user_id)
+                if path.exists():
+                    with self._using(path, m) as bucket:
+                        existed = bucket.drop_scope(scope.user_id) or existed
+            path = self.path_for(scope)
+            for p in [Path(str(path).removesuffix(".kuzu") + s) for s in LEGACY_SUFFIXES] + [index_dir(path)]:
                 if p.is_dir():
                     shutil.rmtree(p)
                     existed = True
@@ -306,10 +490,14 @@ class DatabasePool:
 
     def close(self) -> None:
         with self._lock:
-            for scope, db in self._open.items():
-                self._dispose(scope, db)
+            for db in self._open.values():
+                db.close()
             self._open.clear()
+            for bucket in self._buckets.values():
+                self._dispose(bucket)
+            self._buckets.clear()
             empty, self._empty = self._empty, None
         if empty is not None:
             empty.close()
+            empty.bucket.close()
             shutil.rmtree(empty.path.parent, ignore_errors=True)

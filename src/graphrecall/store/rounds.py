@@ -12,7 +12,7 @@ from graphrecall.embed.base import Vectors
 from graphrecall.models import Round, Session, utcnow
 from graphrecall.store import schema
 from graphrecall.store.arrow import TS, edge_table, vector_column
-from graphrecall.store.database import ScopeDatabase, WriteTxn
+from graphrecall.store.database import ScopeDatabase, WriteTxn, owned
 from graphrecall.store.known import (
     existing_ids as existing_ids,  # the facade checks ids by table through here
 )
@@ -23,9 +23,9 @@ from graphrecall.store.visibility import round_condition
 def session_messages(db: ScopeDatabase, session_id: str) -> list[MessageRow]:
     """A session's messages in order, through its edges (a filter on ``m.session_id`` would scan every message)."""
     rows = db.query(
-        "MATCH (m:Message)-[:MSG_IN]->(:Session {id: $s}) RETURN m.id, m.session_id, m.idx, m.role, m.text, m.at, "
+        "MATCH (m:Message)-[:MSG_IN]->(:Session {key: $s}) RETURN m.id, m.session_id, m.idx, m.role, m.text, m.at, "
         "m.lang ORDER BY m.idx",
-        {"s": session_id},
+        {"s": db.key(session_id)},
     )
     return [MessageRow(*r) for r in rows]
 
@@ -98,9 +98,9 @@ def delete_rounds(txn: WriteTxn, round_ids: Sequence[str]) -> None:
     passages: list[str] = []
     for rid in round_ids:
         rows = txn.execute(
-            "MATCH (r:Round {id: $i}) OPTIONAL MATCH (p:Passage)-[:PASSAGE_OF]->(r) "
+            "MATCH (r:Round {key: $k}) OPTIONAL MATCH (p:Passage)-[:PASSAGE_OF]->(r) "
             "WITH r, p, p.id AS pid DETACH DELETE p, r RETURN pid",
-            {"i": rid},
+            {"k": txn.key(rid)},
         )
         passages += [row[0] for row in rows if row[0] is not None]
     txn.unindex("Passage", passages)
@@ -178,7 +178,7 @@ def rounds_without_passages(
     one too short to split, is not read again); with ``among``, only those ids."""
     only = " AND r.id IN $among" if among is not None else ""
     rows = db.query(
-        f"MATCH (r:Round) WHERE r.id > $after AND size(r.user_text) > $n{only} "
+        f"MATCH {owned('r', 'Round')} WHERE r.id > $after AND size(r.user_text) > $n{only} "
         "AND NOT EXISTS { MATCH (:Passage)-[:PASSAGE_OF]->(r) } RETURN r.id, r.user_text ORDER BY r.id LIMIT $k",
         {
             "n": longer_than,
@@ -194,7 +194,7 @@ def touch_sessions(txn: WriteTxn, messages: Sequence[MessageRow]) -> None:
     """Mark the sessions that received messages as updated now."""
     now = utcnow()
     for sid in sorted({m.session_id for m in messages}):  # point updates, as in ``write_messages``
-        txn.execute("MATCH (s:Session {id: $i}) SET s.updated_at = $now", {"i": sid, "now": now})
+        txn.execute("MATCH (s:Session {key: $k}) SET s.updated_at = $now", {"k": txn.key(sid), "now": now})
 
 
 def vector_search(db: ScopeDatabase, index: str, vec: Vectors, k: int) -> list[tuple[str, float]]:
@@ -213,7 +213,7 @@ def exact_vector_search(
     """The same ranking by a full scan in Kuzu, without an index: the reference the derived indexes are checked
     against (tests, ``benchmarks/perf``, and the retriever's ``use_index=False``, which only they set)."""
     rows = db.query(
-        f"MATCH (r:{table}) WITH r, array_cosine_similarity(r.{column}, $v) AS s RETURN r.id, s ORDER BY s DESC "
+        f"MATCH {owned('r', table)} WITH r, array_cosine_similarity(r.{column}, $v) AS s RETURN r.id, s ORDER BY s DESC "
         "LIMIT $k",
         {"v": np.asarray(vec, dtype=np.float32).tolist(), "k": k},
     )
@@ -241,7 +241,8 @@ def rounds_between(
     """Ids of the rounds dated between ``start`` and ``end`` (and visible at ``until``), oldest first."""
     cond, params = round_condition("r", until)
     rows = db.query(
-        f"MATCH (r:Round) WHERE r.at >= $a AND r.at <= $b AND {cond} RETURN r.id ORDER BY r.at LIMIT $n",
+        f"MATCH {owned('r', 'Round')} WHERE r.at >= $a AND r.at <= $b AND {cond} RETURN r.id ORDER BY r.at "
+        "LIMIT $n",
         {"a": start, "b": end, "n": limit, **params},
     )
     return [r[0] for r in rows]
@@ -263,8 +264,8 @@ def kuzu_rounds(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
     (r:Round {id: i})`` as a hash join over a scan of the whole table, which at 100k rounds exhausts a 64 MiB buffer
     pool (and an ``IN`` filter scans too: ~420 ms); 30 point lookups take ~25 ms at 100k rounds (benchmarks/perf)."""
     rows = db.query_each(
-        "MATCH (r:Round {id: $i}) RETURN r.id, r.session_id, r.idx, r.text, r.user_text, r.at, r.message_ids",
-        [{"i": rid} for rid in dict.fromkeys(ids)],
+        "MATCH (r:Round {key: $k}) RETURN r.id, r.session_id, r.idx, r.text, r.user_text, r.at, r.message_ids",
+        [{"k": db.key(rid)} for rid in dict.fromkeys(ids)],
     )
     return {
         r[0]: Round(
@@ -276,7 +277,8 @@ def kuzu_rounds(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
 
 def list_sessions(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> list[Session]:
     rows = db.query(
-        "MATCH (s:Session) RETURN s.id, s.started_at, s.extract_status ORDER BY s.started_at, s.id SKIP $o LIMIT $n",
+        f"MATCH {owned('s', 'Session')} RETURN s.id, s.started_at, s.extract_status ORDER BY s.started_at, s.id "
+        "SKIP $o LIMIT $n",
         {"o": offset, "n": limit},
     )
     return [Session(id=r[0], started_at=r[1], extract_status=r[2] or "none") for r in rows]
@@ -284,7 +286,7 @@ def list_sessions(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> l
 
 def get_session(db: ScopeDatabase, session_id: str) -> Session | None:
     rows = db.query(
-        "MATCH (s:Session {id: $s}) RETURN s.id, s.started_at, s.extract_status", {"s": session_id}
+        "MATCH (s:Session {key: $k}) RETURN s.id, s.started_at, s.extract_status", {"k": db.key(session_id)}
     )
     if not rows:
         return None
@@ -296,5 +298,5 @@ def get_session(db: ScopeDatabase, session_id: str) -> Session | None:
 def counts(db: ScopeDatabase) -> dict[str, int]:
     out: dict[str, int] = {}
     for label in ("Session", "Message", "Round", "Fact", "Event", "Entity"):
-        out[label] = int(db.query(f"MATCH (n:{label}) RETURN count(n)")[0][0])
+        out[label] = int(db.query(f"MATCH {owned('n', label)} RETURN count(n)")[0][0])
     return out

@@ -30,7 +30,10 @@ analysed per script and per text as before, ``text.tokenize``).
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+LEGACY_SCHEMA_VERSION = 5
+"""The last schema of a database per scope (``store.legacy``): stores written before buckets are moved into their
+bucket on open."""
 
 # Kuzu-native indexes of schema 1 (benchmarks measure them; upgraded stores may still hold them).
 # (table, index name, column) for every HNSW index.
@@ -49,36 +52,95 @@ FTS_INDEXES: tuple[tuple[str, str, str], ...] = (
     ("Event", "event_fts", "terms"),
 )
 
+SCOPE_TABLE = (
+    "CREATE NODE TABLE Scope(key STRING PRIMARY KEY, prefix STRING, created_at TIMESTAMP, index_marks STRING,"
+    " schema_version INT64, embedder_id STRING, dim INT64, next_prefix INT64)"
+)
+"""One row per scope of the bucket (``key``: the user id; ``prefix``: what its rows' keys start with; its derived
+indexes' marks), and the bucket's own row, ``BUCKET_ROW`` (schema version, embedder, dimension, the next prefix to
+hand out). Why no ``Meta`` table: every populated node table costs ~1 MB (its primary-key index), so the bucket's
+description shares the scopes' table."""
+BUCKET_ROW = ".bucket"  # a user id never starts with a dot (``models.validate_identifier``)
+
+
+def _columns(dim: int) -> dict[str, str]:
+    """Each scope table's columns after its primary key, as in a database per scope (``legacy_node_tables``)."""
+    vec = f"FLOAT[{dim}]"
+    return {
+        "Session": "id STRING, started_at TIMESTAMP, extract_status STRING, extract_error STRING, updated_at TIMESTAMP",
+        "Message": "id STRING, session_id STRING, idx INT64, role STRING, text STRING, at TIMESTAMP, lang STRING",
+        "Round": "id STRING, session_id STRING, idx INT64, text STRING, user_text STRING, terms STRING, at TIMESTAMP,"
+        f" message_ids STRING[], embedding {vec}, reply_embedding {vec}",
+        "Fact": "id STRING, text STRING, terms STRING, kind STRING, polarity STRING, confidence DOUBLE,"
+        " valid_from TIMESTAMP, valid_to TIMESTAMP, recorded_at TIMESTAMP, expired_at TIMESTAMP,"
+        f" last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}, reinforcement INT64",
+        "Event": "id STRING, subject STRING, verb STRING, object STRING, text STRING, terms STRING,"
+        f" time_start TIMESTAMP, time_end TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}",
+        "Entity": f"id STRING, name STRING, norm STRING, type STRING, aliases STRING[], embedding {vec}",
+        "Passage": f"id STRING, round_id STRING, idx INT64, embedding {vec}",
+    }
+
+
+def column_names(table: str) -> list[str]:
+    """A scope table's columns after ``key`` (``id`` first), in their order."""
+    return [c.strip().split(" ")[0] for c in _columns(1)[table].split(",")]
+
+
+SCOPE_TABLES: tuple[str, ...] = ("Session", "Message", "Round", "Passage", "Fact", "Event", "Entity")
+"""The node tables whose rows belong to one scope: keyed by ``key`` (the scope's prefix + the row's ``id``), each row
+reachable from its scope's ``Scope`` node (``owned``; ``store.database``: the scope invariant)."""
+
 
 def node_tables(dim: int) -> list[str]:
-    vec = f"FLOAT[{dim}]"
-    return [
-        "CREATE NODE TABLE Meta(key STRING PRIMARY KEY, schema_version INT64, embedder_id STRING, dim INT64,"
-        " created_at TIMESTAMP, index_marks STRING)",
-        "CREATE NODE TABLE Session(id STRING PRIMARY KEY, started_at TIMESTAMP, extract_status STRING,"
-        " extract_error STRING, updated_at TIMESTAMP)",
-        "CREATE NODE TABLE Message(id STRING PRIMARY KEY, session_id STRING, idx INT64, role STRING, text STRING,"
-        " at TIMESTAMP, lang STRING)",
-        "CREATE NODE TABLE Round(id STRING PRIMARY KEY, session_id STRING, idx INT64, text STRING,"
-        f" user_text STRING, terms STRING, at TIMESTAMP, message_ids STRING[], embedding {vec},"
-        f" reply_embedding {vec})",
-        "CREATE NODE TABLE Fact(id STRING PRIMARY KEY, text STRING, terms STRING, kind STRING, polarity STRING,"
-        " confidence DOUBLE, valid_from TIMESTAMP, valid_to TIMESTAMP, recorded_at TIMESTAMP,"
-        f" expired_at TIMESTAMP, last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec},"
-        " reinforcement INT64)",
-        "CREATE NODE TABLE Event(id STRING PRIMARY KEY, subject STRING, verb STRING, object STRING, text STRING,"
-        " terms STRING, time_start TIMESTAMP, time_end TIMESTAMP, session_id STRING, message_ids STRING[],"
-        f" embedding {vec})",
-        "CREATE NODE TABLE Entity(id STRING PRIMARY KEY, name STRING, norm STRING, type STRING,"
-        f" aliases STRING[], embedding {vec})",
-        PASSAGE_TABLE.format(vec=vec),
+    """A bucket's node tables (schema 6)."""
+    return [SCOPE_TABLE] + [
+        f"CREATE NODE TABLE {t}(key STRING PRIMARY KEY, {cols})" for t, cols in _columns(dim).items()
     ]
 
 
-PASSAGE_TABLE = (
-    "CREATE NODE TABLE Passage(id STRING PRIMARY KEY, round_id STRING, idx INT64, embedding {vec})"
-)
+def legacy_node_tables(dim: int) -> list[str]:
+    """A database per scope (schema 5, ``store.legacy``): the same tables keyed by ``id``, and ``Meta``."""
+    return [
+        "CREATE NODE TABLE Meta(key STRING PRIMARY KEY, schema_version INT64, embedder_id STRING, dim INT64,"
+        " created_at TIMESTAMP, index_marks STRING)"
+    ] + [
+        f"CREATE NODE TABLE {t}({cols.replace('id STRING', 'id STRING PRIMARY KEY', 1)})"
+        for t, cols in _columns(dim).items()
+    ]
+
+
+PASSAGE_TABLE = "CREATE NODE TABLE Passage(id STRING PRIMARY KEY, round_id STRING, idx INT64, embedding {vec})"  # schema 3 -> 4 of a database per scope (``store.legacy``)
 PASSAGE_REL = "CREATE REL TABLE PASSAGE_OF(FROM Passage TO Round)"
+
+
+ANCHORED: tuple[str, ...] = ("Session", "Fact", "Event", "Entity")
+"""The scope tables whose rows hang from the ``Scope`` node by an ``OWNS`` edge. A message or a round is reached
+through its session (``MSG_IN``, ``ROUND_IN``) and a passage through its round (``PASSAGE_OF``), edges every such row
+is written with: why not an ``OWNS`` edge to them too: Kuzu 0.11.3 spends ~9 MB on each populated relationship table
+once it has been checkpointed a few times (both directions; measured with Kuzu alone), whatever it holds, and every
+pair of a relationship group is a table of its own, so three more pairs cost ~27 MB per bucket, and three more edges
+per chat turn."""
+
+_REACH = {
+    "Message": "(:Scope {{key: $scope}})-[:OWNS]->(:Session)<-[:MSG_IN]-({a}:Message)",
+    "Round": "(:Scope {{key: $scope}})-[:OWNS]->(:Session)<-[:ROUND_IN]-({a}:Round)",
+    "Passage": "(:Scope {{key: $scope}})-[:OWNS]->(:Session)<-[:ROUND_IN]-(:Round)<-[:PASSAGE_OF]-({a}:Passage)",
+}
+
+
+OWNS_REL = "CREATE REL TABLE OWNS(" + ", ".join(f"FROM Scope TO {t}" for t in ANCHORED) + ")"
+
+
+def owned(alias: str, table: str) -> str:
+    """The pattern that reaches the calling scope's rows of ``table`` (bound to ``alias``): from its ``Scope`` node
+    through ``OWNS`` (``ANCHORED`` tables), then for messages, rounds and passages along the edges that tie them to
+    their session. Kuzu starts from the ``Scope`` node (a primary-key lookup) and reads adjacency lists, so the cost
+    grows with the scope's rows, not the bucket's (``benchmarks/perf/bucket_layout.py``)."""
+    if table in _REACH:
+        return _REACH[table].format(a=alias)
+    if table not in ANCHORED:
+        raise ValueError(f"not a scope table: {table}")
+    return f"(:Scope {{key: $scope}})-[:OWNS]->({alias}:{table})"
 
 
 def passage_id(round_id: str, idx: int) -> str:
@@ -103,6 +165,7 @@ REL_TABLES: list[str] = [
     "CREATE REL TABLE RELATED(FROM Entity TO Entity, predicate STRING, fact_id STRING)",
     PASSAGE_REL,
 ]
+"""The edges between a scope's rows (the same in a bucket and in a database per scope); a bucket adds ``OWNS``."""
 
 
 # HNSW lower-layer degree of schema 1. Kuzu's default (60) made inserting a round's two vectors ~3.8 ms; 32 halved
@@ -135,3 +198,17 @@ def rel_ends(table: str) -> tuple[str, str] | None:
             src, dst = rest.removeprefix("FROM ").split(",")[0].rstrip(")").split(" TO ")
             return src.strip(), dst.strip()
     return None
+
+
+def rel_props(table: str) -> list[str]:
+    """The property columns of relationship table ``table``, in order (``SUPERSEDES``: at, reason)."""
+    for stmt in REL_TABLES:
+        name, rest = stmt.removeprefix("CREATE REL TABLE ").split("(", 1)
+        if name == table:
+            return [part.strip().split(" ")[0] for part in rest.rstrip(")").split(",")[1:]]
+    raise ValueError(f"not a relationship table: {table}")
+
+
+def rel_names() -> list[str]:
+    """Every relationship table between a scope's rows."""
+    return [stmt.removeprefix("CREATE REL TABLE ").split("(", 1)[0] for stmt in REL_TABLES]

@@ -74,4 +74,4 @@ def apply_entries(db: ScopeDatabase, entries: Sequence[WriteEntry], *, durable: 
             touched = sorted({m.session_id for m in messages.values()} | {r.session_id for r in rows})
             at = max(e.written_at for e in entries)
             for sid in touched:  # point updates: ``UNWIND ... MATCH`` plans a scan of the whole table
-                txn.execute("MATCH (s:Session {id: $i}) SET s.updated_at = $t", {"i": sid, "t": at})
+                txn.execute("MATCH (s:Session {key: $k}) SET s.updated_at = $t", {"k": txn.key(sid), "t": at})

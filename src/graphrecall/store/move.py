@@ -1,0 +1,178 @@
+"""A scope's rows copied whole into a bucket, in one transaction: from a database per scope of earlier code (the
+upgrade, ``move_legacy``) or from another bucket (``graphrecall reembed``'s swap, ``copy_scope``).
+
+Why one transaction: the scope's ``Scope`` row is created in it, so the bucket holds either the whole scope or none
+of it; a process killed half-way leaves the source as it was, and the next open copies again. The source is read a
+page of rows at a time and each page is a ``COPY`` (the only bulk insert Kuzu has); keys get the new prefix, ids and
+every column stay as they are, and the derived indexes' marks come along, so a scope's ``<user>.kuzu.idx/`` built
+over the source is still valid over the copy (the ids it holds did not change).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from graphrecall.store import schema
+from graphrecall.store.database import BucketDatabase, Member, insert_edges, insert_rows
+from graphrecall.store.legacy import LEGACY_SUFFIXES, UPGRADE_WORK, LegacyDatabase
+
+log = logging.getLogger(__name__)
+
+PAGE = 20_000  # rows per COPY: a page of 384-d rounds is ~60 MB of arrow
+
+
+class Source(Protocol):
+    """What a scope is copied from."""
+
+    def arrow(self, cypher: str, params: dict[str, Any] | None = None) -> Any: ...
+
+    def nodes(self, table: str) -> str:
+        """The pattern that binds the scope's rows of ``table`` to ``n``."""
+        ...
+
+
+class LegacySource:
+    """A database per scope: every row is the scope's."""
+
+    def __init__(self, db: LegacyDatabase) -> None:
+        self.db = db
+
+    def arrow(self, cypher: str, params: dict[str, Any] | None = None) -> Any:
+        return self.db.arrow(cypher, params)
+
+    def nodes(self, table: str) -> str:
+        return f"(n:{table})"
+
+
+class BucketSource:
+    """A scope of another bucket."""
+
+    def __init__(self, bucket: BucketDatabase, user_id: str) -> None:
+        self.bucket, self.user_id = bucket, user_id
+
+    def arrow(self, cypher: str, params: dict[str, Any] | None = None) -> Any:
+        bound = dict(params or {})
+        bound["scope"] = self.user_id
+        conn = self.bucket.reader()
+        result = conn.execute(cypher, bound)
+        assert not isinstance(result, list)
+        try:
+            return result.get_as_arrow(chunk_size=100_000)
+        finally:
+            result.close()
+
+    def nodes(self, table: str) -> str:
+        return schema.owned("n", table)
+
+
+def _pages(source: Source, table: str, columns: str) -> Iterator[pa.Table]:
+    """The scope's rows of ``table``, ``PAGE`` internal offsets at a time (no sort of the whole table)."""
+    pattern = source.nodes(table)
+    offsets = sorted(source.arrow(f"MATCH {pattern} RETURN offset(ID(n)) AS o").column("o").to_pylist())
+    for start in range(0, len(offsets), PAGE):
+        yield source.arrow(
+            f"MATCH {pattern} WHERE offset(ID(n)) >= $a AND offset(ID(n)) <= $b RETURN {columns}",
+            {"a": offsets[start], "b": offsets[min(len(offsets), start + PAGE) - 1]},
+        )
+
+
+def copy_rows(bucket: BucketDatabase, user_id: str, prefix: str, source: Source) -> int:
+    """Inside the bucket's open transaction: every row and edge of ``source`` as the scope's (keys with ``prefix``,
+    the rows of ``schema.ANCHORED`` tables owned by the ``Scope`` row ``user_id``). Returns the rows copied."""
+    conn = bucket.writer
+    copied = 0
+    for table in schema.SCOPE_TABLES:
+        names = schema.column_names(table)
+        columns = ", ".join(f"n.{c} AS {c}" for c in names)
+        for page in _pages(source, table, columns):
+            if page.num_rows == 0:
+                continue
+            keyed = page.add_column(0, "key", pa.array([prefix + i for i in page.column("id").to_pylist()]))
+            if table in schema.ANCHORED:  # with their OWNS edges, never copied (database.WriteTxn.copy)
+                insert_rows(conn, table, keyed, user_id)
+            else:
+                frame = keyed  # noqa: F841  (COPY reads it by name)
+                conn.execute(f"COPY {table} FROM frame")
+            copied += page.num_rows
+    for rel in schema.rel_names():
+        src, dst = schema.rel_ends(rel) or ("", "")
+        props = schema.rel_props(rel)
+        pattern = source.nodes(src).replace("(n:", "(a:", 1)
+        extra = "".join(f", r.{p} AS {p}" for p in props)
+        edges = source.arrow(f"MATCH {pattern}-[r:{rel}]->(b:{dst}) RETURN a.id AS a, b.id AS b{extra}")
+        if edges.num_rows == 0:
+            continue
+        cols: dict[str, Any] = {
+            "from": [prefix + i for i in edges.column("a").to_pylist()],
+            "to": [prefix + i for i in edges.column("b").to_pylist()],
+        }
+        for p in props:
+            cols[p] = edges.column(p)
+        insert_edges(conn, rel, pa.table(cols))  # one by one: a rolled-back COPY of edges loses others' edges
+    return copied
+
+
+def copy_scope(bucket: BucketDatabase, user_id: str, source: Source, marks: dict[str, int]) -> Member:
+    """The scope ``user_id`` created in ``bucket`` with every row of ``source``, in one durable transaction; the
+    bucket must not hold it yet."""
+    with bucket.write_lock:
+        if bucket.member(user_id) is not None:
+            raise RuntimeError(f"bucket {bucket.path} already holds {user_id!r}")
+        bucket.writer.execute("BEGIN TRANSACTION")
+        try:
+            prefix = bucket.create_scope_row(user_id, marks)
+            copy_rows(bucket, user_id, prefix, source)
+        except BaseException:
+            bucket.rollback()
+            raise
+        bucket.commit()
+        bucket.checkpoint()
+        member = Member(prefix=prefix, marks=dict(marks))
+        bucket.adopt(user_id, member)
+        return member
+
+
+def move_legacy(
+    bucket: BucketDatabase, user_id: str, legacy: Path, *, buffer_pool_size: int, max_db_size: int
+) -> None:
+    """Move the database per scope at ``legacy`` (``<root>/<org>/<user>.kuzu``, any schema from 1) into its bucket,
+    then delete it (its derived indexes stay: same ids, same marks). A move that committed before the process died
+    left the bucket holding the scope: the old file is then only deleted. One log line says what was done."""
+    t0 = time.perf_counter()
+    if bucket.member(user_id) is None:
+        old = LegacyDatabase(
+            legacy,
+            embedder_id=bucket.embedder_id,
+            dim=bucket.dim,
+            buffer_pool_size=buffer_pool_size,
+            max_db_size=max_db_size,
+        )
+        try:
+            counts = {
+                t: int(old.query(f"MATCH (n:{t}) RETURN count(n)")[0][0])
+                for t in ("Session", "Round", "Fact")
+            }
+            copy_scope(bucket, user_id, LegacySource(old), old.marks)
+            upgraded = old.upgraded_from
+        finally:
+            old.close()
+        how = f" (upgraded from schema {upgraded}: {UPGRADE_WORK[upgraded]})" if upgraded else ""
+        log.warning(
+            "moved the store %s into its bucket %s in %.2f s%s: %d sessions, %d rounds, %d facts; the old file is "
+            "deleted",
+            legacy,
+            bucket.path,
+            time.perf_counter() - t0,
+            how,
+            counts["Session"],
+            counts["Round"],
+            counts["Fact"],
+        )
+    for suffix in LEGACY_SUFFIXES:
+        Path(str(legacy).removesuffix(".kuzu") + suffix).unlink(missing_ok=True)
