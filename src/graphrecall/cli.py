@@ -170,7 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("ingest", parents=[common, scope, as_json], help="add chat sessions from a file")
-    s.add_argument("file", type=Path, help="JSON, JSONL, LongMemEval or message-list file (may be .gz)")
+    s.add_argument(
+        "file",
+        type=Path,
+        help="JSON, JSONL, LongMemEval or message-list file (may be .gz), or a ChatGPT or Claude.ai "
+        "export (its conversations.json, or the export's zip)",
+    )
     s.add_argument(
         "--format", choices=formats.FORMATS, help="skip detection and read the file as this format"
     )
