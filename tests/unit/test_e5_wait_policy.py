@@ -9,7 +9,9 @@ import pytest
 from graphrecall.embed.e5 import omp_wait_policy
 
 
-def test_the_policy_is_passive_while_the_engine_loads_and_gone_afterwards(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_policy_is_passive_while_the_engine_loads_and_gone_afterwards(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     with omp_wait_policy():
         assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
