@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar, cast
 from graphrecall import operations as ops
 from graphrecall.config import ConsolidationConfig, RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
+from graphrecall.events import EventSink
 from graphrecall.extract.extractor import ExtractionConfig
 from graphrecall.llm import LLM
 from graphrecall.models import (
@@ -125,6 +126,12 @@ class Memory:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    def subscribe(self, sink: EventSink) -> Callable[[], None]:
+        """Call ``sink(event)`` after every change to memory from now on (``graphrecall.events``: sessions stored,
+        extractions done or failed, facts superseded, erasures; ids and counts, never text); returns a function that
+        stops it. Sinks run on the thread that made the change: keep them quick."""
+        return self._s.events.subscribe(sink)
 
     def close(self) -> None:
         with self._lock:
