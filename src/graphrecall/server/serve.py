@@ -17,6 +17,7 @@ from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS, RERANKER_HELP
 from graphrecall.errors import InvalidInput
 from graphrecall.server.auth import ApiKeyAuth, ServerConfigError, check_startup
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
+from graphrecall.server.webhooks import WEBHOOKS_ENV, dispatcher_from_settings
 
 if TYPE_CHECKING:
     from graphrecall.embed import Embedder
@@ -96,9 +97,17 @@ def run_server(args: argparse.Namespace) -> None:
     reranker = (getattr(args, "reranker", None) or "").strip() or None  # None: $GRAPHRECALL_RERANKER
     with Memory.open(getattr(args, "root", None), embedder=embedder, reranker=reranker) as memory:
         app = create_app(memory, auth=auth, insecure_local=insecure_local, max_body_bytes=max_body)
+        hooks = dispatcher_from_settings(getattr(args, "webhooks", None), memory.root)
+        if hooks is not None:
+            memory.subscribe(hooks.sink)
+            hooks.start()  # also sends what an earlier server left in the outbox
         announce(auth_mode(auth), root=str(memory.root), host=host, port=port)
-        # uvicorn's access log prints query strings (users' search text); ours logs paths only.
-        uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level, server_header=False)
+        try:
+            # uvicorn's access log prints query strings (users' search text); ours logs paths only.
+            uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level, server_header=False)
+        finally:
+            if hooks is not None:
+                hooks.close()
 
 
 def configure_logging(level: str) -> None:
@@ -153,6 +162,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"largest request body accepted, in bytes (default: {DEFAULT_MAX_BODY_BYTES})",
     )
     p.add_argument("--reranker", default=None, metavar="SPEC", help=RERANKER_HELP)
+    p.add_argument(
+        "--webhooks",
+        default=None,
+        metavar="FILE",
+        help=f"webhook endpoints per organisation (JSON or TOML; docs/http-api.md, 'Webhooks'); default ${WEBHOOKS_ENV}",
+    )
     p.add_argument(
         "--embed-batching",
         action=argparse.BooleanOptionalAction,
