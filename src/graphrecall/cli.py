@@ -36,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from graphrecall import __version__, cli_extract, cli_ops, formats, params
+from graphrecall import __version__, cli_extract, cli_ops, formats, params, telemetry
 from graphrecall import operations as ops
 from graphrecall.cli_common import (
     EXIT_BUSY,
@@ -288,7 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = bool(getattr(args, "json", False))
     remove_notice = _announce_model_loads(quiet=getattr(args, "quiet", False))
     try:
-        return int({**COMMANDS, **GENERIC}[args.command](args))
+        telemetry.configure_from_env()  # OTEL_*: off unless asked for (graphrecall.telemetry)
+        with telemetry.span(f"graphrecall.cli {args.command}", kind="client"):
+            return int({**COMMANDS, **GENERIC}[args.command](args))
     except KeyboardInterrupt:
         _fail("interrupted")
         return EXIT_INTERRUPTED

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from graphrecall import telemetry
 from graphrecall.config import RetrievalConfig
 from graphrecall.dates import Cutoff
 from graphrecall.embed import Embedder
@@ -95,6 +96,22 @@ class ScopeRecall:
     ) -> list[Hit]:
         """Rounds and/or fact/event hits; several kinds are merged by score (all on the RRF scale:
         ``fusion.interleave``) and ranked 1..k. Fact and event kinds are skipped when the scope has none."""
+        with telemetry.span(
+            "graphrecall.search", {**telemetry.scope_attributes(self.scope), "graphrecall.k": k}
+        ) as span:
+            hits = self._search(query, k, kinds=kinds, time_range=time_range, as_of=as_of)
+            span.set_attribute("graphrecall.hits", len(hits))
+            return hits
+
+    def _search(
+        self,
+        query: str,
+        k: int,
+        *,
+        kinds: Sequence[HitKind],
+        time_range: TimeRange | None,
+        as_of: datetime | None,
+    ) -> list[Hit]:
         if not self.has_extracted:
             kinds = [x for x in kinds if x == "round"] or ["round"]
         retriever = self._recall.retriever

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from graphrecall import telemetry
 from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS, RERANKER_HELP
 from graphrecall.errors import InvalidInput
 from graphrecall.server.auth import ApiKeyAuth, ServerConfigError, check_startup
@@ -89,6 +90,7 @@ def run_server(args: argparse.Namespace) -> None:
     if log_level not in LOG_LEVELS:
         raise ServerConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     configure_logging(log_level)
+    telemetry.configure_from_env()  # OTEL_*: off unless asked for (graphrecall.telemetry)
     embedder = server_embedder(
         getattr(args, "embedder", None),
         batching=bool(getattr(args, "embed_batching", True)),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from graphrecall import telemetry
 from graphrecall.config import ConsolidationConfig
 from graphrecall.embed import Embedder
 from graphrecall.errors import InvalidInput, NotAvailable, NotFound, StorageFull
@@ -214,7 +215,16 @@ class KnowledgeService:
                 queue = self._existing_queue()
                 total = ExtractionResult()
                 for i, sid in enumerate(todo, start=1):
-                    one = extractor.extract_session(db, sid)
+                    with telemetry.span(
+                        "graphrecall.extraction.session", telemetry.scope_attributes(scope)
+                    ) as span:
+                        one = extractor.extract_session(db, sid)
+                        span.set_attributes(
+                            {
+                                "graphrecall.facts_added": one.facts_added,
+                                "graphrecall.failed": bool(one.sessions_failed),
+                            }
+                        )
                     total = total + one
                     self._extracted(scope, sid, one)
                     if one.sessions_done and queue is not None:
