@@ -227,6 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
         if op is ops.MAINTAIN:
             add_llm_options(s)  # optional here: without a model, maintenance consolidates without summaries
 
+    s = sub.add_parser("dataset", parents=[common, scope, as_json], help=_help(ops.DATASET))
+    params.add_arguments(s, ops.DATASET.params)
+    s.add_argument(
+        "-o", "--output", type=Path, help="write the records here, one JSON object per line; default stdout"
+    )
+    add_llm_options(s)
+
     s = sub.add_parser("backfill-passages", parents=[common, as_json], help=_help(ops.BACKFILL_PASSAGES))
     s.add_argument(
         "--org", help="organisation id (alone: every scope of that organisation; neither: every scope)"
@@ -691,6 +698,29 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_dataset(args: argparse.Namespace) -> int:
+    """Records as JSON lines (a file or stdout); a summary on stderr, or with ``--json`` the whole result."""
+    scope = scope_of(args)
+    p = params.from_cli(ops.DATASET.params, args)
+    llm = llm_from_args(args, "dataset --generate") if p.generate else None
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        found = mem.dataset(scope, **p.model_dump(), llm=llm)
+    if args.json:
+        print_json(found.model_dump(mode="json"))
+        return EXIT_OK
+    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in found.records)
+    if args.output is not None:
+        args.output.write_text(lines, encoding="utf-8")
+        where = str(args.output)
+    else:
+        sys.stdout.write(lines)
+        where = "stdout"
+    rejected = f"; {found.rejected} generated pairs dropped by the check" if found.rejected else ""
+    notice(f"{len(found.records)} {found.format} records from {scope} -> {where}{rejected}")
+    return EXIT_OK
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     p = params.from_cli(ops.REPORT.params, args)
     with open_memory(args) as mem:
@@ -934,6 +964,7 @@ COMMANDS = {
     "forget": cmd_forget,
     "backfill-passages": cmd_backfill_passages,
     "maintain": cmd_maintain,
+    "dataset": cmd_dataset,
     "report": cmd_report,
     "reembed": cmd_reembed,
     "serve": cmd_serve,

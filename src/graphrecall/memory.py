@@ -19,6 +19,8 @@ from typing import Any, Generic, TypeVar, cast
 
 from graphrecall import operations as ops
 from graphrecall.config import ConsolidationConfig, RetrievalConfig, Settings
+from graphrecall.dataset import Dataset, DatasetFormat
+from graphrecall.dataset import build as build_dataset
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
 from graphrecall.events import EventSink
 from graphrecall.extract.extractor import ExtractionConfig
@@ -364,6 +366,22 @@ class Memory:
         (p50/p95), answers and abstentions, maintenance runs."""
         s, p = self._check(ops.REPORT, scope, locals())
         return self._s.report(s, p)
+
+    def dataset(
+        self, scope: ScopeLike, *, format: DatasetFormat = "qa", generate: bool = False, limit: int | None = None,
+        llm: LLM | None = None,
+    ) -> Dataset:  # fmt: skip
+        """Records built from the scope's memory for fine-tuning or evaluating an assistant, each citing its
+        sessions and messages (``graphrecall.dataset``): ``chat``, ``qa`` or ``graph``. ``generate``: qa pairs
+        written by the LLM (``llm``, else this Memory's) and kept only when its check finds them supported."""
+        s, p = self._check(ops.DATASET, scope, locals())
+        model = (
+            self._s.knowledge.require_llm("generated questions need an LLM")
+            if p.generate and llm is None
+            else llm
+        )
+        return build_dataset(self._s.history.export_scope(s), p.format, llm=model if p.generate else None,
+                             limit=p.limit)  # fmt: skip
 
     def supersede(self, scope: ScopeLike, old_id: str, new_id: str, *, reason: str = "manual") -> Fact:
         """Mark ``old_id`` as superseded by ``new_id`` by hand; returns the updated old fact."""

@@ -551,13 +551,35 @@ REPORT = Operation(
     cli=Cli("report", "growth, extraction, search latency, abstentions, maintenance: per scope", custom=True),
 )
 
+DATASET = Operation(
+    "dataset",
+    P.DatasetParams,
+    "Dataset",
+    "graphrecall.dataset:Dataset",
+    errors=(*READS, NotAvailable),
+    python_only=("llm",),
+    unknown_scope="not_found",
+    http=Http(
+        "GET", "/dataset", "Records for training or evaluating an assistant, each citing its sources", "scope"
+    ),
+    mcp=Mcp(
+        "memory_dataset",
+        "Build question-answer pairs, chat records or graph triples from the user's memory, each citing the "
+        "sessions it comes from (for evaluating or fine-tuning an assistant).",
+        **READ_ONLY,
+    ),
+    cli=Cli(
+        "dataset", "records for training or evaluating an assistant (-o FILE.jsonl)", llm=True, custom=True
+    ),
+)
+
 OPERATIONS: dict[str, Operation[Any]] = {
     op.name: op
     for op in (
         ADD_SESSION, ADD_MESSAGES, ADD_SESSIONS, IMPORT_SESSIONS, SEARCH, CONTEXT, PROFILE, ANSWER, STATS,
         SESSIONS, GET_SESSION, EXPORT_SESSIONS, EXPORT_SCOPE, IMPORT_SCOPE, FORGET, ERASE, BACKFILL_PASSAGES,
         SCOPES, STORED, EXTRACT, EXTRACTION_JOBS, RETRY_EXTRACTION, WAIT_FOR_EXTRACTION, FLUSH, FACTS, HISTORY,
-        SUPERSEDE, ADD_FACT, CONSOLIDATE, ENTITIES, EVENTS, MAINTAIN, REPORT,
+        SUPERSEDE, ADD_FACT, CONSOLIDATE, ENTITIES, EVENTS, MAINTAIN, REPORT, DATASET,
     )
 }  # fmt: skip
 """Every public operation of ``Memory`` (``recall``, which hands out a view rather than doing one thing, is the

@@ -538,6 +538,22 @@ class MaintainParams(Params):
     keep_backups: int = Field(default=5, ge=1, le=1000, description="backups kept per scope (the newest)")
 
 
+class DatasetParams(Params):
+    """``dataset``: records built from stored memory for fine-tuning or evaluating an assistant, each citing its
+    sources (``graphrecall.dataset``)."""
+
+    format: Literal["chat", "qa", "graph"] = Field(
+        default="qa",
+        description="chat: sessions with the facts taken from them; qa: question-answer pairs; graph: triples",
+    )
+    generate: bool = Field(
+        default=False,
+        description="qa: write the questions with the LLM and keep those its check finds supported (needs an LLM); "
+        "otherwise they are built deterministically from events and facts",
+    )
+    limit: int | None = Field(default=None, ge=1, le=100_000, description="most records; omitted = all")
+
+
 class ReportParams(Params):
     """``report``: how a scope grew and is used."""
 
