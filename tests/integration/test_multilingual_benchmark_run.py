@@ -79,4 +79,4 @@ def test_a_variant_is_ranked_beside_the_library_defaults(tmp_path: Path) -> None
     assert report["config"]["systems"] == ["graphrecall", "bm25", "dense", "off"]
     assert report["config"]["variants"] == {"off": {"newer_restatements": "off"}}
     assert all("off" in r["scores"] for r in report["questions"])
-    assert "`off`: `{\"newer_restatements\": \"off\"}`" in (out / "multilingual.md").read_text(encoding="utf-8")
+    assert '`off`: `{"newer_restatements": "off"}`' in (out / "multilingual.md").read_text(encoding="utf-8")
