@@ -8,7 +8,10 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from graphrecall.config import RetrievalConfig
 from graphrecall.retrieve.updates import above_background
+
+DEFAULT = RetrievalConfig().restatement_contrast  # the library's default, whatever it is set to
 
 
 def crowd(n: int, spread: float, seed: int = 0) -> dict[str, np.ndarray]:
@@ -31,7 +34,7 @@ def pairwise(vectors: dict[str, np.ndarray]) -> np.ndarray:
 def test_the_bar_sits_above_the_typical_pair_of_a_crowded_scope() -> None:
     rounds = crowd(12, spread=0.4)  # every pair close, as under e5-small
     sims = pairwise(rounds)
-    bar = above_background(rounds, 1.25)
+    bar = above_background(rounds, DEFAULT)
     assert sims.mean() > 0.8  # a fixed bar such as e5's translated 0.867 would pass many of these pairs
     assert bar > sims.mean() and (sims >= bar).mean() < 0.2  # few ordinary pairs reach it
     # a true restatement (nearly the same vector as one round) clears it
@@ -43,12 +46,12 @@ def test_the_bar_does_not_depend_on_the_scale_of_the_cosines() -> None:
     """The same scope under a model that spreads its cosines wider (MiniLM) gets a lower bar, on that model's
     scale: it is a number of standard deviations, not a cosine."""
     tight, loose = crowd(12, spread=0.4), crowd(12, spread=1.5)
-    assert above_background(loose, 1.25) < above_background(tight, 1.25)
+    assert above_background(loose, DEFAULT) < above_background(tight, DEFAULT)
 
 
 def test_too_few_rounds_give_no_bar() -> None:
-    assert above_background(crowd(2, 0.4), 1.25) == -1.0
-    assert above_background({}, 1.25) == -1.0
+    assert above_background(crowd(2, 0.4), DEFAULT) == -1.0
+    assert above_background({}, DEFAULT) == -1.0
 
 
 @given(st.floats(min_value=0.0, max_value=3.0), st.floats(min_value=0.0, max_value=3.0))
