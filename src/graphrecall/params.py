@@ -504,21 +504,6 @@ class EraseParams(Params):
     """``erase``: forget part of a user's memory (``forget`` erases all of it). Everything derived from what goes
     (rounds, extracted facts and events, orphaned entities, index entries) goes with it; run with dry_run first."""
 
-    # ``_something``'s rule in the schema: at least one of the four, a list with at least one id.
-    model_config = ConfigDict(
-        json_schema_extra={
-            "anyOf": [
-                {
-                    "required": ["session_ids"],
-                    "properties": {"session_ids": {"type": "array", "minItems": 1}},
-                },
-                {"required": ["fact_ids"], "properties": {"fact_ids": {"type": "array", "minItems": 1}}},
-                {"required": ["before"], "properties": {"before": {"type": "string"}}},
-                {"required": ["matching"], "properties": {"matching": {"type": "string"}}},
-            ]
-        }
-    )
-
     session_ids: Annotated[list[IdArg], BeforeValidator(_listed)] | None = Field(
         default=None, max_length=MAX_ERASE_IDS, description="sessions to erase, with their messages"
     )
