@@ -8,7 +8,7 @@ explicit, greppable, and survives a refactor of the facade in one place.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from graphrecall.memory import Memory, ScopeLike, as_scope
@@ -45,6 +45,12 @@ def database(memory: Memory, scope: ScopeLike, *, create: bool = False) -> Itera
     """A scope's open database, held for the block (as a request would hold it)."""
     with memory._s.access.pool.acquire(as_scope(scope), create=create) as db:
         yield db
+
+
+def set_clock(memory: Memory, clock: Callable[[], float]) -> None:
+    """The clock maintenance and the usage log read (seconds since the epoch), for tests of idle times."""
+    memory._s.maintenance.clock = clock
+    memory._s.usage._clock = clock
 
 
 def bucket_path(root: str | Path, scope: ScopeLike, embedder_id: str, dim: int) -> Path | None:

@@ -13,10 +13,12 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from graphrecall import telemetry
 from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS, RERANKER_HELP
 from graphrecall.errors import InvalidInput
 from graphrecall.server.auth import ApiKeyAuth, ServerConfigError, check_startup
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
+from graphrecall.server.webhooks import WEBHOOKS_ENV, dispatcher_from_settings
 
 if TYPE_CHECKING:
     from graphrecall.embed import Embedder
@@ -88,6 +90,7 @@ def run_server(args: argparse.Namespace) -> None:
     if log_level not in LOG_LEVELS:
         raise ServerConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     configure_logging(log_level)
+    telemetry.configure_from_env()  # OTEL_*: off unless asked for (graphrecall.telemetry)
     embedder = server_embedder(
         getattr(args, "embedder", None),
         batching=bool(getattr(args, "embed_batching", True)),
@@ -96,9 +99,29 @@ def run_server(args: argparse.Namespace) -> None:
     reranker = (getattr(args, "reranker", None) or "").strip() or None  # None: $GRAPHRECALL_RERANKER
     with Memory.open(getattr(args, "root", None), embedder=embedder, reranker=reranker) as memory:
         app = create_app(memory, auth=auth, insecure_local=insecure_local, max_body_bytes=max_body)
+        hooks = dispatcher_from_settings(getattr(args, "webhooks", None), memory.root)
+        if hooks is not None:
+            memory.subscribe(hooks.sink)
+            hooks.start()  # also sends what an earlier server left in the outbox
+        upkeep = None
+        if getattr(args, "maintain", False):
+            from graphrecall.server.upkeep import MaintenanceLoop
+
+            upkeep = MaintenanceLoop(
+                memory,
+                every_s=float(getattr(args, "maintain_every_s", 300.0)),
+                idle_s=float(getattr(args, "maintain_idle_s", 1800.0)),
+            )
+            upkeep.start()
         announce(auth_mode(auth), root=str(memory.root), host=host, port=port)
-        # uvicorn's access log prints query strings (users' search text); ours logs paths only.
-        uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level, server_header=False)
+        try:
+            # uvicorn's access log prints query strings (users' search text); ours logs paths only.
+            uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level, server_header=False)
+        finally:
+            if upkeep is not None:
+                upkeep.close()
+            if hooks is not None:
+                hooks.close()
 
 
 def configure_logging(level: str) -> None:
@@ -153,6 +176,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"largest request body accepted, in bytes (default: {DEFAULT_MAX_BODY_BYTES})",
     )
     p.add_argument("--reranker", default=None, metavar="SPEC", help=RERANKER_HELP)
+    p.add_argument(
+        "--maintain",
+        action="store_true",
+        help="maintain scopes by itself: a backup, then consolidation, for each scope that changed and is idle",
+    )
+    p.add_argument(
+        "--maintain-every-s",
+        type=float,
+        default=300.0,
+        help="seconds between maintenance passes (default: 300)",
+    )
+    p.add_argument(
+        "--maintain-idle-s",
+        type=float,
+        default=1800.0,
+        help="seconds a changed scope must be left alone before it is maintained (default: 1800)",
+    )
+    p.add_argument(
+        "--webhooks",
+        default=None,
+        metavar="FILE",
+        help=f"webhook endpoints per organisation (JSON or TOML; docs/http-api.md, 'Webhooks'); default ${WEBHOOKS_ENV}",
+    )
     p.add_argument(
         "--embed-batching",
         action=argparse.BooleanOptionalAction,
