@@ -147,9 +147,9 @@ def _load(conn: kuzu.Connection, variant: str, parts: list[dict[str, pa.Table]])
 def _rows(conn: kuzu.Connection, q: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
     res = conn.execute(q, params or {})
     assert not isinstance(res, list)
-    out = []
+    out: list[list[Any]] = []
     while res.has_next():
-        out.append(res.get_next())
+        out.append(list(res.get_next()))
     res.close()
     return out
 

@@ -12,14 +12,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import kuzu
 import numpy as np
 
+from benchmarks.perf import synth
 from graphrecall import ingest as ing
 from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
-from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
+from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.rows import SessionRow
 
 MB = 1e6
@@ -74,22 +74,22 @@ def _tiny_session(i: int, dim: int) -> dict[str, Any]:
 
 
 def _variant(path: Path, index_stmts: list[str], dim: int, sessions: int) -> dict[str, float]:
-    db = kuzu.Database(str(path), buffer_pool_size=BUFFER_POOL_BYTES, max_db_size=DEFAULT_MAX_DB_SIZE)
-    conn = kuzu.Connection(db)
-    for stmt in [*schema.node_tables(dim), *schema.REL_TABLES, *index_stmts]:
-        conn.execute(stmt)
-    conn.execute("CHECKPOINT")
-    out = {"created_mb": total(path) / MB}
-    for i in range(sessions):
-        conn.execute("BEGIN TRANSACTION")
-        q.write_batch(WriteTxn(conn), **_tiny_session(i, dim))
-        conn.execute("COMMIT")
-        if i == 0:
-            out["after_1_session_mb"] = total(path) / MB
-    conn.execute("CHECKPOINT")
-    out[f"after_{sessions}_sessions_mb"] = total(path) / MB
-    conn.close()
-    db.close()
+    with synth.raw_scope(path, embedder_id="perf", dim=dim, buffer_pool_size=BUFFER_POOL_BYTES) as (
+        conn,
+        txn,
+    ):
+        for stmt in index_stmts:
+            conn.execute(stmt)
+        conn.execute("CHECKPOINT")
+        out = {"created_mb": total(path) / MB}
+        for i in range(sessions):
+            conn.execute("BEGIN TRANSACTION")
+            q.write_batch(txn(), **_tiny_session(i, dim))
+            conn.execute("COMMIT")
+            if i == 0:
+                out["after_1_session_mb"] = total(path) / MB
+        conn.execute("CHECKPOINT")
+        out[f"after_{sessions}_sessions_mb"] = total(path) / MB
     return out
 
 
@@ -98,7 +98,7 @@ def floor(work: Path, *, dim: int = 384, sessions: int = 10) -> dict[str, Any]:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     path = work / "empty.kuzu"
-    db = ScopeDatabase(path, embedder_id="perf", dim=dim)
+    db = ScopeDatabase.standalone(path, embedder_id="perf", dim=dim)
     out: dict[str, Any] = {"just_created": files(path)}
     checkpoint(db)
     out["after_checkpoint"] = files(path)

@@ -57,10 +57,9 @@ from benchmarks.perf.engines import (
 from benchmarks.provenance import Run
 from graphrecall import ingest as ing
 from graphrecall.embed import SentenceTransformerEmbedder, normalize_rows
-from graphrecall.models import utcnow
 from graphrecall.store import rounds as q
 from graphrecall.store import schema
-from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
+from graphrecall.store.database import ScopeDatabase, WriteTxn
 from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 from graphrecall.text import query_terms
 
@@ -206,16 +205,30 @@ def build_kuzu(
     for p in path.parent.glob(path.name + "*"):
         p.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = kuzu.Database(
-        str(path), buffer_pool_size=4 << 30, max_db_size=DEFAULT_MAX_DB_SIZE
-    )  # 1 GiB: FTS build at 100k ran out
-    conn = kuzu.Connection(db)
-    for stmt in [*schema.node_tables(DIM), *schema.REL_TABLES]:
-        conn.execute(stmt)
-    conn.execute(
-        "CREATE (:Meta {key: 'meta', schema_version: $v, embedder_id: $e, dim: $d, created_at: $t, index_marks: '{}'})",
-        {"v": schema.SCHEMA_VERSION, "e": embedder_id, "d": DIM, "t": utcnow()},
-    )
+    with synth.raw_scope(path, embedder_id=embedder_id, dim=DIM, buffer_pool_size=4 << 30) as (conn, txn):
+        out = _load_rounds(conn, txn, rows, n)
+        out["bytes_no_index"] = kuzu_files_bytes(path)
+        stmts = schema.kuzu_index_statements()
+        fts = [s for s in stmts if "'round_fts'" in s]
+        vec = [s for s in stmts if "'round_user_vec'" in s]
+        rest = [s for s in stmts if s not in fts and s not in vec] if other_indexes else []
+        out["other_indexes_built"] = other_indexes
+        for label, group in (("round_fts", fts), ("round_user_vec", vec), ("other_indexes", rest)):
+            t0 = time.perf_counter()
+            for s in group:
+                conn.execute(s)
+            out[f"{label}_build_s"] = time.perf_counter() - t0
+            conn.execute("CHECKPOINT")
+            out[f"bytes_after_{label}"] = kuzu_files_bytes(path)
+            print(f"  kuzu {label}: {out[f'{label}_build_s']:.1f} s", flush=True)
+    out["fts_bytes"] = out["bytes_after_round_fts"] - out["bytes_no_index"]
+    out["hnsw_bytes"] = out["bytes_after_round_user_vec"] - out["bytes_after_round_fts"]
+    out["total_bytes"] = out["bytes_after_other_indexes"]
+    return out
+
+
+def _load_rounds(conn: Any, txn: Any, rows: Any, n: int) -> dict[str, Any]:
+    """The first ``n`` rounds of ``rows`` into the scope, 5,000 per transaction; the load time."""
     t0 = time.perf_counter()
     seen: set[str] = set()
     for a in range(0, n, 5000):
@@ -225,7 +238,7 @@ def build_kuzu(
         seen.update(sids)
         conn.execute("BEGIN TRANSACTION")
         q.write_batch(
-            WriteTxn(conn),
+            txn(),
             new_sessions=[SessionRow(s, rows.sessions[s]) for s in sids],
             messages=[rows.messages[m] for r in chunk for m in r.message_ids],
             rounds=chunk,
@@ -236,30 +249,11 @@ def build_kuzu(
         )
         conn.execute("COMMIT")
     conn.execute("CHECKPOINT")
-    out: dict[str, Any] = {"load_s": time.perf_counter() - t0, "bytes_no_index": kuzu_files_bytes(path)}
-    stmts = schema.kuzu_index_statements()
-    fts = [s for s in stmts if "'round_fts'" in s]
-    vec = [s for s in stmts if "'round_user_vec'" in s]
-    rest = [s for s in stmts if s not in fts and s not in vec] if other_indexes else []
-    out["other_indexes_built"] = other_indexes
-    for label, group in (("round_fts", fts), ("round_user_vec", vec), ("other_indexes", rest)):
-        t0 = time.perf_counter()
-        for s in group:
-            conn.execute(s)
-        out[f"{label}_build_s"] = time.perf_counter() - t0
-        conn.execute("CHECKPOINT")
-        out[f"bytes_after_{label}"] = kuzu_files_bytes(path)
-        print(f"  kuzu {label}: {out[f'{label}_build_s']:.1f} s", flush=True)
-    conn.close()
-    db.close()
-    out["fts_bytes"] = out["bytes_after_round_fts"] - out["bytes_no_index"]
-    out["hnsw_bytes"] = out["bytes_after_round_user_vec"] - out["bytes_after_round_fts"]
-    out["total_bytes"] = out["bytes_after_other_indexes"]
-    return out
+    return {"load_s": time.perf_counter() - t0}
 
 
 def open_kuzu(path: Path, embedder_id: str) -> ScopeDatabase:
-    return ScopeDatabase(path, embedder_id=embedder_id, dim=DIM, buffer_pool_size=256 << 20)
+    return ScopeDatabase.standalone(path, embedder_id=embedder_id, dim=DIM, buffer_pool_size=256 << 20)
 
 
 def copy_kuzu(src: Path, dst: Path) -> None:

@@ -12,8 +12,10 @@ batches, so vector and FTS indexes are maintained as in a real ingest.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from itertools import count
@@ -25,10 +27,9 @@ import numpy as np
 
 from benchmarks.perf.corpus import ChatSession
 from graphrecall.embed import Embedder, Vectors, normalize_rows
-from graphrecall.models import utcnow
+from graphrecall.index import index_dir
 from graphrecall.store import rounds as q
-from graphrecall.store import schema
-from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, ScopeDatabase, WriteTxn
+from graphrecall.store.database import ScopeDatabase, WriteTxn
 from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
 
 
@@ -167,6 +168,21 @@ class StoreGrower:
         }
 
 
+@contextlib.contextmanager
+def raw_scope(
+    path: Path, *, embedder_id: str, dim: int, buffer_pool_size: int = 2 << 30
+) -> Iterator[tuple[kuzu.Connection, Callable[[], WriteTxn]]]:
+    """A bucket of one scope at ``path`` (``ScopeDatabase.standalone``) written through its bucket's raw writer
+    connection, no derived index kept: what bulk builds use (the caller opens and commits its transactions). Its
+    derived indexes are deleted at the end, so the next open builds them from Kuzu."""
+    db = ScopeDatabase.standalone(path, embedder_id=embedder_id, dim=dim, buffer_pool_size=buffer_pool_size)
+    try:
+        yield db.bucket.writer, lambda: WriteTxn(db.bucket.writer, db, create_small=False)
+    finally:
+        db.close()
+        shutil.rmtree(index_dir(path), ignore_errors=True)
+
+
 def bulk_store(
     path: Path,
     grower: StoreGrower,
@@ -177,37 +193,30 @@ def bulk_store(
     batch_rounds: int = 5000,
     buffer_pool_size: int = 2 << 30,
 ) -> dict[str, Any]:
-    """Bulk path: the shipped schema's tables and Meta, every row COPYed in, then the derived indexes built once
-    from Kuzu by opening the store (what a rebuild or an upgrade does).
+    """Bulk path: a bucket of one scope, every row written in (``COPY`` for messages and rounds, edges one statement
+    each: ``WriteTxn.copy``), then the derived indexes built once from Kuzu by opening the store (what a rebuild or an
+    upgrade does).
 
-    Written through raw Kuzu connections rather than ``ScopeDatabase.write()`` so that 100k rounds load in minutes;
+    Written through the bucket's raw connection rather than ``ScopeDatabase.write()`` so that 100k rounds load in minutes;
     the store that results is the one the product would hold, and search latency measured on it is what a scope of
     that size sees.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    db = kuzu.Database(str(path), buffer_pool_size=buffer_pool_size, max_db_size=DEFAULT_MAX_DB_SIZE)
-    conn = kuzu.Connection(db)
-    for stmt in [*schema.node_tables(dim), *schema.REL_TABLES]:
-        conn.execute(stmt)
-    conn.execute(
-        "CREATE (:Meta {key: 'meta', schema_version: $v, embedder_id: $e, dim: $d, created_at: $t,"
-        " index_marks: '{}'})",
-        {"v": schema.SCHEMA_VERSION, "e": embedder_id, "d": dim, "t": utcnow()},
-    )
     t_start = time.perf_counter()
-    while grower.rounds < target:
-        batch = grower._next_batch(target, batch_rounds)
-        t0 = time.perf_counter()
-        conn.execute("BEGIN TRANSACTION")
-        grower._write(WriteTxn(conn), batch)
-        conn.execute("COMMIT")
-        grower._record(len(batch.rounds), time.perf_counter() - t0)
-    load_s = time.perf_counter() - t_start
-    conn.execute("CHECKPOINT")
-    conn.close()
-    db.close()
+    with raw_scope(path, embedder_id=embedder_id, dim=dim, buffer_pool_size=buffer_pool_size) as (conn, txn):
+        while grower.rounds < target:
+            batch = grower._next_batch(target, batch_rounds)
+            t0 = time.perf_counter()
+            conn.execute("BEGIN TRANSACTION")
+            grower._write(txn(), batch)
+            conn.execute("COMMIT")
+            grower._record(len(batch.rounds), time.perf_counter() - t0)
+        load_s = time.perf_counter() - t_start
+        conn.execute("CHECKPOINT")
     t0 = time.perf_counter()
-    ScopeDatabase(path, embedder_id=embedder_id, dim=dim).close()  # builds every derived index from Kuzu
+    ScopeDatabase.standalone(
+        path, embedder_id=embedder_id, dim=dim
+    ).close()  # builds every derived index from Kuzu
     index_s = {"derived": time.perf_counter() - t0}
     print(f"  derived indexes: {index_s['derived']:.0f} s", flush=True)
     total_s = time.perf_counter() - t_start

@@ -1,0 +1,331 @@
+"""Issue 28's targets for many users in shared buckets: bytes per user, per round, and a fleet of users on one node.
+
+Everything a store leaves on disk counts (the bucket files, each user's derived indexes and write log); each store is
+closed before it is measured. Vectors come from a 384-dimensional hashing embedder (what is stored does not depend on
+the model, only on the dimension), extraction from a scripted model (one fact, one event and the entity "Rex" per
+session; ``graphrecall.llm.ScriptedLLM``), so no model runs.
+
+- ``user``: a user with 10 rounds and 10 ``add_fact`` facts, and a user with 100 rounds extracted: alone in its
+  organisation (it pays the bucket's floor) and added to a bucket that already holds ``--neighbours`` such users
+  (the bytes the bucket and the user's files grew by: what one more user costs);
+- ``rounds``: one user of ``--sizes`` rounds (bulk ingest), total bytes per round, and the growth per round between
+  sizes (the bucket's floor paid once);
+- ``fleet``: ``--users`` users of ``--rounds`` rounds each, extracted, in one organisation (``buckets_per_org``
+  buckets): total disk at each tenth of the way, the resident memory of the process once it has searched every
+  user, and the latency of a search for a user not touched recently (its view closed, its bucket open) and of the
+  first search after a restart (bucket closed).
+
+    python -m benchmarks.perf.buckets --users 10000 --rounds 20 --sizes 1000,10000 --out benchmarks/results/buckets
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import shutil
+import statistics
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from benchmarks.jsonfile import save_report
+from benchmarks.percentile import percentile
+from benchmarks.provenance import Run
+from graphrecall import Memory, Scope, Settings
+from graphrecall.embed import HashingEmbedder
+from graphrecall.extract import ExtractionConfig
+from graphrecall.llm import ScriptedLLM, Step
+from graphrecall.llm.base import ChatMessage
+
+KB = 1024
+MB = 1024 * 1024
+ORG = "bench"
+EXTRACT = "Extract four lists"
+VERSION = "New facts, each followed"
+
+
+def _prompt(messages: list[ChatMessage]) -> str:
+    return "\n".join(m.content for m in messages)
+
+
+def _extract(messages: list[ChatMessage]) -> dict[str, Any]:
+    text = _prompt(messages)
+    ids = sorted(set(re.findall(r"\bm\d+\b", text)))[:2] or ["m1"]
+    n = re.search(r"bakery (\d+)", text)
+    k = n.group(1) if n else "0"
+    return {
+        "facts": [{"text": f"The user buys rye at bakery {k}.", "kind": "preference", "message_ids": ids,
+                   "about": ["Rex"]}],
+        "events": [{"subject": "user", "verb": "walk", "object": "Rex", "text": f"The user walked Rex to bakery {k}.",
+                    "message_ids": ids[:1]}],
+        "entities": [{"name": "Rex", "type": "animal", "aliases": ["the dog"]}],
+        "relations": [],
+    }  # fmt: skip
+
+
+def _versions(messages: list[ChatMessage]) -> dict[str, Any]:
+    labels = sorted(set(re.findall(r"\bn\d+\b", _prompt(messages))))
+    return {"decisions": [{"fact": n, "decision": "NEW", "target": None, "reason": "bench"} for n in labels]}
+
+
+def _open(root: Path, **settings: Any) -> Memory:
+    return Memory.open(
+        root,
+        embedder=HashingEmbedder(384),
+        llm=ScriptedLLM([Step(EXTRACT, _extract), Step(VERSION, _versions)], ordered=False),
+        extraction=ExtractionConfig(background=False),
+        settings=Settings(root=root, **settings),
+    )
+
+
+def _turn(i: int) -> list[dict[str, str]]:
+    return [
+        {"role": "user", "content": f"Turn {i}: today I walked the dog past bakery {i} and bought rye."},
+        {"role": "assistant", "content": f"Nice! Was bakery {i} the one with the sourdough you liked?"},
+    ]
+
+
+def _sessions(rounds: int, per_session: int) -> list[dict[str, Any]]:
+    t0 = datetime(2024, 1, 1)
+    return [
+        {
+            "session_id": f"s{i}",
+            "date": (t0 + timedelta(hours=i)).isoformat(),
+            "messages": [m for j in range(per_session) for m in _turn(i * per_session + j)],
+        }
+        for i in range(max(1, rounds // per_session))
+    ]
+
+
+def disk(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def parts(root: Path) -> dict[str, int]:
+    """Bytes by kind: the buckets, the users' derived indexes, their write logs, everything else."""
+    out = {"buckets": 0, "indexes": 0, "logs": 0, "other": 0}
+    for p in root.rglob("*"):
+        if not p.is_file():
+            continue
+        s = str(p)
+        key = (
+            "buckets"
+            if "/.buckets/" in s
+            else "indexes"
+            if ".kuzu.idx/" in s
+            else "logs"
+            if ".log." in s
+            else "other"
+        )
+        out[key] += p.stat().st_size
+    return out
+
+
+def small_user(m: Memory, scope: Scope) -> None:
+    """10 rounds and 10 facts added by the application."""
+    m.add_sessions(scope, _sessions(10, 5))
+    for k in range(10):
+        m.add_fact(scope, f"The user's favourite bakery number {k} sells rye.", entities=["Rex"])
+
+
+def extracted_user(m: Memory, scope: Scope, rounds: int = 100) -> None:
+    """``rounds`` rounds in sessions of 5, every session extracted."""
+    m.add_sessions(scope, _sessions(rounds, 5))
+    m.extract(scope)
+
+
+def users(work: Path, neighbours: int, buckets_per_org: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, write in (("10 rounds + 10 facts", small_user), ("100 rounds extracted", extracted_user)):
+        alone = work / "alone"
+        shutil.rmtree(alone, ignore_errors=True)
+        with _open(alone, buckets_per_org=buckets_per_org) as m:
+            write(m, Scope(org_id=ORG, user_id="u"))
+        row = {"alone_bytes": disk(alone), "alone_parts": parts(alone)}
+        shared = work / "shared"
+        shutil.rmtree(shared, ignore_errors=True)
+        with _open(shared, buckets_per_org=1) as m:  # every neighbour in the measured user's bucket
+            for i in range(neighbours):
+                write(m, Scope(org_id=ORG, user_id=f"n{i}"))
+        before, before_parts = disk(shared), parts(shared)
+        with _open(shared, buckets_per_org=1) as m:
+            write(m, Scope(org_id=ORG, user_id="u"))
+        after_parts = parts(shared)
+        row |= {
+            "neighbours": neighbours,
+            "bucket_with_neighbours_bytes": before_parts["buckets"],
+            "marginal_bytes": disk(shared) - before,
+            "marginal_parts": {k: after_parts[k] - before_parts[k] for k in after_parts},
+            "mean_bytes_per_user_in_bucket": disk(shared) / (neighbours + 1),
+        }
+        out[name] = row
+        print(f"  {name}: alone {row['alone_bytes'] / KB:,.0f} KB, one more user {row['marginal_bytes'] / KB:,.0f} KB "
+              f"{row['marginal_parts']}", flush=True)  # fmt: skip
+    return out
+
+
+def rounds(work: Path, sizes: list[int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    prev: tuple[int, int] | None = None
+    for n in sizes:
+        root = work / f"rounds{n}"
+        shutil.rmtree(root, ignore_errors=True)
+        t0 = time.perf_counter()
+        with _open(root) as m:
+            scope = Scope(org_id=ORG, user_id="u")
+            sessions = _sessions(n, 10)
+            for start in range(0, len(sessions), 500):
+                m.add_sessions(scope, sessions[start : start + 500], batch_sessions=500)
+        total = disk(root)
+        row = {
+            "bytes": total,
+            "bytes_per_round": total / n,
+            "parts": parts(root),
+            "seconds": time.perf_counter() - t0,
+        }
+        if prev is not None:
+            row["growth_per_round_since_previous"] = (total - prev[1]) / (n - prev[0])
+        prev = (n, total)
+        out[str(n)] = row
+        print(f"  {n:,} rounds: {total / MB:,.1f} MB, {row['bytes_per_round']:,.0f} B/round", flush=True)
+    return out
+
+
+def rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def fleet(
+    work: Path, n_users: int, n_rounds: int, buckets_per_org: int, samples: int, seed: int
+) -> dict[str, Any]:
+    root = work / "fleet"
+    shutil.rmtree(root, ignore_errors=True)
+    scopes = [Scope(org_id=ORG, user_id=f"user{i:06d}") for i in range(n_users)]
+    curve: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    step = max(1, n_users // 10)
+    with _open(root, buckets_per_org=buckets_per_org) as m:
+        for i, scope in enumerate(scopes):
+            m.add_sessions(scope, _sessions(n_rounds, 5))
+            m.extract(scope)
+            if (i + 1) % step == 0 or i + 1 == n_users:
+                m.flush()
+                curve.append({"users": i + 1, "bytes": disk(root), "parts": parts(root),
+                              "seconds": time.perf_counter() - t0})  # fmt: skip
+                print(f"  {i + 1:,} users: {curve[-1]['bytes'] / MB:,.0f} MB, {time.perf_counter() - t0:,.0f} s",
+                      flush=True)  # fmt: skip
+    build_s = time.perf_counter() - t0
+    closed = {"bytes": disk(root), "parts": parts(root)}
+    rng = random.Random(seed)
+    sample = rng.sample(scopes, min(samples, n_users))
+    out: dict[str, Any] = {"users": n_users, "rounds": n_rounds, "buckets_per_org": buckets_per_org,
+                           "build_s": build_s, "curve": curve, "closed": closed}  # fmt: skip
+    with _open(root, buckets_per_org=buckets_per_org) as m:
+        rss0 = rss_bytes()
+        restart: list[float] = []
+        for scope in sample:  # the first search after a restart: bucket and view to open
+            t = time.perf_counter()
+            m.search(scope, "which bakery sells rye?", 10)
+            restart.append((time.perf_counter() - t) * 1000)
+        touched = time.perf_counter()
+        for scope in scopes:  # a server that has touched every user
+            m.search(scope, "which bakery sells rye?", 10)
+        out["touch_all_s"] = time.perf_counter() - touched
+        out["rss_after_touching_all_bytes"] = rss_bytes()
+        out["rss_after_open_bytes"] = rss0
+        cold: list[float] = []
+        warm: list[float] = []
+        recent = set(scopes[-64:])  # the pool's views (Settings.pool_size): still open
+        for scope in [
+            s for s in sample if s not in recent
+        ] or sample:  # views closed by the pool's LRU, buckets open
+            t = time.perf_counter()
+            m.search(scope, "which bakery sells rye?", 10)
+            cold.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            m.search(scope, "which bakery sells rye?", 10)
+            warm.append((time.perf_counter() - t) * 1000)
+    for name, xs in (("restart", restart), ("cold", cold), ("warm", warm)):
+        out[f"{name}_search_ms"] = {
+            "p50": statistics.median(xs),
+            "p99": percentile(xs, 99),
+            "n": len(xs),
+        }
+    return out
+
+
+def report(res: dict[str, Any]) -> str:
+    lines = ["| user | alone in its organisation | one more user in a bucket of N | N | mean per user in that bucket |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for name, r in res.get("user", {}).items():
+        lines.append(
+            f"| {name} | {r['alone_bytes'] / KB:,.0f} KB | {r['marginal_bytes'] / KB:,.0f} KB "
+            f"({', '.join(f'{k} {v / KB:,.0f} KB' for k, v in r['marginal_parts'].items() if v)}) | "
+            f"{r['neighbours']} | {r['mean_bytes_per_user_in_bucket'] / KB:,.0f} KB |"
+        )
+    if res.get("rounds"):
+        lines += [
+            "",
+            "| rounds | bytes | per round | growth per round since the previous size |",
+            "|---|---|---|---|",
+        ]
+        for n, r in res["rounds"].items():
+            g = r.get("growth_per_round_since_previous")
+            lines.append(f"| {int(n):,} | {r['bytes'] / MB:,.1f} MB | {r['bytes_per_round']:,.0f} B | "
+                         f"{'' if g is None else f'{g:,.0f} B'} |")  # fmt: skip
+    f = res.get("fleet")
+    if f:
+        lines += ["", f"Fleet: {f['users']:,} users x {f['rounds']} rounds, extracted, {f['buckets_per_org']} buckets "
+                  f"(built in {f['build_s']:,.0f} s)", "", "| users | disk | per user | buckets | indexes | logs |",
+                  "|---|---|---|---|---|---|"]  # fmt: skip
+        for c in f["curve"]:
+            p = c["parts"]
+            lines.append(f"| {c['users']:,} | {c['bytes'] / MB:,.0f} MB | {c['bytes'] / c['users'] / KB:,.1f} KB | "
+                         f"{p['buckets'] / MB:,.0f} MB | {p['indexes'] / MB:,.0f} MB | {p['logs'] / MB:,.0f} MB |")  # fmt: skip
+        lines += ["", f"RSS after opening: {f['rss_after_open_bytes'] / MB:,.0f} MB; after searching every user "
+                  f"({f['touch_all_s']:,.0f} s): {f['rss_after_touching_all_bytes'] / MB:,.0f} MB", "",
+                  "| search | p50 | p99 | n |", "|---|---|---|---|"]  # fmt: skip
+        for name, label in (("restart", "first after a restart"), ("cold", "user not touched recently"),
+                            ("warm", "same user again")):  # fmt: skip
+            s = f[f"{name}_search_ms"]
+            lines.append(f"| {label} | {s['p50']:.1f} ms | {s['p99']:.1f} ms | {s['n']} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", default="user,rounds,fleet", help="which parts to run (default: %(default)s)")
+    ap.add_argument("--neighbours", type=int, default=200, help="users already in the bucket for 'user'")
+    ap.add_argument("--sizes", default="1000,10000", help="rounds of one user for 'rounds'")
+    ap.add_argument("--users", type=int, default=10_000, help="users for 'fleet'")
+    ap.add_argument("--rounds", type=int, default=20, help="rounds per user for 'fleet'")
+    ap.add_argument(
+        "--buckets", type=int, default=Settings().buckets_per_org, help="buckets per organisation"
+    )
+    ap.add_argument("--samples", type=int, default=300, help="users searched cold for 'fleet'")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/buckets"))
+    ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temporary one)")
+    a = ap.parse_args()
+    run = Run.begin()
+    chosen = set(a.parts.split(","))
+    res: dict[str, Any] = {"args": {k: str(v) for k, v in vars(a).items()}}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = a.work or Path(tmp)
+        if "user" in chosen:
+            res["user"] = users(work, a.neighbours, a.buckets)
+        if "rounds" in chosen:
+            res["rounds"] = rounds(work, [int(x) for x in a.sizes.split(",") if x])
+        if "fleet" in chosen:
+            res["fleet"] = fleet(work, a.users, a.rounds, a.buckets, a.samples, a.seed)
+    save_report(a.out, "buckets", res, report(res), run)
+
+
+if __name__ == "__main__":
+    main()
