@@ -1,10 +1,11 @@
 """Disk footprint of a scope through the public API: a one-message user, bytes per round by store size, and many
 single-turn writes against the same data written in one batch.
 
-Everything a scope leaves on disk counts: the Kuzu file and its ``.wal``, the derived indexes (``<user>.kuzu.idx/``)
-and the write log (``<user>.log.sqlite*``). Each store is closed before it is measured (Kuzu checkpointed, the log
-flushed into Kuzu except for a scope small enough to live in its log: ``Settings.resident_rounds``), which is what a
-scope at rest costs. The one-message user is also measured with ``resident_rounds=0`` (every scope in Kuzu, as
+Everything a scope leaves on disk counts: its organisation's bucket (``.buckets``: Kuzu's file, shared with the
+organisation's other users, here none), the derived indexes (``<user>.kuzu.idx/``) and the write log
+(``<user>.log.sqlite*``); ``benchmarks/perf/buckets.py`` measures what a user costs in a bucket shared with others.
+Each store is closed before it is measured (Kuzu checkpointed, the log flushed into Kuzu except for a scope small
+enough to live in its log: ``Settings.resident_rounds``), which is what a scope at rest costs. The one-message user is also measured with ``resident_rounds=0`` (every scope in Kuzu, as
 before small scopes stayed in their log), in the same run. Vectors come from a 384-dimensional hashing embedder:
 what is stored per round does not depend on which model made the vectors, only on their dimension (MiniLM's).
 
@@ -31,8 +32,13 @@ KB = 1024
 
 
 def scope_files(root: Path, scope: Scope) -> dict[str, int]:
-    """Bytes per component of one scope's files (directories counted recursively)."""
+    """Bytes per component of one scope's files (directories counted recursively), and its organisation's buckets
+    (``.buckets``: shared with the organisation's other users; these benchmarks store one user per root, so the
+    buckets are that user's, floor included)."""
     out: dict[str, int] = {}
+    buckets = root / scope.org_id / ".buckets"
+    if buckets.is_dir():
+        out[".buckets"] = sum(f.stat().st_size for f in buckets.rglob("*") if f.is_file())
     for p in (root / scope.org_id).glob(f"{scope.user_id}.*"):
         name = p.name[len(scope.user_id) :]
         key = ".kuzu.idx" if name.endswith(".idx") else ".log" if ".log" in name else name

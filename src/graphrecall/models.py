@@ -466,7 +466,9 @@ class ScopeStats(BaseModel):
     events: int = 0
     entities: int = 0
     disk_bytes: int = Field(
-        default=0, description="bytes on disk: the Kuzu file, its derived indexes and the scope's write log"
+        default=0,
+        description="bytes on disk of the scope's own files: its derived indexes and its write log (its rows are in a "
+        "Kuzu bucket shared with other scopes, which is not counted; a store written before buckets: its Kuzu file too)",
     )
     embedder_id: str = ""
     dim: int = 0

@@ -188,6 +188,9 @@ def reembed_scope(root: Path, scope: Scope, embedder: Embedder, *, quiet: bool =
             return Reembedded(scope=scope, skipped=True, stored_id=embedder.id)
         doc = _export(root, scope, stored)
         build = work_dir(root) / "build"
+        # What a killed run left there is no longer needed (``finish`` above settled any journaled swap), and it
+        # may not even open (store/recovery.py): rebuilt from the export, its vectors from the cache.
+        shutil.rmtree(build, ignore_errors=True)
         cache = CachedEmbedder(embedder, path=work_dir(root) / "vectors.sqlite")
         try:
             with tqdm(
@@ -195,9 +198,6 @@ def reembed_scope(root: Path, scope: Scope, embedder: Embedder, *, quiet: bool =
             ) as bar:
                 chunked = _Chunked(cache, bar.update)
                 with Memory.open(build, embedder=chunked) as new:
-                    new.forget(
-                        scope
-                    )  # what a killed run left of it: rebuilt from the export (vectors cached)
                     new.import_scope(scope, doc)
                 # closed: what went to Kuzu is checkpointed; a small scope stays in its (synced) write log, as before
         finally:

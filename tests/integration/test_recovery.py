@@ -98,6 +98,18 @@ def test_an_ordinary_probe_failure_touches_nothing(tmp_path: Path) -> None:
     assert sorted(os.listdir(path.parent)) == before
 
 
+def test_a_replay_that_finds_its_keys_already_stored_moves_the_wal_aside(tmp_path: Path) -> None:
+    """What Kuzu 0.11.3 says when a checkpoint was cut off after writing the WAL's transactions into the file: the
+    WAL is quarantined like a torn one (the file holds the checkpoint, store/recovery.py)."""
+    _kill_during_life(tmp_path)
+    path = bucket(tmp_path)
+    probe = "import sys; sys.exit('Runtime exception: Found duplicated primary key value 0:s1')"
+    moved = recovery.recover(path, probe=probe)
+    assert moved is not None and moved.exists() and not recovery.wal_path(path).exists()
+    with Memory(tmp_path, embedder=HashingEmbedder(64)) as m:
+        assert {"s0", "s1", "s2"} <= {s.id for s in m.sessions(SCOPE)}  # checkpointed before: kept
+
+
 def test_a_cleanly_closed_database_needs_no_probe(tmp_path: Path) -> None:
     with Memory(tmp_path, embedder=HashingEmbedder(64)) as m:
         m.add_session(SCOPE, [{"role": "user", "content": "hello"}], session_id="s", date="2024-01-01")

@@ -15,7 +15,7 @@ the log first (``flushed``), which gives a resident scope its database.
    and a supersede cannot change a fact that a consolidation has planned to merge.
 2. ``writes(scope)`` (``ScopeLogs.scope_lock``): a write of chat history is planned against Kuzu plus the log's
    unflushed tail and appended under it; bulk writes, erase and each page of a backfill hold it too.
-3. ``ScopeDatabase.write_lock``: Kuzu's one writer per database, for one transaction. A flush takes it on the
+3. ``ScopeDatabase.write_lock`` (its bucket's): Kuzu's one writer per database, for one transaction. A flush takes it on the
    flusher's thread, so nobody flushes while holding it.
 """
 
@@ -96,8 +96,9 @@ class ScopeAccess:
             return kuzu(db)
 
     def disk_bytes(self, scope: Scope) -> int:
-        """Bytes on disk: the Kuzu file, its derived indexes and the write log, with what each engine keeps beside
-        its file (``x.kuzu.wal``, ``x.kuzu.idx/``, ``x.log.sqlite-wal``...)."""
+        """Bytes on disk of the scope's own files: its derived indexes (``x.kuzu.idx/``) and write log
+        (``x.log.sqlite``, ``-wal``...), and a database of its own not yet moved into its bucket. Its rows share a
+        bucket with other scopes (``store.buckets``), whose file is not split between them."""
         return sum(
             _bytes(p) for base in (self.pool.path_for(scope), self.logs.path(scope)) for p in _beside(base)
         )

@@ -215,25 +215,33 @@ class KnowledgeService:
                 extractor = Extractor(llm, self.embedder, self.extraction)
                 queue = self._existing_queue()
                 total = ExtractionResult()
-                for i, sid in enumerate(todo, start=1):
-                    with telemetry.span(
-                        "graphrecall.extraction.session", telemetry.scope_attributes(scope)
-                    ) as span:
-                        one = extractor.extract_session(db, sid)
-                        span.set_attributes(
-                            {
-                                "graphrecall.facts_added": one.facts_added,
-                                "graphrecall.failed": bool(one.sessions_failed),
-                            }
-                        )
-                    total = total + one
-                    self._extracted(scope, sid, one)
-                    if one.sessions_done and queue is not None:
-                        queue.settle(
-                            scope, sid, asked_before=started
-                        )  # a failed background job is resolved now
-                    if progress is not None:
-                        progress(i, len(todo))
+                outcomes: list[tuple[str, ExtractionResult]] = []
+                try:
+                    # One checkpoint for the whole run, not one per session (store.database.checkpoint_once); what
+                    # a session's outcome announces (its event, its job settled) follows that checkpoint.
+                    with db.checkpoint_once():
+                        for i, sid in enumerate(todo, start=1):
+                            with telemetry.span(
+                                "graphrecall.extraction.session", telemetry.scope_attributes(scope)
+                            ) as span:
+                                one = extractor.extract_session(db, sid)
+                                span.set_attributes(
+                                    {
+                                        "graphrecall.facts_added": one.facts_added,
+                                        "graphrecall.failed": bool(one.sessions_failed),
+                                    }
+                                )
+                            total = total + one
+                            outcomes.append((sid, one))
+                            if progress is not None:
+                                progress(i, len(todo))
+                finally:
+                    for sid, one in outcomes:
+                        self._extracted(scope, sid, one)
+                        if one.sessions_done and queue is not None:
+                            queue.settle(
+                                scope, sid, asked_before=started
+                            )  # a failed background job is resolved now
                 return total
 
     def add_fact(self, scope: Scope, p: AddFactParams) -> AddedFact:

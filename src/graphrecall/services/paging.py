@@ -8,6 +8,7 @@ definition, so it is answered here after one cheap count, and the crashing query
 
 from __future__ import annotations
 
+from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
 
 
@@ -15,4 +16,4 @@ def past_the_end(db: ScopeDatabase, label: str, offset: int) -> bool:
     """Whether a page starting at ``offset`` over the ``label`` nodes is empty because there are no more."""
     if offset <= 0:
         return False
-    return offset >= int(db.query(f"MATCH (n:{label}) RETURN count(n)")[0][0])
+    return offset >= q.count(db, label)

@@ -58,7 +58,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_DB_SIZE = 1 << 36  # 64 GiB of address space per database, not memory
 ERASE_ORDER = ("Passage", "Round", "Message", "Session", "Fact", "Event", "Entity")
-CREATE_MAX_ROWS = 256  # inserts up to this many rows are CREATE statements (``WriteTxn.copy``)
+CREATE_MAX_ROWS = 256
+CREATE_CHUNK = 256  # rows per CREATE statement (``insert_rows``)  # inserts up to this many rows are CREATE statements (``WriteTxn.copy``)
 
 
 class UnscopedQuery(RuntimeError):
@@ -349,6 +350,7 @@ class ScopeDatabase:
         self._marks: dict[str, int] = dict(member.marks)
         self._last_commit = 0  # the bucket's commit count after this scope's last commit
         self._owns_bucket = False  # ``standalone``: closing the view closes the bucket
+        self._deferred = threading.local()  # ``checkpoint_once`` blocks open on the calling thread
         self.known = KnownIds(self)  # its Session and Message ids, kept in step by ``write`` (store/known.py)
         if member.created:
             shutil.rmtree(
@@ -451,7 +453,24 @@ class ScopeDatabase:
                 self._apply_to_indexes(txn.changes, marks)
             if txn.copied:
                 self._last_commit = 0  # a COPY's commit checkpointed
-            if durable and txn.created and not txn.copied:
+            if durable and txn.created and not txn.copied and not getattr(self._deferred, "depth", 0):
+                self.checkpoint()
+
+    @contextlib.contextmanager
+    def checkpoint_once(self) -> Iterator[None]:
+        """The calling thread's durable writes inside the block are made durable by one checkpoint at its end, not
+        one each. For a caller that acknowledges only after the block (extraction of a scope's sessions: its jobs
+        are settled after it): each checkpoint rewrites the bucket's changed column chunks and edge regions, whose
+        old pages Kuzu 0.11.3 does not reuse, so a checkpoint per session grew a bucket by ~2 MB per 100 extracted
+        rounds (docs/benchmarks.md "Buckets"). A commit inside the block rests on Kuzu's WAL until the end: a crash
+        before it loses what the caller never acknowledged."""
+        depth = getattr(self._deferred, "depth", 0)
+        self._deferred.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._deferred.depth = depth
+            if depth == 0 and not self.placeholder:
                 self.checkpoint()
 
     def checkpoint(self) -> None:
@@ -668,7 +687,7 @@ def _keyed(data: Any, prefix: str, edges: bool) -> Any:
 
 
 def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> None:
-    """``CREATE`` keyed rows of a scope table, ``CREATE_MAX_ROWS`` per statement; a row of an anchored table with
+    """``CREATE`` keyed rows of a scope table, ``CREATE_CHUNK`` per statement; a row of an anchored table with
     its ``OWNS`` edge from the scope's ``Scope`` node (``user_id``), in the same statement."""
     props = ", ".join(f"{c}: {_typed(f'r.{c}', keyed.schema.field(c).type)}" for c in keyed.column_names)
     if table in schema.ANCHORED:  # starts from the Scope node (a key lookup)
@@ -677,8 +696,8 @@ def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> 
         )
     else:  # reached through the edge to its session or round, written in the same transaction
         stmt = f"UNWIND $rows AS r CREATE (:{table} {{{props}}})"
-    for start in range(0, keyed.num_rows, CREATE_MAX_ROWS):
-        rows = keyed.slice(start, CREATE_MAX_ROWS).to_pylist()
+    for start in range(0, keyed.num_rows, CREATE_CHUNK):
+        rows = keyed.slice(start, CREATE_CHUNK).to_pylist()
         _run(conn, stmt, {"rows": rows, "scope": user_id} if table in schema.ANCHORED else {"rows": rows})
 
 

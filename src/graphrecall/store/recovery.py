@@ -9,8 +9,13 @@ during a write load). A server must not die on open, so the replay is first trie
 - the child is killed by a signal: the WAL cannot be replayed; it is moved aside (never deleted) as
   ``<name>.wal.corrupt-<utc time>`` together with any ``.shadow`` file, and a warning names it. What is lost is the
   torn tail, i.e. the transaction that was being written when the process died, which was never acknowledged;
-- the child fails with an ordinary error (for instance another process holds the database): nothing is touched and
-  the normal open reports the error.
+- the child fails because the replay finds a duplicated primary key: the WAL is moved aside the same way. Why: a
+  process killed while a checkpoint was folding the WAL into the file (a ``COPY`` commit checkpoints at once) leaves
+  a WAL whose transactions are already in the file (Kuzu completes the checkpoint from its ``.shadow`` pages at
+  open), and Kuzu 0.11.3 replays it again and fails on the keys it wrote (measured: a ``graphrecall reembed`` killed
+  during its import; the database opened whole, with every session of its last checkpoint, once the WAL was aside);
+- the child fails with any other ordinary error (for instance another process holds the database): nothing is
+  touched and the normal open reports the error.
 """
 
 from __future__ import annotations
@@ -47,7 +52,8 @@ def recover(path: Path, *, probe: str = PROBE, timeout: float = 300.0) -> Path |
     except subprocess.TimeoutExpired:
         log.warning("recovery probe for %s timed out; opening it directly", path)
         return None
-    if proc.returncode >= 0:
+    replayed_twice = proc.returncode > 0 and b"duplicated primary key" in proc.stderr
+    if proc.returncode >= 0 and not replayed_twice:
         return None
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     moved = Path(f"{wal}.corrupt-{stamp}")
@@ -55,11 +61,16 @@ def recover(path: Path, *, probe: str = PROBE, timeout: float = 300.0) -> Path |
     shadow = Path(str(path) + ".shadow")
     if shadow.exists():
         shadow.rename(Path(f"{shadow}.corrupt-{stamp}"))
+    why = (
+        "its transactions are already in the file: a checkpoint was cut off"
+        if replayed_twice
+        else f"the replay died with signal {-proc.returncode}"
+    )
     log.warning(
-        "database %s: its write-ahead log could not be replayed (the replay died with signal %d); moved it to %s. "
+        "database %s: its write-ahead log could not be replayed (%s); moved it to %s. "
         "The transaction that was being written when the previous process died is not applied.",
         path,
-        -proc.returncode,
+        why,
         moved,
     )
     return moved

@@ -295,8 +295,10 @@ def get_session(db: ScopeDatabase, session_id: str) -> Session | None:
     return Session(id=r[0], started_at=r[1], extract_status=r[2] or "none", messages=msgs)
 
 
+def count(db: ScopeDatabase, label: str) -> int:
+    """How many rows of ``label`` the scope holds."""
+    return int(db.query(f"MATCH {owned('n', label)} RETURN count(n)")[0][0])
+
+
 def counts(db: ScopeDatabase) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for label in ("Session", "Message", "Round", "Fact", "Event", "Entity"):
-        out[label] = int(db.query(f"MATCH {owned('n', label)} RETURN count(n)")[0][0])
-    return out
+    return {label: count(db, label) for label in ("Session", "Message", "Round", "Fact", "Event", "Entity")}

@@ -1573,7 +1573,7 @@ export type ScopeStats = {
     /**
      * Disk Bytes
      *
-     * bytes on disk: the Kuzu file, its derived indexes and the scope's write log
+     * bytes on disk of the scope's own files: its derived indexes and its write log (its rows are in a Kuzu bucket shared with other scopes, which is not counted; a store written before buckets: its Kuzu file too)
      */
     disk_bytes?: number;
     /**
