@@ -16,7 +16,7 @@ import graphrecall.services.writing as writing_module
 from graphrecall import Memory, NotFound, Scope, Settings, testing
 from graphrecall.embed import Embedder, default_embedder
 from graphrecall.embed.hashing import HashingEmbedder
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 
 SCOPE = Scope(org_id="acme", user_id="backfill")
 # About 600 characters: below the model's window (~760), above the default passage threshold (300).
@@ -36,7 +36,7 @@ SESSIONS = {
 def _passages(m: Memory) -> dict[str, Any]:
     with testing.database(m, SCOPE, create=False) as db:
         rows = db.query(
-            f"MATCH {owned('p', 'Passage')}-[:PASSAGE_OF]->(r:Round) RETURN p.id, r.id, p.embedding ORDER BY p.id"
+            f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')}-[:PASSAGE_OF]->(r:Round) RETURN p.id, r.id, p.embedding ORDER BY p.id"
         )
         indexed = db.indexes.count("round_passage")
     return {"rows": {pid: (rid, np.asarray(v)) for pid, rid, v in rows}, "indexed": indexed}

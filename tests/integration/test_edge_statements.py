@@ -10,13 +10,13 @@ import pytest
 from graphrecall import Memory, Scope, Settings, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.store import database
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 
 SCOPE = Scope(org_id="acme", user_id="ana")
 EDGES = (
-    f"MATCH {owned('m', 'Message')}-[e]->(s:Session) RETURN m.id, s.id ORDER BY m.id, s.id",
-    f"MATCH {owned('r', 'Round')}-[e]->(x) RETURN r.id, label(e), x.id ORDER BY r.id, label(e), x.id",
-    f"MATCH {owned('s', 'Session')} RETURN s.id ORDER BY s.id",
+    f"{MATCH_SCOPE}MATCH {owned('m', 'Message')}-[e]->(s:Session) RETURN m.id, s.id ORDER BY m.id, s.id",
+    f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}-[e]->(x) RETURN r.id, label(e), x.id ORDER BY r.id, label(e), x.id",
+    f"{MATCH_SCOPE}MATCH {owned('s', 'Session')} RETURN s.id ORDER BY s.id",
 )
 
 

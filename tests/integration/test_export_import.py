@@ -21,7 +21,7 @@ from graphrecall.formats import scope_to_graphml
 from graphrecall.llm import ScriptedLLM
 from graphrecall.llm.errors import LLMError
 from graphrecall.models import ScopeExport
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 
 SCOPE = ("acme", "bob")
 COPY = ("acme", "bob-copy")
@@ -73,22 +73,22 @@ def build(root: Path) -> None:
 def edges(m: Memory, scope: tuple[str, str]) -> dict[str, list[tuple[Any, ...]]]:
     """Every relationship of the store, with its properties, and every node count."""
     queries = {
-        "FACT_FROM": f"MATCH {owned('a', 'Fact')}-[:FACT_FROM]->(b:Message) RETURN a.id, b.id",
-        "ABOUT": f"MATCH {owned('a', 'Fact')}-[:ABOUT]->(b:Entity) RETURN a.id, b.id",
-        "SUPERSEDES": f"MATCH {owned('a', 'Fact')}-[r:SUPERSEDES]->(b:Fact) RETURN a.id, b.id, r.at, r.reason",
-        "EVENT_FROM": f"MATCH {owned('a', 'Event')}-[:EVENT_FROM]->(b:Message) RETURN a.id, b.id",
-        "SUBJECT": f"MATCH {owned('a', 'Event')}-[:SUBJECT]->(b:Entity) RETURN a.id, b.id",
-        "OBJECT": f"MATCH {owned('a', 'Event')}-[:OBJECT]->(b:Entity) RETURN a.id, b.id",
-        "RELATED": f"MATCH {owned('a', 'Entity')}-[r:RELATED]->(b:Entity) RETURN a.id, b.id, r.predicate, r.fact_id",
-        "MSG_IN": f"MATCH {owned('a', 'Message')}-[:MSG_IN]->(b:Session) RETURN a.id, b.id",
-        "HAS_MESSAGE": f"MATCH {owned('a', 'Round')}-[:HAS_MESSAGE]->(b:Message) RETURN a.id, b.id",
-        "sessions": f"MATCH {owned('s', 'Session')} RETURN s.id, s.started_at, s.extract_status, s.extract_error",
-        "messages": f"MATCH {owned('x', 'Message')} RETURN x.id, x.session_id, x.idx, x.role, x.text, x.at",
-        "rounds": f"MATCH {owned('r', 'Round')} RETURN r.id, r.text, r.at",
-        "entities": f"MATCH {owned('e', 'Entity')} RETURN e.id, e.name, e.norm, e.type, e.aliases, e.embedding",
-        "facts": f"MATCH {owned('f', 'Fact')} RETURN f.id, f.text, f.terms, f.kind, f.polarity, f.confidence, "
+        "FACT_FROM": f"{MATCH_SCOPE}MATCH {owned('a', 'Fact')}-[:FACT_FROM]->(b:Message) RETURN a.id, b.id",
+        "ABOUT": f"{MATCH_SCOPE}MATCH {owned('a', 'Fact')}-[:ABOUT]->(b:Entity) RETURN a.id, b.id",
+        "SUPERSEDES": f"{MATCH_SCOPE}MATCH {owned('a', 'Fact')}-[r:SUPERSEDES]->(b:Fact) RETURN a.id, b.id, r.at, r.reason",
+        "EVENT_FROM": f"{MATCH_SCOPE}MATCH {owned('a', 'Event')}-[:EVENT_FROM]->(b:Message) RETURN a.id, b.id",
+        "SUBJECT": f"{MATCH_SCOPE}MATCH {owned('a', 'Event')}-[:SUBJECT]->(b:Entity) RETURN a.id, b.id",
+        "OBJECT": f"{MATCH_SCOPE}MATCH {owned('a', 'Event')}-[:OBJECT]->(b:Entity) RETURN a.id, b.id",
+        "RELATED": f"{MATCH_SCOPE}MATCH {owned('a', 'Entity')}-[r:RELATED]->(b:Entity) RETURN a.id, b.id, r.predicate, r.fact_id",
+        "MSG_IN": f"{MATCH_SCOPE}MATCH {owned('a', 'Message')}-[:MSG_IN]->(b:Session) RETURN a.id, b.id",
+        "HAS_MESSAGE": f"{MATCH_SCOPE}MATCH {owned('a', 'Round')}-[:HAS_MESSAGE]->(b:Message) RETURN a.id, b.id",
+        "sessions": f"{MATCH_SCOPE}MATCH {owned('s', 'Session')} RETURN s.id, s.started_at, s.extract_status, s.extract_error",
+        "messages": f"{MATCH_SCOPE}MATCH {owned('x', 'Message')} RETURN x.id, x.session_id, x.idx, x.role, x.text, x.at",
+        "rounds": f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.id, r.text, r.at",
+        "entities": f"{MATCH_SCOPE}MATCH {owned('e', 'Entity')} RETURN e.id, e.name, e.norm, e.type, e.aliases, e.embedding",
+        "facts": f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')} RETURN f.id, f.text, f.terms, f.kind, f.polarity, f.confidence, "
         "f.valid_from, f.valid_to, f.recorded_at, f.expired_at, f.last_seen, f.session_id, f.message_ids, f.embedding",
-        "events": f"MATCH {owned('e', 'Event')} RETURN e.id, e.subject, e.verb, e.object, e.text, e.terms, "
+        "events": f"{MATCH_SCOPE}MATCH {owned('e', 'Event')} RETURN e.id, e.subject, e.verb, e.object, e.text, e.terms, "
         "e.time_start, e.time_end, e.session_id, e.message_ids, e.embedding",
     }
     with testing.database(m, scope) as db:

@@ -13,7 +13,7 @@ from graphrecall import Memory, NotAvailable, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.extract import ExtractionConfig
 from graphrecall.llm import LLMTimeout, ScriptedLLM, Step
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 
 SCOPE = ("acme", "alice")
 EXTRACT = "Extract four lists"
@@ -98,12 +98,20 @@ def test_one_call_stores_facts_events_entities_linked_to_their_messages(tmp_path
         (ana,) = m.entities(SCOPE)
         assert f.message_ids == ["s1#0"] and f.entity_ids == [ana.id] and f.session_id == "s1"
         assert f.valid_from == datetime(2024, 3, 11)
-        assert edges(m, f"MATCH {owned('f', 'Fact')}-[:FACT_FROM]->(x:Message) RETURN x.id") == [["s1#0"]]
-        assert edges(m, f"MATCH {owned('v', 'Event')}-[:EVENT_FROM]->(x:Message) RETURN x.id") == [["s1#0"]]
-        assert edges(m, f"MATCH {owned('v', 'Event')}-[:OBJECT]->(e:Entity) RETURN e.name") == [["Ana"]]
-        assert edges(m, f"MATCH {owned('f', 'Fact')}-[:ABOUT]->(e:Entity) RETURN e.name") == [["Ana"]]
+        assert edges(m, f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')}-[:FACT_FROM]->(x:Message) RETURN x.id") == [
+            ["s1#0"]
+        ]
+        assert edges(
+            m, f"{MATCH_SCOPE}MATCH {owned('v', 'Event')}-[:EVENT_FROM]->(x:Message) RETURN x.id"
+        ) == [["s1#0"]]
+        assert edges(m, f"{MATCH_SCOPE}MATCH {owned('v', 'Event')}-[:OBJECT]->(e:Entity) RETURN e.name") == [
+            ["Ana"]
+        ]
+        assert edges(m, f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')}-[:ABOUT]->(e:Entity) RETURN e.name") == [
+            ["Ana"]
+        ]
         # the relation names an entity that was never listed: no dangling edge
-        assert edges(m, f"MATCH {owned('e', 'Entity')}-[r:RELATED]->() RETURN count(r)") == [[0]]
+        assert edges(m, f"{MATCH_SCOPE}MATCH {owned('e', 'Entity')}-[r:RELATED]->() RETURN count(r)") == [[0]]
         assert m.get_session(SCOPE, "s1").extract_status == "done"
     llm.assert_done()
 

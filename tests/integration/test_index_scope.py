@@ -20,7 +20,7 @@ from graphrecall import Memory, Scope, Settings, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.index import ExactVectorIndex, TantivyLexicalIndex, index_dir
 from graphrecall.store import rounds as q
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 from graphrecall.text import query_terms
 
 TOPICS = [
@@ -180,7 +180,7 @@ def test_rounds_read_from_the_index_equal_kuzus_rows_also_after_a_round_is_repla
     )
     mem.flush()
     with testing.database(mem, scope, create=False) as db:
-        ids = [r[0] for r in db.query(f"MATCH {owned('r', 'Round')} RETURN r.id")]
+        ids = [r[0] for r in db.query(f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.id")]
         from_index, from_kuzu = db.indexes.rounds(ids), q.kuzu_rounds(db, ids)
         assert from_index == from_kuzu and len(from_index) == len(ids) == 4
         assert "one more thing" in from_index["s3@0"].text

@@ -13,7 +13,7 @@ from graphrecall import Memory, Scope, Settings, testing, writer
 from graphrecall.embed import HashingEmbedder, TextKind, Vectors
 from graphrecall.store import rounds as q
 from graphrecall.store.database import WriteTxn
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 from graphrecall.text import query_terms
 
 
@@ -51,7 +51,7 @@ def snapshot(mem: Memory, scope: Scope) -> dict[str, object]:
     mem.flush()  # what a write-log path acknowledged, in Kuzu
     with testing.database(mem, scope, create=False) as db:
         rows = db.query(
-            f"MATCH {owned('r', 'Round')}-[:ROUND_IN]->(s:Session) OPTIONAL MATCH (r)-[:HAS_MESSAGE]->(m:Message) "
+            f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}-[:ROUND_IN]->(s:Session) OPTIONAL MATCH (r)-[:HAS_MESSAGE]->(m:Message) "
             "RETURN r.id, r.text, r.terms, s.id, count(m) ORDER BY r.id"
         )
         kind = [rid for rid, _ in q.lexical_search(db, "round_terms", query_terms("kind"), 100)]

@@ -17,7 +17,7 @@ from tests.dialogues import dialogue_sessions
 from graphrecall import Memory, RetrievalConfig, Scope, Settings, testing
 from graphrecall.embed.passages import embed_in_full, embed_passages, passage_chars
 from graphrecall.retrieve.retriever import HybridRetriever
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 
 SCOPE = Scope(org_id="acme", user_id="long")
 
@@ -57,7 +57,9 @@ def test_the_message_is_longer_than_the_window(mem: Memory) -> None:
 
 def test_the_stored_user_vector_is_the_pooled_one(mem: Memory) -> None:
     with testing.database(mem, SCOPE, create=False) as db:
-        [[stored]] = db.query(f"MATCH {owned('r', 'Round')} WHERE r.session_id = 'trip' RETURN r.embedding")
+        [[stored]] = db.query(
+            f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} WHERE r.session_id = 'trip' RETURN r.embedding"
+        )
     [pooled] = embed_in_full(mem.embedder, [LONG])
     np.testing.assert_allclose(np.asarray(stored, dtype=np.float32), pooled, atol=1e-5)
 
@@ -82,7 +84,7 @@ def test_each_passage_of_the_long_turn_is_stored_beside_its_round(mem: Memory) -
     assert parts is not None and len(parts) >= 4
     with testing.database(mem, SCOPE, create=False) as db:
         rows = db.query(
-            f"MATCH {owned('p', 'Passage')}-[:PASSAGE_OF]->(r:Round) RETURN r.session_id, p.id, p.idx, p.embedding "
+            f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')}-[:PASSAGE_OF]->(r:Round) RETURN r.session_id, p.id, p.idx, p.embedding "
             "ORDER BY p.idx"
         )
         assert db.indexes.count("round_passage") == len(parts)
@@ -144,13 +146,13 @@ def test_a_rewritten_or_erased_long_round_takes_its_passages_with_it(tmp_path: P
         m.flush()
         with testing.database(m, scope, create=False) as db:
             [[n, rounds]] = db.query(
-                f"MATCH {owned('p', 'Passage')}-[:PASSAGE_OF]->(r:Round) RETURN count(p), count(DISTINCT r)"
+                f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')}-[:PASSAGE_OF]->(r:Round) RETURN count(p), count(DISTINCT r)"
             )
             assert n == db.indexes.count("round_passage") > 1 and rounds == 1
-            assert db.query(f"MATCH {owned('p', 'Passage')} RETURN count(p)") == [[n]]
+            assert db.query(f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')} RETURN count(p)") == [[n]]
         m.erase(scope, session_ids=["trip"])
         with testing.database(m, scope, create=False) as db:
-            assert db.query(f"MATCH {owned('p', 'Passage')} RETURN count(p)") == [[0]]
+            assert db.query(f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')} RETURN count(p)") == [[0]]
             assert db.indexes.count("round_passage") == 0
 
 
@@ -179,7 +181,7 @@ def test_a_turn_of_a_few_sentences_gets_passages_from_the_setting_on(
         m.add_session(SCOPE, [{"role": "user", "content": MEDIUM}], session_id="week", date="2024-04-01")
         m.flush()
         with testing.database(m, SCOPE) as db:
-            [[n]] = db.query(f"MATCH {owned('p', 'Passage')} RETURN count(p)")
-            [[vec]] = db.query(f"MATCH {owned('r', 'Round')} RETURN r.embedding")
+            [[n]] = db.query(f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')} RETURN count(p)")
+            [[vec]] = db.query(f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.embedding")
     assert (n > 1) is stored and (n == 0) is not stored
     np.testing.assert_allclose(np.asarray(vec, dtype=np.float32), mem.embedder.embed([MEDIUM])[0], atol=1e-5)

@@ -10,7 +10,7 @@ from pathlib import Path
 from graphrecall import Memory, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.models import ScopeExport
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 from graphrecall.writer import LOG_MAX_ROUNDS
 
 SCOPE = ("acme", "polyglot")
@@ -51,7 +51,7 @@ def test_the_language_is_stored_with_each_message_and_returned_from_the_log_and_
         assert langs(m) == LANGS  # served from the write log's tail
         m.flush()
         with testing.database(m, SCOPE) as db:
-            stored = db.query(f"MATCH {owned('x', 'Message')} RETURN x.id, x.lang ORDER BY x.id")
+            stored = db.query(f"{MATCH_SCOPE}MATCH {owned('x', 'Message')} RETURN x.id, x.lang ORDER BY x.id")
         assert stored == sorted(
             [f"{sid}#{i}", lang] for sid, ls in LANGS.items() for i, lang in enumerate(ls)
         )
@@ -112,7 +112,7 @@ def test_a_bulk_ingest_straight_into_kuzu_stores_the_languages_too(tmp_path: Pat
         m.add_sessions(SCOPE, bulk)
         assert m.stored(SCOPE)
         with testing.database(m, SCOPE) as db:
-            got = dict(db.query(f"MATCH {owned('x', 'Message')} RETURN x.session_id, x.lang"))
+            got = dict(db.query(f"{MATCH_SCOPE}MATCH {owned('x', 'Message')} RETURN x.session_id, x.lang"))
         assert got == {f"b{i}": "ru" if i % 2 else "en" for i in range(n)}
         assert m.get_session(SCOPE, "b1").messages[0].lang == "ru"
 

@@ -21,7 +21,7 @@ from graphrecall import EmbedderMismatch, Memory
 from graphrecall.embed import HashingEmbedder
 from graphrecall.models import Scope
 from graphrecall.reembed import KILL_ENV, reembed, work_dir
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 
 ANA = Scope(org_id="acme", user_id="ana")
 BO = Scope(org_id="acme", user_id="bo")
@@ -120,14 +120,14 @@ def test_extracted_memory_survives_whole(tmp_path: Path) -> None:
             graph = edges(m, BOB)
             with testing.database(m, BOB) as db:
                 graph["round_rows"] = db.query(
-                    f"MATCH {owned('r', 'Round')} RETURN r.id, r.session_id, r.idx, r.user_text, r.terms, r.message_ids "
+                    f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.id, r.session_id, r.idx, r.user_text, r.terms, r.message_ids "
                     "ORDER BY r.id"
                 )
                 graph["passages"] = db.query(
-                    f"MATCH {owned('p', 'Passage')}-[:PASSAGE_OF]->(r:Round) RETURN p.id, r.id ORDER BY p.id"
+                    f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')}-[:PASSAGE_OF]->(r:Round) RETURN p.id, r.id ORDER BY p.id"
                 )
                 graph["dims"] = db.query(
-                    f"MATCH {owned('r', 'Round')} WITH r LIMIT 1 RETURN size(r.embedding), size(r.reply_embedding)"
+                    f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} WITH r LIMIT 1 RETURN size(r.embedding), size(r.reply_embedding)"
                 )
             doc = m.export_scope(BOB).model_dump(mode="json", exclude={"embedder_id", "exported_at"})
         for table in ("entities", "facts", "events"):

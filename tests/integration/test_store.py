@@ -17,7 +17,7 @@ from graphrecall.store.database import ScopeDatabase, WriteTxn
 from graphrecall.store.derived import DERIVED
 from graphrecall.store.rounds import counts
 from graphrecall.store.rows import SessionRow
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 
 
 def chat(*turns: str) -> list[dict[str, str]]:
@@ -252,7 +252,7 @@ def test_rounds_written_without_passages_have_none(tmp_path: Path) -> None:
                 txn, new_sessions=[SessionRow("s1", rows[0].at)], messages=rows, rounds=rounds, user_vecs=vecs,
                 reply_vecs=vecs, replaced_round_ids=[], dim=64,
             )  # fmt: skip
-        assert db.query(f"MATCH {owned('r', 'Round')} RETURN count(r)") == [[1]]
-        assert db.query(f"MATCH {owned('p', 'Passage')} RETURN count(p)") == [[0]]
+        assert db.query(f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN count(r)") == [[1]]
+        assert db.query(f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')} RETURN count(p)") == [[0]]
     finally:
         db.close()

@@ -12,7 +12,7 @@ from graphrecall import InvalidInput, Memory, NotFound, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.extract import ExtractionConfig
 from graphrecall.llm import ScriptedLLM
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 
 SCOPE = ("acme", "bob")
 VERSION = "New facts, each followed"
@@ -67,7 +67,7 @@ def test_duplicate_reinforces_the_stored_fact_without_a_new_row(tmp_path: Path) 
         with testing.database(m, m.scopes()[0], create=False) as db:
             db_conf = 0.5
             with db.write() as txn:
-                txn.execute(f"MATCH {owned('f', 'Fact')} SET f.confidence = $c", {"c": db_conf})
+                txn.execute(f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')} SET f.confidence = $c", {"c": db_conf})
         r = say(m, "s2", "2024-02-10", "The user resides in Munich", versions=decision("DUPLICATE"))
         (f,) = m.facts(SCOPE, include_superseded=True)
         assert (r.facts_added, r.facts_reinforced) == (0, 1)
@@ -95,7 +95,9 @@ def test_update_and_contradict_supersede_the_old_fact_without_deleting_it(tmp_pa
         assert old.text == "The user lives in Munich" and old.superseded_by == new.id
         assert old.valid_to == new.valid_from and old.expired_at is not None and not old.current
         with testing.database(m, m.scopes()[0], create=False) as db:
-            (reason,) = db.query(f"MATCH {owned('f', 'Fact')}-[s:SUPERSEDES]->(:Fact) RETURN s.reason")[0]
+            (reason,) = db.query(
+                f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')}-[s:SUPERSEDES]->(:Fact) RETURN s.reason"
+            )[0]
         assert reason.startswith(kind.lower())
         # valid time: what was true when
         assert [f.text for f in m.facts(SCOPE, as_of="2024-02-01")] == ["The user lives in Munich"]

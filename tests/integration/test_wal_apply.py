@@ -20,7 +20,7 @@ from graphrecall.models import Message
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.rows import SessionRow
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 from graphrecall.store.wal import ScopeLog, WriteEntry
 from graphrecall.store.wal.apply import apply_entries
 from graphrecall.text import query_terms
@@ -58,18 +58,20 @@ def dump(db: ScopeDatabase) -> dict[str, Any]:
     """Everything a replay could change, compared field by field."""
     return {
         "counts": q.counts(db),
-        "sessions": db.query(f"MATCH {owned('s', 'Session')} RETURN s.id, s.started_at ORDER BY s.id"),
+        "sessions": db.query(
+            f"{MATCH_SCOPE}MATCH {owned('s', 'Session')} RETURN s.id, s.started_at ORDER BY s.id"
+        ),
         "messages": db.query(
-            f"MATCH {owned('m', 'Message')}-[:MSG_IN]->(s) RETURN m.id, m.idx, m.text, s.id ORDER BY m.id"
+            f"{MATCH_SCOPE}MATCH {owned('m', 'Message')}-[:MSG_IN]->(s) RETURN m.id, m.idx, m.text, s.id ORDER BY m.id"
         ),
         "rounds": db.query(
-            f"MATCH {owned('r', 'Round')} RETURN r.id, r.text, r.message_ids, r.terms ORDER BY r.id"
+            f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.id, r.text, r.message_ids, r.terms ORDER BY r.id"
         ),
         "round_edges": db.query(
-            f"MATCH {owned('r', 'Round')}-[:HAS_MESSAGE]->(m) RETURN r.id, m.id ORDER BY r.id, m.id"
+            f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}-[:HAS_MESSAGE]->(m) RETURN r.id, m.id ORDER BY r.id, m.id"
         ),
         "in_session": db.query(
-            f"MATCH {owned('r', 'Round')}-[:ROUND_IN]->(s) RETURN r.id, s.id ORDER BY r.id"
+            f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}-[:ROUND_IN]->(s) RETURN r.id, s.id ORDER BY r.id"
         ),
     }
 
@@ -211,7 +213,7 @@ def test_kill_9_during_a_flush_loses_nothing_and_duplicates_nothing(tmp_path: Pa
             sl.flush()
         counts = q.counts(db)
         assert (counts["Session"], counts["Message"], counts["Round"]) == (60, 120, 60)
-        ids = [r[0] for r in db.query(f"MATCH {owned('r', 'Round')} RETURN r.id")]
+        ids = [r[0] for r in db.query(f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.id")]
         assert sorted(ids) == sorted(f"s{i}@0" for i in range(60))
         assert [h for h, _ in q.lexical_search(db, "round_terms", query_terms("42"), 3)] == ["s42@0"]
     finally:

@@ -17,7 +17,7 @@ from tests.data.wal.make_wal_fixture import LONG, SCOPE  # what the frozen log w
 from graphrecall import Memory, Settings, testing
 from graphrecall.embed import HashingEmbedder
 from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 from graphrecall.store.wal import WriteLog
 
 ARCHIVE = Path(__file__).resolve().parents[1] / "data" / "wal" / "entry_v1_v2.tar.gz"
@@ -84,8 +84,8 @@ def test_memory_serves_the_scope_from_its_log_then_moves_it_into_kuzu_whole(tmp_
         m.flush()
         assert testing.pool(m).exists(SCOPE)
         with testing.database(m, SCOPE) as db:
-            assert db.query(f"MATCH {owned('p', 'Passage')} RETURN count(p)")[0][0] == 3
-            stored = db.query(f"MATCH {owned('m', 'Message')} RETURN m.id, m.lang ORDER BY m.id")
+            assert db.query(f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')} RETURN count(p)")[0][0] == 3
+            stored = db.query(f"{MATCH_SCOPE}MATCH {owned('m', 'Message')} RETURN m.id, m.lang ORDER BY m.id")
         assert stored == sorted([m.id, m.lang] for rows in MESSAGES.values() for m in rows)
         check_scope(m)  # from Kuzu
 

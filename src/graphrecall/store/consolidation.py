@@ -17,7 +17,7 @@ import numpy as np
 
 from graphrecall.embed.base import Vectors
 from graphrecall.store.arrow import edge_table
-from graphrecall.store.database import ScopeDatabase, WriteTxn, owned
+from graphrecall.store.database import MATCH_SCOPE, ScopeDatabase, WriteTxn, owned
 
 
 @dataclass
@@ -35,13 +35,17 @@ class Fold:
 
 def current_fact_vectors(db: ScopeDatabase) -> dict[str, Vectors]:
     """Fact id -> embedding of every current fact."""
-    rows = db.query(f"MATCH {owned('f', 'Fact')} WHERE f.expired_at IS NULL RETURN f.id, f.embedding")
+    rows = db.query(
+        f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')} WHERE f.expired_at IS NULL RETURN f.id, f.embedding"
+    )
     return {r[0]: np.asarray(r[1], dtype=np.float32) for r in rows}
 
 
 def all_sessions(db: ScopeDatabase) -> list[tuple[str, datetime]]:
     """(id, started_at) of every session, oldest first."""
-    rows = db.query(f"MATCH {owned('s', 'Session')} RETURN s.id, s.started_at ORDER BY s.started_at, s.id")
+    rows = db.query(
+        f"{MATCH_SCOPE}MATCH {owned('s', 'Session')} RETURN s.id, s.started_at ORDER BY s.started_at, s.id"
+    )
     return [(r[0], r[1]) for r in rows]
 
 
@@ -81,7 +85,7 @@ def message_ids_of(db: ScopeDatabase, session_ids: Sequence[str]) -> list[str]:
     if not session_ids:
         return []
     rows = db.query(
-        f"MATCH {owned('s', 'Session')}<-[:MSG_IN]-(m:Message) WHERE s.id IN $ids RETURN s.id, m.id ORDER BY m.idx",
+        f"{MATCH_SCOPE}MATCH {owned('s', 'Session')}<-[:MSG_IN]-(m:Message) WHERE s.id IN $ids RETURN s.id, m.id ORDER BY m.idx",
         {"ids": list(session_ids)},
     )
     by_session: dict[str, list[str]] = {}

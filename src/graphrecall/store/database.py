@@ -16,7 +16,8 @@ writes under its ``write_lock``, one transaction at a time; reads run in paralle
 2. every edge between rows is written by ``WriteTxn.copy`` with both ends keyed by the writing scope's prefix, so no
    edge joins two scopes;
 3. every statement reaches rows only by ``key`` (``ScopeDatabase.key``: the prefix added in the store, never by the
-   caller), or from ``(:Scope {key: $scope})`` (``schema.owned``), or along edges from rows reached so.
+   caller), or from the scope's ``Scope`` node bound first (``schema.MATCH_SCOPE``, ``schema.owned``), or along
+   edges from rows reached so.
 ``ScopeDatabase.query`` and ``WriteTxn.execute`` bind ``$scope`` and refuse a statement that names neither ``$scope``
 nor a ``key`` and any statement that looks a row up by ``id`` (``check_scoped``: a tripwire, not the proof; the
 proof is ``tests/integration/test_bucket_isolation.py``). Ids returned to callers are the rows' own ``id``: the
@@ -52,7 +53,10 @@ from graphrecall.store import schema
 from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
 from graphrecall.store.known import KNOWN_TABLES, KnownIds
 from graphrecall.store.recovery import recover
-from graphrecall.store.schema import owned as owned  # every store module scopes its patterns with it
+from graphrecall.store.schema import (
+    MATCH_SCOPE as MATCH_SCOPE,
+)  # every store module scopes its patterns with these
+from graphrecall.store.schema import owned as owned
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +269,11 @@ class BucketDatabase:
             _run(self.writer, "BEGIN TRANSACTION")
             try:
                 for table in ERASE_ORDER:  # what hangs from a session before the session
-                    _run(self.writer, f"MATCH {owned('n', table)} DETACH DELETE n", {"scope": user_id})
+                    _run(
+                        self.writer,
+                        f"{MATCH_SCOPE}MATCH {owned('n', table)} DETACH DELETE n",
+                        {"scope": user_id},
+                    )
                 _run(self.writer, "MATCH (s:Scope {key: $s}) DETACH DELETE s", {"s": user_id})
             except BaseException:
                 self.rollback()

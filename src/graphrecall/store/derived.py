@@ -26,7 +26,7 @@ from graphrecall.index import ScopeIndexes
 from graphrecall.index.lexical import Row
 from graphrecall.index.vector import F32
 from graphrecall.models import Round
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 
 
 class Readable(Protocol):
@@ -97,11 +97,11 @@ class KuzuSource:
         of offsets is a filter on what the scope's ``OWNS`` edges reach, and reads only the page's values. The
         scope's offsets are read first (they are spread over the bucket's table), so a page holds ``PAGE`` rows."""
         columns = ", ".join(f"n.{c}" for c in (spec.column, *spec.payload))
-        pattern = owned("n", spec.table)
-        offsets = sorted(int(r[0]) for r in self.db.query(f"MATCH {pattern} RETURN offset(ID(n))"))
+        pattern = f"{MATCH_SCOPE}MATCH {owned('n', spec.table)}"
+        offsets = sorted(int(r[0]) for r in self.db.query(f"{pattern} RETURN offset(ID(n))"))
         for start in range(0, len(offsets), PAGE):
             yield from self.db.query(
-                f"MATCH {pattern} WHERE offset(ID(n)) >= $a AND offset(ID(n)) <= $b RETURN n.id, {columns}",
+                f"{pattern} WHERE offset(ID(n)) >= $a AND offset(ID(n)) <= $b RETURN n.id, {columns}",
                 {"a": offsets[start], "b": offsets[min(len(offsets), start + PAGE) - 1]},
             )
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from graphrecall.store.database import ScopeDatabase, owned
+from graphrecall.store.database import MATCH_SCOPE, ScopeDatabase, owned
 from graphrecall.store.rounds import delete_rounds
 
 
@@ -35,7 +35,9 @@ class ErasePlan:
 def sessions_before(db: ScopeDatabase, before: datetime) -> list[str]:
     return [
         r[0]
-        for r in db.query(f"MATCH {owned('s', 'Session')} WHERE s.started_at < $t RETURN s.id", {"t": before})
+        for r in db.query(
+            f"{MATCH_SCOPE}MATCH {owned('s', 'Session')} WHERE s.started_at < $t RETURN s.id", {"t": before}
+        )
     ]
 
 
@@ -124,7 +126,7 @@ def apply(db: ScopeDatabase, p: ErasePlan) -> None:
             if table == "Fact":  # entity-to-entity relations extracted from the erased facts
                 for i in ids:
                     txn.execute(
-                        f"MATCH {owned('a', 'Entity')}-[r:RELATED]->() WHERE r.fact_id = $f DELETE r",
+                        f"{MATCH_SCOPE}MATCH {owned('a', 'Entity')}-[r:RELATED]->() WHERE r.fact_id = $f DELETE r",
                         {"f": i},
                     )
             stmt = f"MATCH (n:{table} {{key: $k}}) DETACH DELETE n"

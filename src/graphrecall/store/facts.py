@@ -20,7 +20,7 @@ from graphrecall.embed.base import Vectors
 from graphrecall.models import Entity, Event, Fact, FactKind
 from graphrecall.names import normalize_name
 from graphrecall.store.arrow import TS, edge_table, vector_column
-from graphrecall.store.database import ScopeDatabase, WriteTxn, owned
+from graphrecall.store.database import MATCH_SCOPE, ScopeDatabase, WriteTxn, owned
 from graphrecall.store.known import (
     existing_ids as existing_ids,  # extraction and import check ids through here
 )
@@ -236,7 +236,7 @@ def set_extract_status(txn: WriteTxn, session_id: str, status: str, error: str |
 def sessions_to_extract(db: ScopeDatabase, statuses: Sequence[str]) -> list[tuple[str, datetime]]:
     """Sessions whose extract_status is one of ``statuses`` (null counts as none), oldest first."""
     rows = db.query(
-        f"MATCH {owned('s', 'Session')} WHERE coalesce(s.extract_status, 'none') IN $st "
+        f"{MATCH_SCOPE}MATCH {owned('s', 'Session')} WHERE coalesce(s.extract_status, 'none') IN $st "
         "RETURN s.id, s.started_at ORDER BY s.started_at, s.id",
         {"st": list(statuses)},
     )
@@ -253,7 +253,7 @@ def session_info(db: ScopeDatabase, session_id: str) -> tuple[datetime, str, str
 
 def load_entities(db: ScopeDatabase) -> list[EntityRecord]:
     rows = db.query(
-        f"MATCH {owned('e', 'Entity')} RETURN e.id, e.name, e.type, e.aliases, e.embedding ORDER BY e.id"
+        f"{MATCH_SCOPE}MATCH {owned('e', 'Entity')} RETURN e.id, e.name, e.type, e.aliases, e.embedding ORDER BY e.id"
     )
     return [
         EntityRecord(
@@ -269,7 +269,7 @@ def load_entities(db: ScopeDatabase) -> list[EntityRecord]:
 
 def list_entities(db: ScopeDatabase) -> list[Entity]:
     rows = db.query(
-        f"MATCH {owned('e', 'Entity')} RETURN e.id, e.name, e.type, e.aliases ORDER BY e.name, e.id"
+        f"{MATCH_SCOPE}MATCH {owned('e', 'Entity')} RETURN e.id, e.name, e.type, e.aliases ORDER BY e.name, e.id"
     )
     return [Entity(id=r[0], name=r[1], type=r[2] or "thing", aliases=list(r[3] or [])) for r in rows]
 
@@ -302,14 +302,14 @@ def similar_current_facts(
     v = np.asarray(vec, dtype=np.float32).tolist()
     ret = "RETURN f.id, f.text, f.confidence, f.recorded_at, f.valid_from, f.last_seen, s ORDER BY s DESC LIMIT $k"
     rows = db.query(
-        f"MATCH {owned('f', 'Fact')} WHERE f.expired_at IS NULL AND {NOT_SUMMARY} "
+        f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')} WHERE f.expired_at IS NULL AND {NOT_SUMMARY} "
         "WITH f, array_cosine_similarity(f.embedding, $v) AS s "
         f"WHERE s >= $t {ret}",
         {"v": v, "t": min_similarity, "k": k},
     )
     if entity_ids:
         rows += db.query(
-            f"MATCH {owned('f', 'Fact')}-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND f.expired_at IS NULL "
+            f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')}-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND f.expired_at IS NULL "
             f"AND {NOT_SUMMARY} "
             "WITH DISTINCT f WITH f, array_cosine_similarity(f.embedding, $v) AS s "
             f"WHERE s >= $t {ret}",
@@ -344,7 +344,7 @@ def _fact(r: Sequence[Any], superseded_by: str | None, entity_ids: Sequence[str]
 
 def _facts_query(db: ScopeDatabase, where: str, params: dict[str, Any], tail: str = "") -> list[Fact]:
     rows = db.query(
-        f"MATCH {owned('f', 'Fact')} {where} "
+        f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')} {where} "
         "OPTIONAL MATCH (n:Fact)-[:SUPERSEDES]->(f) "
         "OPTIONAL MATCH (f)-[:ABOUT]->(e:Entity) "
         f"RETURN {FACT_COLS}, min(n.id), collect(DISTINCT e.id) {tail}",
@@ -388,7 +388,7 @@ def supersession_chain(db: ScopeDatabase, fact_id: str) -> list[Fact]:
     frontier = [fact_id]
     while frontier:
         rows = db.query(
-            f"MATCH {owned('a', 'Fact')}-[:SUPERSEDES]-(b:Fact) WHERE a.id IN $ids RETURN DISTINCT b.id",
+            f"{MATCH_SCOPE}MATCH {owned('a', 'Fact')}-[:SUPERSEDES]-(b:Fact) WHERE a.id IN $ids RETURN DISTINCT b.id",
             {"ids": frontier},
         )
         frontier = [r[0] for r in rows if r[0] not in seen]
@@ -406,7 +406,8 @@ def visible_fact_ids(
         return set()
     cond, params = fact_condition("f", until, as_of)
     rows = db.query(
-        f"MATCH {owned('f', 'Fact')} WHERE f.id IN $ids AND {cond} RETURN f.id", {"ids": list(ids), **params}
+        f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')} WHERE f.id IN $ids AND {cond} RETURN f.id",
+        {"ids": list(ids), **params},
     )
     return {r[0] for r in rows}
 
@@ -421,7 +422,7 @@ def visible_event_ids(
         return set(ids)
     cond, params = event_condition("s", until, as_of)
     rows = db.query(
-        f"MATCH {owned('e', 'Event')}, {owned('s', 'Session')} WHERE e.id IN $ids AND s.id = e.session_id "
+        f"{MATCH_SCOPE}MATCH {owned('e', 'Event')}, {owned('s', 'Session')} WHERE e.id IN $ids AND s.id = e.session_id "
         f"AND {cond} RETURN e.id",
         {"ids": list(ids), **params},
     )
@@ -443,13 +444,13 @@ def entity_neighbourhood(
     v = np.asarray(vec, dtype=np.float32).tolist()
     fcond, fparams = fact_condition("f", until, as_of)
     facts = db.query(
-        f"MATCH {owned('f', 'Fact')}-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND {fcond} WITH DISTINCT f "
+        f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')}-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND {fcond} WITH DISTINCT f "
         "RETURN f.id, array_cosine_similarity(f.embedding, $v) AS s ORDER BY s DESC LIMIT $k",
         {"ents": list(entity_ids), "v": v, "k": k, **fparams},
     )
     econd, eparams = event_condition("s", until, as_of)
     events = db.query(
-        f"MATCH {owned('x', 'Event')}-[]->(e:Entity), {owned('s', 'Session')} WHERE e.id IN $ents "
+        f"{MATCH_SCOPE}MATCH {owned('x', 'Event')}-[]->(e:Entity), {owned('s', 'Session')} WHERE e.id IN $ents "
         f"AND s.id = x.session_id AND {econd} "
         "WITH DISTINCT x RETURN x.id, array_cosine_similarity(x.embedding, $v) AS s ORDER BY s DESC LIMIT $k",
         {"ents": list(entity_ids), "v": v, "k": k, **eparams},
@@ -463,7 +464,7 @@ def events_between(
     """Visible events whose time falls between ``start`` and ``end``, in time order."""
     cond, params = event_condition("s", until, None)
     rows = db.query(
-        f"MATCH {owned('e', 'Event')}, {owned('s', 'Session')} WHERE s.id = e.session_id AND e.time_start >= $a "
+        f"{MATCH_SCOPE}MATCH {owned('e', 'Event')}, {owned('s', 'Session')} WHERE s.id = e.session_id AND e.time_start >= $a "
         "AND e.time_start <= $b "
         f"AND {cond} RETURN {EVENT_COLS} ORDER BY e.time_start, e.id LIMIT $n",
         {"a": start, "b": end, "n": limit, **params},
@@ -477,7 +478,7 @@ def source_rounds(db: ScopeDatabase, table: str, ids: Sequence[str]) -> dict[str
         return {}
     rel = "FACT_FROM" if table == "Fact" else "EVENT_FROM"
     rows = db.query(
-        f"MATCH {owned('x', table)}-[:{rel}]->(m:Message)<-[:HAS_MESSAGE]-(r:Round) WHERE x.id IN $ids "
+        f"{MATCH_SCOPE}MATCH {owned('x', table)}-[:{rel}]->(m:Message)<-[:HAS_MESSAGE]-(r:Round) WHERE x.id IN $ids "
         "RETURN x.id, collect(DISTINCT r.id)",
         {"ids": list(ids)},
     )
@@ -493,13 +494,13 @@ def fetch_nodes(
         return {}
     if table == "Fact":
         rows = db.query(
-            f"MATCH {owned('f', 'Fact')} WHERE f.id IN $ids RETURN f.id, f.text, f.session_id, f.valid_from, "
+            f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')} WHERE f.id IN $ids RETURN f.id, f.text, f.session_id, f.valid_from, "
             "f.message_ids",
             {"ids": list(ids)},
         )
     else:
         rows = db.query(
-            f"MATCH {owned('e', 'Event')}, {owned('s', 'Session')} WHERE e.id IN $ids AND s.id = e.session_id "
+            f"{MATCH_SCOPE}MATCH {owned('e', 'Event')}, {owned('s', 'Session')} WHERE e.id IN $ids AND s.id = e.session_id "
             "RETURN e.id, e.text, e.session_id, coalesce(e.time_start, s.started_at), e.message_ids",
             {"ids": list(ids)},
         )
@@ -527,7 +528,7 @@ def _event(r: Sequence[Any]) -> Event:
 
 def list_events(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> list[Event]:
     rows = db.query(
-        f"MATCH {owned('e', 'Event')} RETURN {EVENT_COLS} ORDER BY e.time_start, e.id SKIP $o LIMIT $n",
+        f"{MATCH_SCOPE}MATCH {owned('e', 'Event')} RETURN {EVENT_COLS} ORDER BY e.time_start, e.id SKIP $o LIMIT $n",
         {"o": offset, "n": limit},
     )
     return [_event(r) for r in rows]
@@ -540,7 +541,7 @@ def salience_inputs(
     if not ids:
         return {}
     rows = db.query(
-        f"MATCH {owned('f', 'Fact')} WHERE f.id IN $ids RETURN f.id, f.last_seen, f.recorded_at, f.reinforcement",
+        f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')} WHERE f.id IN $ids RETURN f.id, f.last_seen, f.recorded_at, f.reinforcement",
         {"ids": list(ids)},
     )
     return {r[0]: (r[1], r[2], int(r[3] if r[3] is not None else 1)) for r in rows}
@@ -557,7 +558,7 @@ def fact_mentions(
         return {}
     cond, params = event_condition("s", until, None)  # a session is visible when its date is
     rows = db.query(
-        f"MATCH {owned('f', 'Fact')}-[:FACT_FROM]->(m:Message)-[:MSG_IN]->(s:Session) WHERE f.id IN $ids "
+        f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')}-[:FACT_FROM]->(m:Message)-[:MSG_IN]->(s:Session) WHERE f.id IN $ids "
         f"AND {cond} RETURN f.id, count(DISTINCT s.id), max(s.started_at)",
         {"ids": list(ids), **params},
     )
@@ -571,7 +572,7 @@ def events_since(
     that date."""
     cond, params = event_condition("s", until, None)
     rows = db.query(
-        f"MATCH {owned('e', 'Event')}, {owned('s', 'Session')} WHERE s.id = e.session_id AND "
+        f"{MATCH_SCOPE}MATCH {owned('e', 'Event')}, {owned('s', 'Session')} WHERE s.id = e.session_id AND "
         f"coalesce(e.time_start, s.started_at) >= $since AND {cond} "
         f"RETURN {EVENT_COLS}, coalesce(e.time_start, s.started_at) AS d ORDER BY d DESC, e.id LIMIT $n",
         {"since": since, "n": limit, **params},
@@ -585,7 +586,7 @@ def current_facts_of_kind(db: ScopeDatabase, kind: str, vec: Vectors) -> list[tu
     ``vec``, most similar first. Exact scan: the rule that uses it compares whole entity sets."""
     v = np.asarray(vec, dtype=np.float32).tolist()
     rows = db.query(
-        f"MATCH {owned('f', 'Fact')} WHERE f.expired_at IS NULL AND f.kind = $kind AND {NOT_SUMMARY} "
+        f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')} WHERE f.expired_at IS NULL AND f.kind = $kind AND {NOT_SUMMARY} "
         "OPTIONAL MATCH (f)-[:ABOUT]->(e:Entity) "
         "WITH f, collect(DISTINCT e.id) AS ents "
         "RETURN f.id, f.text, f.confidence, f.recorded_at, f.valid_from, f.last_seen, "
@@ -610,7 +611,7 @@ def session_date(db: ScopeDatabase, session_id: str) -> datetime | None:
 def extraction_states(db: ScopeDatabase) -> dict[str, tuple[str, str | None]]:
     """Session id -> (extract_status, extract_error)."""
     rows = db.query(
-        f"MATCH {owned('s', 'Session')} RETURN s.id, coalesce(s.extract_status, 'none'), s.extract_error"
+        f"{MATCH_SCOPE}MATCH {owned('s', 'Session')} RETURN s.id, coalesce(s.extract_status, 'none'), s.extract_error"
     )
     return {r[0]: (r[1], r[2]) for r in rows}
 
@@ -618,7 +619,7 @@ def extraction_states(db: ScopeDatabase) -> dict[str, tuple[str, str | None]]:
 def supersedes_edges(db: ScopeDatabase) -> list[tuple[str, str, datetime | None, str]]:
     """Every SUPERSEDES edge as (new id, old id, at, reason)."""
     rows = db.query(
-        f"MATCH {owned('n', 'Fact')}-[s:SUPERSEDES]->(o:Fact) RETURN n.id, o.id, s.at, s.reason ORDER BY o.id, n.id"
+        f"{MATCH_SCOPE}MATCH {owned('n', 'Fact')}-[s:SUPERSEDES]->(o:Fact) RETURN n.id, o.id, s.at, s.reason ORDER BY o.id, n.id"
     )
     return [(r[0], r[1], r[2], r[3] or "") for r in rows]
 
@@ -628,7 +629,7 @@ def event_entities(db: ScopeDatabase) -> dict[str, tuple[list[str], list[str]]]:
     out: dict[str, tuple[list[str], list[str]]] = {}
     for slot, rel in ((0, "SUBJECT"), (1, "OBJECT")):
         rows = db.query(
-            f"MATCH {owned('e', 'Event')}-[:{rel}]->(x:Entity) RETURN e.id, x.id ORDER BY e.id, x.id"
+            f"{MATCH_SCOPE}MATCH {owned('e', 'Event')}-[:{rel}]->(x:Entity) RETURN e.id, x.id ORDER BY e.id, x.id"
         )
         for eid, xid in rows:
             out.setdefault(eid, ([], []))[slot].append(xid)
@@ -638,7 +639,7 @@ def event_entities(db: ScopeDatabase) -> dict[str, tuple[list[str], list[str]]]:
 def related_edges(db: ScopeDatabase) -> list[tuple[str, str, str, str]]:
     """Every RELATED edge as (source, target, predicate, fact_id)."""
     rows = db.query(
-        f"MATCH {owned('a', 'Entity')}-[r:RELATED]->(b:Entity) RETURN a.id, b.id, r.predicate, r.fact_id "
+        f"{MATCH_SCOPE}MATCH {owned('a', 'Entity')}-[r:RELATED]->(b:Entity) RETURN a.id, b.id, r.predicate, r.fact_id "
         "ORDER BY a.id, b.id, r.predicate"
     )
     return [(r[0], r[1], r[2] or "", r[3] or "") for r in rows]

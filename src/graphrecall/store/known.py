@@ -31,7 +31,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from graphrecall.store.schema import owned
+from graphrecall.store.schema import MATCH_SCOPE, owned
 
 KNOWN_TABLES = ("Session", "Message")
 ID_TABLES = frozenset(
@@ -62,7 +62,7 @@ def existing_ids(db: _Database, table: str, ids: Iterable[str]) -> set[str]:
     if len(wanted) <= POINT_LOOKUPS_UP_TO:
         rows = db.query_each(f"MATCH (n:{table} {{key: $k}}) RETURN n.id", [{"k": db.key(i)} for i in wanted])
         return {r[0] for r in rows}
-    stored = {r[0] for r in db.query(f"MATCH {owned('n', table)} RETURN n.id")}
+    stored = {r[0] for r in db.query(f"{MATCH_SCOPE}MATCH {owned('n', table)} RETURN n.id")}
     return stored.intersection(wanted)
 
 
@@ -114,7 +114,8 @@ class KnownIds:
                 self._reports = []  # from here on, every commit is recorded (see the invariant above)
             try:
                 scanned = {
-                    t: {r[0] for r in db.query(f"MATCH {owned('n', t)} RETURN n.id")} for t in KNOWN_TABLES
+                    t: {r[0] for r in db.query(f"{MATCH_SCOPE}MATCH {owned('n', t)} RETURN n.id")}
+                    for t in KNOWN_TABLES
                 }
                 with self._lock:
                     for added, deleted in self._reports:

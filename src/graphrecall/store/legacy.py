@@ -231,14 +231,15 @@ def write_legacy(path: Path, source: Any, *, embedder_id: str, dim: int, marks: 
         )
         for table in schema.SCOPE_TABLES:
             columns = ", ".join(f"n.{c} AS {c}" for c in schema.column_names(table))
-            frame = source.arrow(f"MATCH {source.nodes(table)} RETURN {columns}")
+            frame = source.arrow(f"{source.nodes(table)} RETURN {columns}")
             if frame.num_rows:
                 conn.execute(f"COPY {table} FROM frame")
         for rel in schema.rel_names():
             src, dst = schema.rel_ends(rel) or ("", "")
             extra = "".join(f", r.{p} AS {p}" for p in schema.rel_props(rel))
-            pattern = source.nodes(src).replace("(n:", "(a:", 1)
-            edges = source.arrow(f"MATCH {pattern}-[r:{rel}]->(b:{dst}) RETURN a.id AS a, b.id AS b{extra}")
+            edges = source.arrow(
+                f"{source.nodes(src, 'a')}-[r:{rel}]->(b:{dst}) RETURN a.id AS a, b.id AS b{extra}"
+            )
             if edges.num_rows:
                 frame = pa.table({"from": edges.column("a"), "to": edges.column("b"), **{
                     p: edges.column(p) for p in schema.rel_props(rel)}})  # fmt: skip

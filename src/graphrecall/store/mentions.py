@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphrecall.names import match_keys, normalize_name
-from graphrecall.store.database import ScopeDatabase, owned
+from graphrecall.store.database import MATCH_SCOPE, ScopeDatabase, owned
 
 MIN_KEY_CHARS = 3  # shorter keys ("al", "jo") would match by accident in too many questions
 _PRIME = (
@@ -34,10 +34,10 @@ _PRIME = (
 )  # hashes are summed modulo a prime so that the sum stays exact (Kuzu's UINT64 sum overflows)
 
 _FINGERPRINT = (
-    f"MATCH {owned('e', 'Entity')} RETURN count(*), "
+    f"{MATCH_SCOPE}MATCH {owned('e', 'Entity')} RETURN count(*), "
     "coalesce(sum(hash(list_concat([e.id, e.name], e.aliases)) % $p), 0)"
 )
-_ENTITIES = f"MATCH {owned('e', 'Entity')} RETURN e.id, e.name, e.aliases"
+_ENTITIES = f"{MATCH_SCOPE}MATCH {owned('e', 'Entity')} RETURN e.id, e.name, e.aliases"
 
 Fingerprint = tuple[int, int]
 

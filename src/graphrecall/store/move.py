@@ -32,8 +32,8 @@ class Source(Protocol):
 
     def arrow(self, cypher: str, params: dict[str, Any] | None = None) -> Any: ...
 
-    def nodes(self, table: str) -> str:
-        """The pattern that binds the scope's rows of ``table`` to ``n``."""
+    def nodes(self, table: str, alias: str = "n") -> str:
+        """The ``MATCH`` clause that binds the scope's rows of ``table`` to ``alias`` (a pattern may follow)."""
         ...
 
 
@@ -46,8 +46,8 @@ class LegacySource:
     def arrow(self, cypher: str, params: dict[str, Any] | None = None) -> Any:
         return self.db.arrow(cypher, params)
 
-    def nodes(self, table: str) -> str:
-        return f"(n:{table})"
+    def nodes(self, table: str, alias: str = "n") -> str:
+        return f"MATCH ({alias}:{table})"
 
 
 class BucketSource:
@@ -67,17 +67,17 @@ class BucketSource:
         finally:
             result.close()
 
-    def nodes(self, table: str) -> str:
-        return schema.owned("n", table)
+    def nodes(self, table: str, alias: str = "n") -> str:
+        return f"{schema.MATCH_SCOPE}MATCH {schema.owned(alias, table)}"
 
 
 def _pages(source: Source, table: str, columns: str) -> Iterator[pa.Table]:
     """The scope's rows of ``table``, ``PAGE`` internal offsets at a time (no sort of the whole table)."""
     pattern = source.nodes(table)
-    offsets = sorted(source.arrow(f"MATCH {pattern} RETURN offset(ID(n)) AS o").column("o").to_pylist())
+    offsets = sorted(source.arrow(f"{pattern} RETURN offset(ID(n)) AS o").column("o").to_pylist())
     for start in range(0, len(offsets), PAGE):
         yield source.arrow(
-            f"MATCH {pattern} WHERE offset(ID(n)) >= $a AND offset(ID(n)) <= $b RETURN {columns}",
+            f"{pattern} WHERE offset(ID(n)) >= $a AND offset(ID(n)) <= $b RETURN {columns}",
             {"a": offsets[start], "b": offsets[min(len(offsets), start + PAGE) - 1]},
         )
 
@@ -103,9 +103,10 @@ def copy_rows(bucket: BucketDatabase, user_id: str, prefix: str, source: Source)
     for rel in schema.rel_names():
         src, dst = schema.rel_ends(rel) or ("", "")
         props = schema.rel_props(rel)
-        pattern = source.nodes(src).replace("(n:", "(a:", 1)
         extra = "".join(f", r.{p} AS {p}" for p in props)
-        edges = source.arrow(f"MATCH {pattern}-[r:{rel}]->(b:{dst}) RETURN a.id AS a, b.id AS b{extra}")
+        edges = source.arrow(
+            f"{source.nodes(src, 'a')}-[r:{rel}]->(b:{dst}) RETURN a.id AS a, b.id AS b{extra}"
+        )
         if edges.num_rows == 0:
             continue
         cols: dict[str, Any] = {

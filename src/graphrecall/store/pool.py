@@ -132,7 +132,11 @@ class DatabasePool:
 
     def exists(self, scope: Scope) -> bool:
         """Whether the scope has rows in Kuzu: a member of its bucket (of any embedder), or a database of its own
-        written before buckets."""
+        written before buckets. Asked on every read and write of a scope that lives in its log: a scope whose view is
+        open answers from memory."""
+        with self._lock:
+            if scope in self._open:
+                return True
         if self.path_for(scope).exists():
             return True
         return self._holder(scope) is not None

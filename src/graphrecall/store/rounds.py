@@ -12,7 +12,7 @@ from graphrecall.embed.base import Vectors
 from graphrecall.models import Round, Session, utcnow
 from graphrecall.store import schema
 from graphrecall.store.arrow import TS, edge_table, vector_column
-from graphrecall.store.database import ScopeDatabase, WriteTxn, owned
+from graphrecall.store.database import MATCH_SCOPE, ScopeDatabase, WriteTxn, owned
 from graphrecall.store.known import (
     existing_ids as existing_ids,  # the facade checks ids by table through here
 )
@@ -178,7 +178,7 @@ def rounds_without_passages(
     one too short to split, is not read again); with ``among``, only those ids."""
     only = " AND r.id IN $among" if among is not None else ""
     rows = db.query(
-        f"MATCH {owned('r', 'Round')} WHERE r.id > $after AND size(r.user_text) > $n{only} "
+        f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} WHERE r.id > $after AND size(r.user_text) > $n{only} "
         "AND NOT EXISTS { MATCH (:Passage)-[:PASSAGE_OF]->(r) } RETURN r.id, r.user_text ORDER BY r.id LIMIT $k",
         {
             "n": longer_than,
@@ -213,7 +213,7 @@ def exact_vector_search(
     """The same ranking by a full scan in Kuzu, without an index: the reference the derived indexes are checked
     against (tests, ``benchmarks/perf``, and the retriever's ``use_index=False``, which only they set)."""
     rows = db.query(
-        f"MATCH {owned('r', table)} WITH r, array_cosine_similarity(r.{column}, $v) AS s RETURN r.id, s ORDER BY s DESC "
+        f"{MATCH_SCOPE}MATCH {owned('r', table)} WITH r, array_cosine_similarity(r.{column}, $v) AS s RETURN r.id, s ORDER BY s DESC "
         "LIMIT $k",
         {"v": np.asarray(vec, dtype=np.float32).tolist(), "k": k},
     )
@@ -241,7 +241,7 @@ def rounds_between(
     """Ids of the rounds dated between ``start`` and ``end`` (and visible at ``until``), oldest first."""
     cond, params = round_condition("r", until)
     rows = db.query(
-        f"MATCH {owned('r', 'Round')} WHERE r.at >= $a AND r.at <= $b AND {cond} RETURN r.id ORDER BY r.at "
+        f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} WHERE r.at >= $a AND r.at <= $b AND {cond} RETURN r.id ORDER BY r.at "
         "LIMIT $n",
         {"a": start, "b": end, "n": limit, **params},
     )
@@ -277,7 +277,7 @@ def kuzu_rounds(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
 
 def list_sessions(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> list[Session]:
     rows = db.query(
-        f"MATCH {owned('s', 'Session')} RETURN s.id, s.started_at, s.extract_status ORDER BY s.started_at, s.id "
+        f"{MATCH_SCOPE}MATCH {owned('s', 'Session')} RETURN s.id, s.started_at, s.extract_status ORDER BY s.started_at, s.id "
         "SKIP $o LIMIT $n",
         {"o": offset, "n": limit},
     )
@@ -297,7 +297,7 @@ def get_session(db: ScopeDatabase, session_id: str) -> Session | None:
 
 def count(db: ScopeDatabase, label: str) -> int:
     """How many rows of ``label`` the scope holds."""
-    return int(db.query(f"MATCH {owned('n', label)} RETURN count(n)")[0][0])
+    return int(db.query(f"{MATCH_SCOPE}MATCH {owned('n', label)} RETURN count(n)")[0][0])
 
 
 def counts(db: ScopeDatabase) -> dict[str, int]:

@@ -121,10 +121,18 @@ once it has been checkpointed a few times (both directions; measured with Kuzu a
 pair of a relationship group is a table of its own, so three more pairs cost ~27 MB per bucket, and three more edges
 per chat turn."""
 
+MATCH_SCOPE = "MATCH (sc:Scope {key: $scope}) "
+"""The clause every statement that reads a scope's rows without a key starts with: it binds ``sc``, the scope's
+``Scope`` node, which ``owned`` patterns start from. Why a clause of its own: written inline, ``(:Scope {key:
+$scope})-[:OWNS]->(f:Fact) WHERE f.id IN $ids`` let Kuzu 0.11.3 plan a scan of the whole ``Fact`` table (every
+user's) and join the scope in afterwards; bound first, the scope's ``OWNS`` edges restrict the scan (Kuzu's semi
+mask) to its own rows (``EXPLAIN``, measured in a bucket of many users: docs/architecture.md). A pattern without
+it fails to bind ``sc``: it cannot silently read every scope."""
+
 _REACH = {
-    "Message": "(:Scope {{key: $scope}})-[:OWNS]->(:Session)<-[:MSG_IN]-({a}:Message)",
-    "Round": "(:Scope {{key: $scope}})-[:OWNS]->(:Session)<-[:ROUND_IN]-({a}:Round)",
-    "Passage": "(:Scope {{key: $scope}})-[:OWNS]->(:Session)<-[:ROUND_IN]-(:Round)<-[:PASSAGE_OF]-({a}:Passage)",
+    "Message": "(sc)-[:OWNS]->(:Session)<-[:MSG_IN]-({a}:Message)",
+    "Round": "(sc)-[:OWNS]->(:Session)<-[:ROUND_IN]-({a}:Round)",
+    "Passage": "(sc)-[:OWNS]->(:Session)<-[:ROUND_IN]-(:Round)<-[:PASSAGE_OF]-({a}:Passage)",
 }
 
 
@@ -132,15 +140,15 @@ OWNS_REL = "CREATE REL TABLE OWNS(" + ", ".join(f"FROM Scope TO {t}" for t in AN
 
 
 def owned(alias: str, table: str) -> str:
-    """The pattern that reaches the calling scope's rows of ``table`` (bound to ``alias``): from its ``Scope`` node
-    through ``OWNS`` (``ANCHORED`` tables), then for messages, rounds and passages along the edges that tie them to
+    """The pattern that reaches the calling scope's rows of ``table`` (bound to ``alias``), after ``MATCH_SCOPE``: from its
+    ``Scope`` node ``sc`` through ``OWNS`` (``ANCHORED`` tables), then for messages, rounds and passages along the edges that tie them to
     their session. Kuzu starts from the ``Scope`` node (a primary-key lookup) and reads adjacency lists, so the cost
     grows with the scope's rows, not the bucket's (``benchmarks/perf/bucket_layout.py``)."""
     if table in _REACH:
         return _REACH[table].format(a=alias)
     if table not in ANCHORED:
         raise ValueError(f"not a scope table: {table}")
-    return f"(:Scope {{key: $scope}})-[:OWNS]->({alias}:{table})"
+    return f"(sc)-[:OWNS]->({alias}:{table})"
 
 
 def passage_id(round_id: str, idx: int) -> str:
