@@ -71,19 +71,25 @@ class GraphCandidates:
         facts, events = self._ranked(db, query, qvec, n, cutoff, as_of)
         if not facts and not events:
             return {}
+        expanded = self._entity_expansion(db, query, qvec, n, cutoff, as_of)
+        by_kind: dict[str, list[tuple[str, float]]] = {"fact": [], "event": []}
+        for kind, node_id, sim in sorted(expanded, key=lambda x: -x[2]):
+            by_kind[kind].append((node_id, sim))
+        # One read of the source rounds per table for the direct and the expanded candidates together: each read is
+        # a Kuzu query of a few milliseconds (a search of an extracted scope made four).
+        sources = {
+            table: fq.source_rounds(db, table, list(dict.fromkeys(i for i, _ in [*direct, *by_kind[kind]])))
+            for table, kind, direct in (("Fact", "fact", facts), ("Event", "event", events))
+        }
         out: dict[ListName, Ranked] = {}
         if facts:
-            out[ListName.fact] = self._to_rounds(db, "Fact", facts, n)
+            out[ListName.fact] = _to_rounds(sources["Fact"], facts, n)
         if events:
-            out[ListName.event] = self._to_rounds(db, "Event", events, n)
-        expanded = self._entity_expansion(db, query, qvec, n, cutoff, as_of)
+            out[ListName.event] = _to_rounds(sources["Event"], events, n)
         if expanded:
-            by_kind: dict[str, list[tuple[str, float]]] = {"fact": [], "event": []}
-            for kind, node_id, sim in sorted(expanded, key=lambda x: -x[2]):
-                by_kind[kind].append((node_id, sim))
             merged: dict[str, float] = {}
             for kind, table in (("fact", "Fact"), ("event", "Event")):
-                for rid, s in self._to_rounds(db, table, by_kind[kind], n):
+                for rid, s in _to_rounds(sources[table], by_kind[kind], n):
                     merged[rid] = max(merged.get(rid, -1.0), s)
             out[ListName.entity] = fusion.order(merged)[:n]
         return out
@@ -120,16 +126,6 @@ class GraphCandidates:
             lists = {"vector": [x for x in vec if x[0] in ok], "bm25": [x for x in bm25 if x[0] in ok]}
             out.append(fusion.order(fusion.fuse(lists, method="rrf", k=self.rrf_k))[:n])
         return out[0], out[1]
-
-    def _to_rounds(self, db: ScopeDatabase, table: str, ranked: Ranked, n: int) -> Ranked:
-        """Each round scores as its best fact/event (ranked lists keep their order through fusion)."""
-        sources = fq.source_rounds(db, table, [i for i, _ in ranked])
-        best: dict[str, float] = {}
-        for node_id, score in ranked:
-            for rid in sources.get(node_id, []):
-                if rid not in best:
-                    best[rid] = score
-        return fusion.order(best)[:n]
 
     def _entity_expansion(
         self,
@@ -210,3 +206,14 @@ class GraphCandidates:
             seen = SalienceFacts(last_seen=last_seen, recorded_at=recorded_at, reinforcement=max(1, count))
             out[fid] = salience(seen, now, self.salience_half_life_days)
         return out
+
+
+def _to_rounds(sources: dict[str, list[str]], ranked: Ranked, n: int) -> Ranked:
+    """Each round scores as its best fact/event (ranked lists keep their order through fusion); ``sources``: fact or
+    event id -> its rounds (``store.facts.source_rounds``)."""
+    best: dict[str, float] = {}
+    for node_id, score in ranked:
+        for rid in sources.get(node_id, []):
+            if rid not in best:
+                best[rid] = score
+    return fusion.order(best)[:n]
