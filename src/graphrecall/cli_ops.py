@@ -222,10 +222,15 @@ def _erase(scope: Scope, p: Any, e: Any) -> None:
         )
     )  # fmt: skip
     print(f"{verb} from {e.scope}: {counts}")
-    for sid in e.sessions:
-        print(f"  session {sid}")
-    for fid in e.facts:
-        print(f"  fact {fid}")
+    for item in e.items:  # the text of each, so a person reads what goes (a message goes whole)
+        where = f", session {item.session_id}" if item.session_id and item.kind != "session" else ""
+        whole = "  [the WHOLE message goes]" if item.beyond_match else ""
+        print(f"  {item.kind} {item.id} ({item.reason}{where}){whole}")
+        print(f"      {snippet(item.text, 300)}")
+    if e.items_omitted:
+        print(f"  ... and {e.items_omitted} more (--json lists every id)")
+    for warning in e.warnings:
+        print(f"note: {warning}", file=sys.stderr)
 
 
 def _consolidate(scope: Scope, p: Any, r: Any) -> None:

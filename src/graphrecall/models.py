@@ -387,8 +387,34 @@ class ExtractionJob(BaseModel):
     updated_at: datetime
 
 
+ErasedKind = Literal["session", "message", "fact", "event", "entity"]
+
+
+class ErasedItem(BaseModel):
+    """One record an erase removes, with its text, so a person confirming it reads what goes rather than ids.
+
+    Why the text: an erase by words takes whole messages (a message is stored, indexed and extracted as one unit),
+    so ``matching="cilantro"`` also takes "I'm doing a PhD at MIT" when both were said in one message; only the
+    text shows that before it is too late. ``beyond_match`` flags exactly those messages."""
+
+    kind: ErasedKind
+    id: str
+    text: str = Field(
+        description="a message's content, a fact's or event's text, an entity's name; a session: its size"
+    )
+    session_id: str | None = None
+    date: datetime | None = Field(default=None, description="when it was said (a session: when it started)")
+    reason: str = Field(description="why it goes: named, matched, in an erased session, derived from one...")
+    beyond_match: bool = Field(
+        default=False,
+        description="a message taken whole by a 'matching' erase that also says things without the matched "
+        "words: they go too",
+    )
+
+
 class Erasure(BaseModel):
-    """What ``Memory.erase`` removed (or, with ``dry_run``, would remove), by kind of record."""
+    """What ``Memory.erase`` removed (or, with ``dry_run``, would remove), by kind of record, and in ``items``
+    each record's text and why it goes."""
 
     scope: Scope
     dry_run: bool
@@ -398,6 +424,15 @@ class Erasure(BaseModel):
     facts: list[str] = Field(default_factory=list)
     events: list[str] = Field(default_factory=list)
     entities: list[str] = Field(default_factory=list)
+    items: list[ErasedItem] = Field(
+        default_factory=list,
+        description="sessions, messages, facts, events and entities with their text (rounds are their "
+        "messages), at most items_limit of them",
+    )
+    items_omitted: int = Field(default=0, description="records left out of items beyond the limit")
+    warnings: list[str] = Field(
+        default_factory=list, description="what a person should read before confirming (whole messages taken)"
+    )
 
 
 class FactMerge(BaseModel):
