@@ -645,3 +645,80 @@ class ImportResult(BaseModel):
     entities: int = 0
     relations: int = 0
     graph_skipped: bool = False
+
+
+# -- what the console shows (graphrecall.services.overview) ----------------------------------------------------------
+class ScopeSummary(BaseModel):
+    """One user of an organisation at a glance: how much memory it holds, when it last changed, and how much of it
+    still waits for extraction."""
+
+    scope: Scope
+    sessions: int = 0
+    rounds: int = 0
+    facts: int = 0
+    events: int = 0
+    entities: int = 0
+    disk_bytes: int = 0
+    last_write: datetime | None = Field(
+        default=None,
+        description="when its files last changed on disk (UTC): the latest write that reached them",
+    )
+    backlog: int = Field(
+        default=0, description="sessions waiting for background extraction (pending, running)"
+    )
+    failed: int = Field(default=0, description="sessions whose background extraction failed")
+
+
+class ScopePage(BaseModel):
+    """A page of an organisation's users, by user id."""
+
+    org_id: str
+    total: int = Field(description="users that match the filter, over all pages")
+    offset: int
+    scopes: list[ScopeSummary]
+
+
+GraphNodeKind = Literal["entity", "fact", "event"]
+GraphEdgeKind = Literal["about", "subject", "object", "related", "supersedes"]
+
+
+class GraphNode(BaseModel):
+    """An entity, fact or event of the user's memory graph, with where it was said (click through to it)."""
+
+    id: str
+    kind: GraphNodeKind
+    label: str = Field(description="an entity's name, a fact's or event's text")
+    type: str = Field(default="", description="the entity type, the fact kind, or 'event'")
+    session_id: str | None = None
+    message_ids: list[str] = Field(default_factory=list)
+    date: datetime | None = Field(default=None, description="a fact's valid_from, an event's start")
+    current: bool = Field(default=True, description="facts: not superseded")
+
+
+class GraphEdge(BaseModel):
+    """``source`` -> ``target``: a fact ABOUT an entity, an event's SUBJECT or OBJECT, an entity RELATED to another
+    (``label``: the predicate), a fact that SUPERSEDES another."""
+
+    source: str
+    target: str
+    kind: GraphEdgeKind
+    label: str = ""
+
+
+class MemoryGraph(BaseModel):
+    """Part of a user's memory graph: a page of facts and events, the entities they name, and the edges among
+    them (only edges whose ends are both in the page)."""
+
+    scope: Scope
+    nodes: list[GraphNode] = Field(default_factory=list)
+    edges: list[GraphEdge] = Field(default_factory=list)
+    more: bool = Field(default=False, description="more facts or events lie beyond this page (raise offset)")
+
+
+class ExtractionQueue(BaseModel):
+    """A page of one user's background extraction jobs, newest first, and the count of each status."""
+
+    scope: Scope
+    counts: dict[str, int] = Field(default_factory=dict, description="jobs by status, over all pages")
+    total: int = Field(default=0, description="jobs with the asked status, over all pages")
+    jobs: list[ExtractionJob] = Field(default_factory=list)

@@ -67,7 +67,7 @@ async def test_lists_the_memory_tools_with_validated_argument_schemas(memory: Me
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {
         "memory_add", "memory_search", "memory_context", "memory_answer", "memory_facts", "memory_profile",
-        "memory_add_fact", "memory_erase", "memory_consolidate",
+        "memory_add_fact", "memory_erase", "memory_consolidate", "memory_graph",
     }  # fmt: skip
     assert set(tools["memory_add"].input_schema["required"]) == {"messages", "session_id"}
     k = tools["memory_search"].input_schema["properties"]["k"]

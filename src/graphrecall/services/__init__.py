@@ -33,6 +33,7 @@ from graphrecall.services.erasure import ErasureService
 from graphrecall.services.history import HistoryService
 from graphrecall.services.importing import ImportService, scope_export
 from graphrecall.services.knowledge import KnowledgeService, needs_llm
+from graphrecall.services.overview import OverviewService
 from graphrecall.services.writing import WritingService
 from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.pool import DatabasePool
@@ -89,6 +90,7 @@ class Services:
         self.importing = ImportService(self.access, self.writing, embedder)
         self.erasure = ErasureService(self.access, self.writer, self.knowledge, self.events)
         self.answering = AnsweringService(self.knowledge)
+        self.overview = OverviewService(self.access, self.history, self.knowledge)
 
     def add_session(self, scope: Scope, p: AddSessionParams) -> IngestResult:
         """The one operation that spans two services: store the session, then queue (or run) its extraction. An
