@@ -247,6 +247,49 @@ class ImportSessionsParams(Params):
 # -- recall ---------------------------------------------------------------------------------------------------------
 HitKindName = Literal["round", "fact", "event"]
 
+SHARED_PREFIX = "_"
+MAX_ALSO = 8
+
+
+def is_shared(scope: Scope) -> bool:
+    """A shared scope (an organisation's or a project's memory, not one person's) has a user id starting with
+    ``_``: ``acme/_shared``, ``acme/_project-atlas``. Any key of the organisation may read it; writing to it needs a
+    key that allows it (``server.auth``); erasing a user never touches it."""
+    return scope.user_id.startswith(SHARED_PREFIX)
+
+
+def _also_item(value: Any) -> Any:
+    """A ``Scope`` (Python callers) as ``org/user``; strings as given."""
+    if isinstance(value, Scope):
+        return f"{value.org_id}/{value.user_id}"
+    if isinstance(value, tuple) and len(value) == 2:
+        return f"{value[0]}/{value[1]}"
+    return value
+
+
+def _shared_name(value: str) -> str:
+    org, _, user = value.rpartition("/")
+    for part, what in ((org, "organisation"), (user, "user id")):
+        if part or what == "user id":
+            validate_identifier(part, what)
+    if not user.startswith(SHARED_PREFIX):
+        raise ValueError(
+            f"{user!r} is not a shared scope: only scopes whose user id starts with {SHARED_PREFIX!r} (an "
+            "organisation's or a project's memory) can be searched together with a user's"
+        )
+    return value
+
+
+SharedScopeName = Annotated[str, BeforeValidator(_also_item), AfterValidator(_shared_name)]
+ALSO_HELP = (
+    "shared scopes of the same organisation to read together with this one: their user ids (starting with '_', "
+    "e.g. _shared, _project-atlas), at most 8; each hit's scope says where it came from"
+)
+
+
+def also_field() -> Any:
+    return Field(default=[], max_length=MAX_ALSO, description=ALSO_HELP)
+
 
 class SearchParams(Params):
     """``search``: the ranked evidence of a scope's memory that best matches a query."""
@@ -263,6 +306,7 @@ class SearchParams(Params):
         min_length=1,
         description="what comes back: rounds of the history, and/or extracted facts and events",
     )
+    also: list[SharedScopeName] = also_field()
 
 
 class ContextParams(Params):
@@ -281,6 +325,7 @@ class ContextParams(Params):
         description="put the user's profile (current facts by kind, as of the question date) first, within a "
         "third of the budget",
     )
+    also: list[SharedScopeName] = also_field()
 
 
 AnswerMode = Literal["auto", "recall", "synthesis"]
@@ -314,6 +359,7 @@ class AnswerParams(Params):
         le=MAX_TOOL_STEPS,
         description="most tool-calling rounds before the reader must answer",
     )
+    also: list[SharedScopeName] = also_field()
 
 
 class ProfileParams(Params):
@@ -330,6 +376,7 @@ class ProfileParams(Params):
         le=MAX_TOKEN_BUDGET,
         description="most tokens of profile text (the top of every group is kept); omitted = everything current",
     )
+    also: list[SharedScopeName] = also_field()
 
 
 # -- history --------------------------------------------------------------------------------------------------------
@@ -472,6 +519,49 @@ class ConsolidateParams(Params):
     summaries: bool = Field(
         default=False,
         description="also write one dated summary fact per old window of sessions (needs an LLM)",
+    )
+
+
+class MaintainParams(Params):
+    """``maintain``: a backup, then consolidation, when the scope changed since its last maintenance and has been
+    idle since (``services.maintenance``)."""
+
+    dry_run: bool = Field(default=False, description="only say whether it is due and plan: write nothing")
+    force: bool = Field(default=False, description="run now even if nothing changed or the scope is in use")
+    idle_s: float = Field(
+        default=1800.0,
+        ge=0,
+        le=30 * 86400,
+        description="seconds without a change before a changed scope is due",
+    )
+    max_llm_calls: int = Field(default=20, ge=0, le=10_000, description="most model calls this run may make")
+    keep_backups: int = Field(default=5, ge=1, le=1000, description="backups kept per scope (the newest)")
+
+
+class DatasetParams(Params):
+    """``dataset``: records built from stored memory for fine-tuning or evaluating an assistant, each citing its
+    sources (``graphrecall.dataset``)."""
+
+    format: Literal["chat", "qa", "graph"] = Field(
+        default="qa",
+        description="chat: sessions with the facts taken from them; qa: question-answer pairs; graph: triples",
+    )
+    generate: bool = Field(
+        default=False,
+        description="qa: write the questions with the LLM and keep those its check finds supported (needs an LLM); "
+        "otherwise they are built deterministically from events and facts",
+    )
+    limit: int | None = Field(default=None, ge=1, le=100_000, description="most records; omitted = all")
+
+
+class ReportParams(Params):
+    """``report``: how a scope grew and is used."""
+
+    since_hours: float | None = Field(
+        default=None,
+        gt=0,
+        le=24 * 3650,
+        description="search and answer figures of the last hours; omitted = all",
     )
 
 
