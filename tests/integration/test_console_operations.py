@@ -99,3 +99,16 @@ def test_cli_lists_scopes_graph_and_jobs(root: Path, capsys: Any) -> None:
     assert "The user lives in Berlin -supersedes (" in capsys.readouterr().out
     assert main(["jobs", "--org", "acme", "--user", "alice", *store]) == 0
     assert "0 pending, 0 running, 0 done, 0 failed" in capsys.readouterr().err
+
+
+def test_the_local_console_answers_loopback_names_only(memory: Memory) -> None:
+    """``graphrecall ui`` (no keys, loopback): a page elsewhere that resolves its own name to 127.0.0.1 (DNS
+    rebinding) is refused by the Host check; the console itself needs no key there."""
+    app = create_app(memory, auth=None, insecure_local=True, warm=False, loopback_only=True)
+    with serve_in_thread(app) as url:
+        page = httpx.get(f"{url}/ui/", timeout=60)
+        rebound = httpx.get(f"{url}/v1/orgs", headers={"Host": "evil.example"}, timeout=60)
+        orgs = httpx.get(f"{url}/v1/orgs", timeout=60).json()
+    assert page.status_code == 200 and "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert rebound.status_code == 400
+    assert orgs == {"orgs": ["acme", "globex"], "key": "insecure-local", "authenticated": False}
