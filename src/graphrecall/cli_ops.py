@@ -258,13 +258,15 @@ def _consolidate(scope: Scope, p: Any, r: Any) -> None:
     )
 
 
-def _scopes(scope: Scope | None, p: Any, page: Any) -> None:
-    from graphrecall.cli import disk_size
+def _size(n: int) -> str:
+    return f"{n / 1e3:.0f} KB" if n < 1e6 else f"{n / 1e6:.1f} MB"
 
+
+def _scopes(scope: Scope | None, p: Any, page: Any) -> None:
     for x in page.scopes:
         print(
             f"{x.scope.user_id:<24} {x.sessions:>6} sessions {x.rounds:>7} rounds {x.facts:>6} facts "
-            f"{disk_size(x.disk_bytes):>9}  last write {minute(x.last_write)}  backlog {x.backlog}"
+            f"{_size(x.disk_bytes):>9}  last write {minute(x.last_write)}  backlog {x.backlog}"
             f"{f', {x.failed} failed' if x.failed else ''}"
         )
     shown = f"{p.offset + 1}-{p.offset + len(page.scopes)}" if page.scopes else "none"
