@@ -84,7 +84,7 @@ def test_http_serves_them_within_the_key_s_organisations(memory: Memory) -> None
     assert bad.status_code == 422 and bad.json()["error"]["field"] == "limit"
     assert graph.status_code == 200 and any(e["kind"] == "supersedes" for e in graph.json()["edges"])
     assert jobs.status_code == 200 and jobs.json()["jobs"] == []
-    assert retry.status_code == 501  # no LLM on this server: nothing to retry with
+    assert retry.status_code == 409 and retry.json()["error"]["code"] == "not_available"  # no LLM here
     assert missing.status_code == 404 and "alice" in missing.text
 
 
