@@ -26,6 +26,7 @@ from graphrecall.services.access import ScopeAccess
 from graphrecall.services.history import HistoryService
 from graphrecall.services.knowledge import KnowledgeService
 from graphrecall.store import facts as fq
+from graphrecall.store import rounds as q
 
 EVERY_FACT = 10**9
 
@@ -76,11 +77,22 @@ class OverviewService:
             return out
         with self.access.database(scope) as db:
             if p.entity is None:
-                facts = fq.list_facts(
-                    db, as_of=p.as_of, include_superseded=p.include_superseded, limit=p.limit + 1,
-                    offset=p.offset,
+                # A page past the end is empty without asking Kuzu: kuzu 0.11.3 crashes the process on the events
+                # query with a SKIP far beyond the table (GET .../events?offset=1000000 does, on a small scope).
+                count = q.counts(db)
+                facts = (
+                    fq.list_facts(
+                        db, as_of=p.as_of, include_superseded=p.include_superseded, limit=p.limit + 1,
+                        offset=p.offset,
+                    )
+                    if p.offset < count["Fact"]
+                    else []
                 )  # fmt: skip
-                events = fq.list_events(db, limit=p.limit + 1, offset=p.offset)
+                events = (
+                    fq.list_events(db, limit=p.limit + 1, offset=p.offset)
+                    if p.offset < count["Event"]
+                    else []
+                )
                 roles = fq.event_entities(db)
             else:
                 every = fq.list_facts(
