@@ -56,6 +56,8 @@ def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "GRAPHRECALL_LLM_CONCURRENCY",
         "GRAPHRECALL_URL",
         "GRAPHRECALL_API_KEY",
+        "GRAPHRECALL_ORG",
+        "GRAPHRECALL_USER",
     ):
         monkeypatch.delenv(name, raising=False)
 

@@ -36,7 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from graphrecall import __version__, cli_extract, cli_ops, cli_remote, cli_served, formats, params
+from graphrecall import __version__, cli_extract, cli_hook, cli_ops, cli_remote, cli_served, formats, params
 from graphrecall import operations as ops
 from graphrecall.cli_common import (
     EXIT_BUSY,
@@ -262,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="http without keys, on a loopback address only; refused together with keys",
     )
     cli_extract.register(sub, common=common, as_json=as_json, help=_help(ops.EXTRACT))
+    cli_hook.register(sub, common=common, client=client)
     for command in sub.choices.values():
         command.formatter_class = _HelpFormatter
     return p
@@ -275,6 +276,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except _UsageError as e:
+        if argv[:1] == ["hook"] and argv[1:2] and argv[1] in cli_hook.EVENTS:
+            return cli_hook.usage_failed(argv, str(e))  # exit 2 would block the agent
         if wants_json:
             _report({"code": "invalid_input", "message": str(e), "where": ""}, as_json=True)
         else:
@@ -919,6 +922,7 @@ COMMANDS = {
     "shard-config": cmd_shard_config,
     "mcp": cmd_mcp,
     "extract": cli_extract.cmd_extract,
+    "hook": cli_hook.cmd_hook,
 }
 
 
