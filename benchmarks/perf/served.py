@@ -49,7 +49,10 @@ def time_once(argv: list[str], stdin: str | None, env: dict[str, str]) -> float:
     started = time.perf_counter()
     done = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, timeout=600)
     seconds = time.perf_counter() - started
-    if done.returncode != 0 or "error:" in done.stderr:
+    quiet_hook = (
+        "hook" not in argv or not done.stderr.strip()
+    )  # a hook exits 0 whatever failed: its stderr says
+    if done.returncode != 0 or "error:" in done.stderr or not quiet_hook:
         raise RuntimeError(f"{' '.join(argv[2:5])} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
     return seconds
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from graphrecall.cli_common import EXIT_OK, notice, open_memory, print_json, root_of
+from graphrecall.cli_common import EXIT_OK, notice, open_memory, positive_int, print_json, root_of
 from graphrecall.errors import GraphRecallError, InvalidInput
 from graphrecall.hooks import events, install, state
 from graphrecall.hooks.payload import HookInput, read_payload
@@ -33,7 +33,6 @@ from graphrecall.hooks.project import HookScopes, scopes_for
 from graphrecall.models import Scope
 
 EVENTS = ("session-start", "prompt", "stop", "session-end", "pre-compact")
-INGESTS = {"stop", "session-end", "pre-compact"}
 AGENT_EVENT = {"session-start": "SessionStart", "prompt": "UserPromptSubmit"}
 ORG_ENV, USER_ENV = "GRAPHRECALL_ORG", "GRAPHRECALL_USER"
 HOOK_TIMEOUT_S = 25.0  # below the installed hooks' timeout: a slow server is given up on, not waited for
@@ -70,7 +69,10 @@ def register(sub: Any, *, common: argparse.ArgumentParser, client: argparse.Argu
         if event in AGENT_EVENT:
             default = events.Budgets().session_start if event == "session-start" else events.Budgets().prompt
             s.add_argument(
-                "--budget", type=int, default=default, help=f"most tokens printed (default: {default})"
+                "--budget",
+                type=positive_int,
+                default=default,
+                help=f"most tokens printed (default: {default})",
             )
             s.add_argument(
                 "--plain",
@@ -94,11 +96,10 @@ def register(sub: Any, *, common: argparse.ArgumentParser, client: argparse.Argu
     s.set_defaults(debug=False)
     s = events_.add_parser(
         "errors",
+        parents=[common],
         help="how many errors the hooks swallowed, by event and code, and the last one",
     )
-    s.add_argument("--root", type=Path, default=None, help="store directory (default: $GRAPHRECALL_ROOT)")
     s.add_argument("--json", action="store_true", help="print JSON")
-    s.set_defaults(debug=False)
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
@@ -150,16 +151,19 @@ def _run(args: argparse.Namespace, root: Path, stdin: str) -> str:
     payload = read_payload(stdin)
     scopes = _scopes(args, payload)
 
+    added = 0
+
     def work(backend: events.Backend) -> str:
+        nonlocal added
         if args.event == "session-start":
             return _agent_output(args, events.session_start(backend, scopes, payload, args.budget))
         if args.event == "prompt":
             return _agent_output(args, events.prompt(backend, scopes, payload, args.budget))
-        events.ingest(backend, scopes, payload, root)
+        added = events.ingest(backend, scopes, payload, root).messages_added
         return ""
 
     output, local_root = _on_server_or_here(args, work)
-    if args.event in INGESTS and local_root:
+    if added and local_root:  # a session with new turns: its extraction is due (again)
         _queue_extraction(root, scopes.memory, events.session_id_of(payload))
     return output
 

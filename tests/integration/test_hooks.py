@@ -270,3 +270,29 @@ def test_a_stranger_installs_the_hooks_and_the_second_session_starts_with_the_fi
     context = start["hookSpecificOutput"]["additionalContext"]
     assert "I added wait_for_postgres() to tests/conftest.py" in context
     assert "The integration tests hang on CI when Postgres is not ready" in context
+
+
+def test_with_an_llm_configured_a_session_with_new_turns_is_queued_for_extraction(
+    hook: Hook, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphrecall.extract.queue import QUEUE_FILE, ExtractionQueue
+
+    t = first_session(tmp_path, repo)
+    assert hook("stop", hook_input("stop", t)) == (0, "", "")
+    assert not (hook.root / QUEUE_FILE).exists()  # no LLM configured: nothing queued
+    monkeypatch.setenv("GRAPHRECALL_LLM", "openai:gpt-4o-mini")  # never called: the hook only enqueues
+    t.user("Also make the test database name configurable.")
+    t.say("TEST_DB_NAME now overrides the default name.")
+    assert hook("stop", hook_input("stop", t)) == (0, "", "")
+
+    def jobs() -> list[Any]:
+        queue = ExtractionQueue(hook.root, lambda scope, sid: None, workers=0, start=False)
+        try:
+            return queue.jobs()
+        finally:
+            queue.close()
+
+    (job,) = jobs()
+    assert (job.scope, job.session_id, job.status) == (PROJECT, "0a1b2c3d-first", "pending")
+    assert hook("stop", hook_input("stop", t)) == (0, "", "")  # nothing new: not queued again
+    assert [j.updated_at for j in jobs()] == [job.updated_at]

@@ -99,12 +99,24 @@ def session_start(
     return "\n".join(kept).strip() + "\n" if len(kept) > len(head) + 1 else ""
 
 
+def conversation_first(text: str) -> str:
+    """A round's text with what was said before the tool lines: cut to a line's length, the request and the
+    answer survive, and the tool calls and their output follow as far as they fit."""
+    said: list[str] = []
+    tools: list[str] = []
+    for line in text.splitlines():
+        (tools if line.startswith("tool: ") else said).append(line)
+    return "\n".join(said + tools)
+
+
 def prompt(hits: Sequence[Hit], *, where: str, budget: int) -> str:
     """The hits relevant to a prompt, best first, dated, each cut to ``HIT_CHARS``."""
     if not hits:
         return ""
     lines = [f"Relevant memory ({where}, graphrecall):"]
     for h in hits:
-        lines.append(f"- {day(h.date)} (session {h.session_id[:8]}): {cut(h.text, HIT_CHARS)}")
+        lines.append(
+            f"- {day(h.date)} (session {h.session_id[:8]}): {cut(conversation_first(h.text), HIT_CHARS)}"
+        )
     kept = fit(lines, budget)
     return "\n".join(kept) + "\n" if len(kept) > 1 else ""
