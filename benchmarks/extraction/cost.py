@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.arguments import add_embedder_argument, build_embedder
 from benchmarks.jsonfile import data_file, write_json
 from benchmarks.provenance import Run
 from graphrecall import Memory
-from graphrecall.embed import Embedder, HashingEmbedder
 from graphrecall.extract import ExtractionConfig
 from graphrecall.llm import LLM, ChatMessage, ScriptedLLM, Step, llm_from_settings
 
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit-sessions", type=int, default=50)
     p.add_argument("--llm", default="scripted", help="scripted, or provider:model (e.g. openai:local)")
     p.add_argument("--base-url", default=None)
-    p.add_argument("--embedder", choices=("default", "hashing"), default="hashing")
+    add_embedder_argument(p, default="hashing")
     p.add_argument("--timeout", type=float, default=900.0, help="per LLM call, seconds (real models)")
     p.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = p.parse_args(argv)
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.llm == "scripted"
         else llm_from_settings(args.llm, args.base_url, timeout=args.timeout, max_retries=1)
     )
-    embedder: Embedder | None = HashingEmbedder(384) if args.embedder == "hashing" else None
+    embedder = build_embedder(args.embedder)
     per_session: list[dict[str, Any]] = []
     started = time.perf_counter()
     with (

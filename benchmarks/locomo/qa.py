@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from benchmarks.arguments import build_embedder
 from benchmarks.jsonfile import data_file
 from benchmarks.longmemeval.judge import is_yes
 from benchmarks.longmemeval.qa import (
@@ -33,7 +34,6 @@ from benchmarks.longmemeval.qa import (
     Row,
     WorkerModels,
     add_common_arguments,
-    build_embedder,
     build_llm,
     load_done,
     run_all,

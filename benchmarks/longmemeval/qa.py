@@ -26,10 +26,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from benchmarks.arguments import add_embedder_argument, build_embedder
 from benchmarks.jsonfile import data_file, write_json, write_markdown
 from benchmarks.provenance import Run
 from graphrecall import Memory, Scope, Settings, raymap
-from graphrecall.embed import CachedEmbedder, Embedder, HashingEmbedder, SentenceTransformerEmbedder
+from graphrecall.embed import CachedEmbedder
 from graphrecall.llm import LLM, llm_from_settings
 
 from . import data
@@ -203,13 +204,6 @@ def usage_fields(prefix: str, usage: Any) -> Row:
     }
 
 
-def build_embedder(kind: str, cache: Path | None) -> Embedder:
-    if kind == "hashing":
-        return HashingEmbedder(64)
-    inner = SentenceTransformerEmbedder()
-    return CachedEmbedder(inner, path=cache) if cache is not None else inner
-
-
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm", required=True, help="reader model, provider:model (e.g. openai:gpt-4o-mini)")
     p.add_argument("--base-url", default=None, help="reader base URL (OpenAI-compatible server, Ollama host)")
@@ -226,7 +220,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--token-budget", type=int, default=None, help="cap on the reader's context (small models)"
     )
-    p.add_argument("--embedder", choices=("default", "hashing"), default="default")
+    add_embedder_argument(p)
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))
     p.add_argument("--no-progress", action="store_true")
     raymap.add_ray_arguments(p, what="questions")

@@ -38,6 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
+from graphrecall.events import EventSink
 from graphrecall.memory import Memory, ScopeLike, When
 from graphrecall.recall import ScopeRecall
 
@@ -122,6 +123,11 @@ class AsyncMemory:
         await self.close()
 
     close = _threaded(Memory.close)
+
+    def subscribe(self, sink: EventSink) -> Callable[[], None]:
+        """``Memory.subscribe``: the sink runs on the worker thread that made the change, not on the event loop
+        (hand the event over with ``loop.call_soon_threadsafe`` to await anything)."""
+        return self.memory.subscribe(sink)
 
     def recall(self, scope: ScopeLike, question_date: When = None) -> AsyncScopeRecall:
         """``Memory.recall`` for async callers: the view's reads are awaited (making the view itself blocks on

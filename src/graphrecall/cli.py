@@ -36,7 +36,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from graphrecall import __version__, cli_extract, cli_hook, cli_ops, cli_remote, cli_served, formats, params
+from graphrecall import (
+    __version__,
+    cli_extract,
+    cli_hook,
+    cli_ops,
+    cli_remote,
+    cli_served,
+    formats,
+    params,
+    telemetry,
+)
 from graphrecall import operations as ops
 from graphrecall.cli_common import (
     EXIT_BUSY,
@@ -176,7 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser(
         "ingest", parents=[common, scope, as_json, client], help="add chat sessions from a file"
     )
-    s.add_argument("file", type=Path, help="JSON, JSONL, LongMemEval or message-list file (may be .gz)")
+    s.add_argument(
+        "file",
+        type=Path,
+        help="JSON, JSONL, LongMemEval or message-list file (may be .gz), or a ChatGPT or Claude.ai "
+        "export (its conversations.json, or the export's zip)",
+    )
     s.add_argument(
         "--format", choices=formats.FORMATS, help="skip detection and read the file as this format"
     )
@@ -292,7 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = bool(getattr(args, "json", False))
     remove_notice = _announce_model_loads(quiet=getattr(args, "quiet", False))
     try:
-        return int({**COMMANDS, **GENERIC}[args.command](args))
+        telemetry.configure_from_env()  # OTEL_*: off unless asked for (graphrecall.telemetry)
+        with telemetry.span(f"graphrecall.cli {args.command}", kind="client"):
+            return int({**COMMANDS, **GENERIC}[args.command](args))
     except KeyboardInterrupt:
         _fail("interrupted")
         return EXIT_INTERRUPTED

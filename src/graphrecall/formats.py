@@ -1,6 +1,7 @@
-"""Ingest files: detect which of four shapes a file holds and turn it into validated ``SessionInput`` objects.
+"""Ingest files: detect which of six shapes a file holds and turn it into validated ``SessionInput`` objects.
 
-Shapes (any of them may be gzip-compressed; compression is detected from the magic bytes, not the file name):
+Shapes (any of them may be gzip-compressed; compression is detected from the magic bytes, not the file name; a zip is read
+through its ``conversations.json``):
 
 - ``json``: a JSON list of sessions ``{"session_id", "date", "messages": [{"role", "content"}, ...]}`` (also what
   ``graphrecall export`` writes, so an export can be re-ingested);
@@ -9,7 +10,9 @@ Shapes (any of them may be gzip-compressed; compression is detected from the mag
   ``haystack_sessions``/``haystack_dates``/``haystack_session_ids`` become sessions; haystacks of different
   questions overlap, so a session id seen twice is kept once;
 - ``messages``: a plain JSON list of ``{role, content}`` messages, i.e. one session named after the file and dated
-  by ``default_date`` or else the file's modification time.
+  by ``default_date`` or else the file's modification time;
+- ``chatgpt`` and ``claude``: the ``conversations.json`` of a ChatGPT or Claude.ai data export (or the export's zip
+  itself), one session per conversation (``graphrecall.chat_exports`` says which messages are kept and why).
 
 ``read_scope_export`` and ``scope_to_graphml`` read and draw the other export, a whole scope with its extracted
 memory (``graphrecall export --format json|graphml``, ``graphrecall import``).
@@ -25,6 +28,7 @@ import contextlib
 import gzip
 import io
 import json
+import zipfile
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -34,6 +38,7 @@ from xml.etree import ElementTree as ET
 
 from pydantic import ValidationError
 
+from graphrecall.chat_exports import Service, conversation_sessions, export_service
 from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
 from graphrecall.models import (
@@ -45,11 +50,13 @@ from graphrecall.models import (
 )
 from graphrecall.params import SESSIONS_FORMAT, invalid
 
-Format = Literal["json", "jsonl", "longmemeval", "messages"]
+Format = Literal["json", "jsonl", "longmemeval", "messages", "chatgpt", "claude"]
 FORMATS: tuple[str, ...] = get_args(Format)
 
 _ROLES = frozenset(r.value for r in Role)
 _GZIP_MAGIC = b"\x1f\x8b"
+_ZIP_MAGIC = b"PK\x03\x04"
+_ZIP_MEMBER = "conversations.json"  # what ChatGPT's and Claude.ai's export zips hold the chats in
 _PEEK = 64 * 1024
 
 Opener = Callable[[], IO[bytes]]
@@ -286,12 +293,25 @@ class _Source:
         """The content as text, gunzipped when it starts with the gzip magic bytes; closes everything after."""
         with contextlib.ExitStack() as stack, _ReadErrors(self.name):
             raw = stack.enter_context(self._opener())
-            head = raw.read(2)
+            head = raw.read(4)
             raw.seek(0)
-            binary: Any = (
-                stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb")) if head == _GZIP_MAGIC else raw
-            )
+            binary: Any = raw
+            if head[:2] == _GZIP_MAGIC:
+                binary = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb"))
+            elif head == _ZIP_MAGIC:
+                binary = stack.enter_context(self._zip_member(stack.enter_context(zipfile.ZipFile(raw))))
             yield stack.enter_context(io.TextIOWrapper(binary, encoding="utf-8-sig"))
+
+    def _zip_member(self, archive: zipfile.ZipFile) -> IO[bytes]:
+        """A chat service's export zip: its ``conversations.json`` (at any depth)."""
+        names = [n for n in archive.namelist() if n.rsplit("/", 1)[-1] == _ZIP_MEMBER]
+        if not names:
+            shown = ", ".join(archive.namelist()[:8]) or "nothing"
+            raise InvalidInput(
+                f"is a zip without a {_ZIP_MEMBER} (it holds {shown}); unzip it and pass the chat file itself",
+                where=self.name,
+            )
+        return archive.open(min(names, key=len))
 
     def _head(self) -> str:
         with self._open_text() as f:
@@ -327,11 +347,15 @@ class _Source:
             first = None  # a pretty-printed object spans several lines: parse the whole document
         if isinstance(first, dict) and first.get("format") in (SESSIONS_FORMAT, SCOPE_EXPORT_FORMAT):
             return "json", first  # an export document written on one line is one document, not JSON lines
+        if isinstance(first, dict) and (service := export_service(first)) is not None:
+            return service, first
         if isinstance(first, dict):
             return ("longmemeval", self._load()) if "haystack_sessions" in first else ("jsonl", None)
         doc = self._load()
         if isinstance(doc, dict) and "haystack_sessions" in doc:
             return "longmemeval", doc
+        if (service := export_service(doc)) is not None:
+            return service, doc
         # a single session object is a one-session JSON file, however it is laid out
         return "json", doc
 
@@ -351,7 +375,22 @@ class _Source:
             return self._json(doc, fallback)
         if chosen == "longmemeval":
             return self._longmemeval(doc)
+        if chosen in ("chatgpt", "claude"):
+            return self._conversations(doc, chosen, fallback)  # type: ignore[arg-type]
         return iter([self._messages(doc, fallback)])
+
+    def _conversations(self, doc: Any, service: Service, fallback: datetime | None) -> Iterator[SessionInput]:
+        seen: dict[str, str] = {}
+        count = 0
+        for item in conversation_sessions(doc, service, self.name):
+            where = f"{self.name}: conversation {item['session_id']!r}"
+            yield _unique(_session(item, where, fallback), where, seen)
+            count += 1
+        if count == 0:
+            raise InvalidInput(
+                f"holds no conversation with a user or assistant message to ingest ({service} export)",
+                where=self.name,
+            )
 
     def _json(self, doc: Any, fallback: datetime | None) -> Iterator[SessionInput]:
         if isinstance(doc, dict) and doc.get("format") == SCOPE_EXPORT_FORMAT:
@@ -456,6 +495,8 @@ class _ReadErrors:
             return False
         if isinstance(exc, UnicodeDecodeError):
             raise InvalidInput(f"is not UTF-8 text (byte {exc.start})", where=self.name) from None
+        if isinstance(exc, zipfile.BadZipFile):
+            raise InvalidInput(f"is a damaged zip file ({exc})", where=self.name) from None
         if isinstance(exc, gzip.BadGzipFile | EOFError | zlib.error):
             raise InvalidInput(f"is a damaged gzip file ({exc})", where=self.name) from None
         if isinstance(exc, OSError):
@@ -479,6 +520,8 @@ def _detect_list(doc: Any, name: str) -> Format:
     if not doc:
         raise InvalidInput("the list is empty: there is nothing to ingest", where=name)
     first = doc[0]
+    if (service := export_service(first)) is not None:
+        return service
     if isinstance(first, dict):
         if "haystack_sessions" in first:
             return "longmemeval"

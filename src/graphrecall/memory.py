@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar, cast
 from graphrecall import operations as ops
 from graphrecall.config import ConsolidationConfig, RetrievalConfig, Settings
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
+from graphrecall.events import EventSink
 from graphrecall.extract.extractor import ExtractionConfig
 from graphrecall.llm import LLM
 from graphrecall.models import (
@@ -62,6 +63,8 @@ from graphrecall.services import Services, scope_export
 
 Progress = Callable[[int, int], None]
 When = datetime | str | None
+AlsoLike = Scope | tuple[str, str] | str
+"""A shared scope to read with a user's: a ``Scope``, an ``(org, user)`` pair, or a user id of the same org."""
 P = TypeVar("P", bound=Params)
 T = TypeVar("T")
 
@@ -126,6 +129,12 @@ class Memory:
     ) -> None:
         self.close()
 
+    def subscribe(self, sink: EventSink) -> Callable[[], None]:
+        """Call ``sink(event)`` after every change to memory from now on (``graphrecall.events``: sessions stored,
+        extractions done or failed, facts superseded, erasures; ids and counts, never text); returns a function that
+        stops it. Sinks run on the thread that made the change: keep them quick."""
+        return self._s.events.subscribe(sink)
+
     def close(self) -> None:
         with self._lock:
             if not self._closed:
@@ -185,50 +194,63 @@ class Memory:
         return self._s.writing.backfill_passages(as_scope(scope))
 
     # -- recall: graphrecall.recall and services.answering -----------------------------------------------------------
-    def recall(self, scope: ScopeLike, question_date: When = None) -> ScopeRecall:
+    def recall(self, scope: ScopeLike, question_date: When = None, also: Sequence[str] = ()) -> ScopeRecall:
         """One question's view of a scope, what ``search``, ``context``, ``profile`` and ``answer`` read through:
         nothing recorded after ``question_date`` (plus the same-day slack) is visible, relative time is anchored
-        on it; ``None`` means now. Hand it to ``graphrecall.read.Reader.answer`` to run a Reader of your own."""
+        on it; ``None`` means now. ``also``: shared scopes of the same organisation read with it (validated user
+        ids or ``org/user``, as ``params.SharedScopeName`` gives them). Hand it to ``graphrecall.read.Reader.answer``
+        to run a Reader of your own."""
         cutoff = self._s.recall.cutoff(question_date)
-        return self._s.recall.scope(as_scope(scope), cutoff)
+        return self._s.recall.scope(as_scope(scope), cutoff, also)
 
     def search(
         self, scope: ScopeLike, query: str, k: int = 10, *, question_date: When = None, as_of: When = None,
-        kinds: Sequence[HitKind] = ("round",), time_range: TimeRange | None = None,
+        kinds: Sequence[HitKind] = ("round",), time_range: TimeRange | None = None, also: Sequence[AlsoLike] = (),
     ) -> list[Hit]:  # fmt: skip
         """Hybrid search over the scope's memory as asked at ``question_date`` (see ``recall``). ``kinds``: rounds
-        (default) and/or extracted ``fact`` and ``event`` hits (current facts, or those valid at ``as_of``)."""
+        (default) and/or extracted ``fact`` and ``event`` hits (current facts, or those valid at ``as_of``).
+        ``also``: shared scopes of the organisation (``Scope("acme", "_shared")`` or ``"_shared"``) searched with
+        it, the hits fused into one ranking, each hit's ``scope`` saying where it came from."""
         s, p = self._check(ops.SEARCH, scope, locals())
-        return self.recall(s, p.question_date).search(
+        return self.recall(s, p.question_date, p.also).search(
             p.query, p.k, kinds=tuple(p.kinds), time_range=time_range, as_of=p.as_of
         )
 
     def context(
         self, scope: ScopeLike, query: str, token_budget: int = 2000, *, k: int = 30, question_date: When = None,
-        include_profile: bool = False,
+        include_profile: bool = False, also: Sequence[AlsoLike] = (),
     ) -> Context:  # fmt: skip
         """Evidence for a reader: the best hits that fit ``token_budget``, dated, grouped by session,
-        chronological; ``include_profile`` puts the profile first, within a third of the budget."""
+        chronological; ``include_profile`` puts the profile first, within a third of the budget. ``also``: as in
+        ``search``; a shared scope's sessions are headed with its name (``_team/s1``)."""
         s, p = self._check(ops.CONTEXT, scope, locals())
-        return self.recall(s, p.question_date).context(
+        return self.recall(s, p.question_date, p.also).context(
             p.query, p.token_budget, k=p.k, include_profile=p.include_profile
         )
 
-    def profile(self, scope: ScopeLike, as_of: When = None, token_budget: int | None = None) -> Profile:
+    def profile(
+        self,
+        scope: ScopeLike,
+        as_of: When = None,
+        token_budget: int | None = None,
+        also: Sequence[AlsoLike] = (),
+    ) -> Profile:
         """The user's current facts by kind at ``as_of`` (``None``: now; read like a question date), most
-        reinforced and most recent first, each with its session and date; ``.text`` is the rendered block."""
+        reinforced and most recent first, each with its session and date; ``.text`` is the rendered block.
+        ``also``: shared scopes whose facts join the user's, each such item's ``scope`` naming it."""
         s, p = self._check(ops.PROFILE, scope, locals())
-        return self.recall(s, p.as_of).profile(p.token_budget)
+        return self.recall(s, p.as_of, p.also).profile(p.token_budget)
 
     def answer(
         self, scope: ScopeLike, question: str, question_date: When = None, mode: AnswerMode = "auto",
         llm: LLM | None = None, *, max_tool_steps: int = 4, tools: ToolProtocol = "auto", token_budget: int | None = None,
+        also: Sequence[AlsoLike] = (),
     ) -> Answer:  # fmt: skip
         """Answer ``question`` from memory with the Reader (``auto``, ``recall`` or ``synthesis`` mode): text,
         whether it abstained, cited evidence, tool trace, usage. The model is ``llm``, else this Memory's, else
         ``GRAPHRECALL_LLM``; with none, ``NotAvailable``."""
         s, p = self._check(ops.ANSWER, scope, locals())
-        return self._s.answering.answer(self.recall(s, p.question_date), p, llm)
+        return self._s.answering.answer(self.recall(s, p.question_date, p.also), p, llm)
 
     # -- history: services.history, services.importing, services.erasure ----------------------------------------------
     def stats(self, scope: ScopeLike) -> ScopeStats:

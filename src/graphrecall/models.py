@@ -248,6 +248,10 @@ class Hit(BaseModel):
     session_id: str
     date: datetime | None = None
     message_ids: list[str] = Field(default_factory=list)
+    scope: Scope | None = Field(
+        default=None,
+        description="the scope it came from: the one searched, or a shared scope searched with it",
+    )
 
 
 class TimeRange(BaseModel):
@@ -307,6 +311,9 @@ class ProfileItem(BaseModel):
         default=1, ge=1, description="facts: how many sessions said it (reinforcement); events: 1"
     )
     upcoming: bool = Field(default=False, description="an event dated after the profile's date")
+    scope: Scope | None = Field(
+        default=None, description="a shared scope it came from (profile with also); omitted: the user's own"
+    )
 
 
 class ProfileSection(BaseModel):

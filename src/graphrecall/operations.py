@@ -113,6 +113,13 @@ class Operation(Generic[ParamsT]):
     mcp: Mcp | None = None
     cli: Cli | None = None
 
+    @property
+    def writes(self) -> bool:
+        """Whether it changes memory: a shared scope only lets keys that may write shared memory do this."""
+        if self.mcp is not None and self.mcp.read_only:
+            return False
+        return not (self.http is not None and self.http.method == "GET")
+
     def arguments(self, p: P.Params) -> dict[str, Any]:
         """The keyword arguments of the ``Memory`` call (the model's fields as validated: messages stay objects)."""
         return {name: getattr(p, name) for name in self.params.model_fields}

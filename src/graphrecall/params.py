@@ -247,6 +247,49 @@ class ImportSessionsParams(Params):
 # -- recall ---------------------------------------------------------------------------------------------------------
 HitKindName = Literal["round", "fact", "event"]
 
+SHARED_PREFIX = "_"
+MAX_ALSO = 8
+
+
+def is_shared(scope: Scope) -> bool:
+    """A shared scope (an organisation's or a project's memory, not one person's) has a user id starting with
+    ``_``: ``acme/_shared``, ``acme/_project-atlas``. Any key of the organisation may read it; writing to it needs a
+    key that allows it (``server.auth``); erasing a user never touches it."""
+    return scope.user_id.startswith(SHARED_PREFIX)
+
+
+def _also_item(value: Any) -> Any:
+    """A ``Scope`` (Python callers) as ``org/user``; strings as given."""
+    if isinstance(value, Scope):
+        return f"{value.org_id}/{value.user_id}"
+    if isinstance(value, tuple) and len(value) == 2:
+        return f"{value[0]}/{value[1]}"
+    return value
+
+
+def _shared_name(value: str) -> str:
+    org, _, user = value.rpartition("/")
+    for part, what in ((org, "organisation"), (user, "user id")):
+        if part or what == "user id":
+            validate_identifier(part, what)
+    if not user.startswith(SHARED_PREFIX):
+        raise ValueError(
+            f"{user!r} is not a shared scope: only scopes whose user id starts with {SHARED_PREFIX!r} (an "
+            "organisation's or a project's memory) can be searched together with a user's"
+        )
+    return value
+
+
+SharedScopeName = Annotated[str, BeforeValidator(_also_item), AfterValidator(_shared_name)]
+ALSO_HELP = (
+    "shared scopes of the same organisation to read together with this one: their user ids (starting with '_', "
+    "e.g. _shared, _project-atlas), at most 8; each hit's scope says where it came from"
+)
+
+
+def also_field() -> Any:
+    return Field(default=[], max_length=MAX_ALSO, description=ALSO_HELP)
+
 
 class SearchParams(Params):
     """``search``: the ranked evidence of a scope's memory that best matches a query."""
@@ -263,6 +306,7 @@ class SearchParams(Params):
         min_length=1,
         description="what comes back: rounds of the history, and/or extracted facts and events",
     )
+    also: list[SharedScopeName] = also_field()
 
 
 class ContextParams(Params):
@@ -281,6 +325,7 @@ class ContextParams(Params):
         description="put the user's profile (current facts by kind, as of the question date) first, within a "
         "third of the budget",
     )
+    also: list[SharedScopeName] = also_field()
 
 
 AnswerMode = Literal["auto", "recall", "synthesis"]
@@ -314,6 +359,7 @@ class AnswerParams(Params):
         le=MAX_TOOL_STEPS,
         description="most tool-calling rounds before the reader must answer",
     )
+    also: list[SharedScopeName] = also_field()
 
 
 class ProfileParams(Params):
@@ -330,6 +376,7 @@ class ProfileParams(Params):
         le=MAX_TOKEN_BUDGET,
         description="most tokens of profile text (the top of every group is kept); omitted = everything current",
     )
+    also: list[SharedScopeName] = also_field()
 
 
 # -- history --------------------------------------------------------------------------------------------------------

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from graphrecall import telemetry
 from graphrecall.config import RetrievalConfig
 from graphrecall.dates import Cutoff
 from graphrecall.embed import Embedder
-from graphrecall.errors import NotFound
+from graphrecall.errors import InvalidInput, NotFound
 from graphrecall.models import Context, Event, Fact, Hit, HitKind, Profile, Round, Scope, TimeRange
 from graphrecall.retrieve import fusion
 from graphrecall.retrieve.context import build_context, estimate_tokens
@@ -54,18 +55,39 @@ class Recall:
         """The one cutoff for a question asked at ``question_date`` (``None``: now), with the configured slack."""
         return Cutoff.at(question_date, slack_hours=self.config.question_date_slack_hours)
 
-    def scope(self, scope: Scope, cutoff: Cutoff) -> ScopeRecall:
-        return ScopeRecall(self, scope, cutoff)
+    def scope(self, scope: Scope, cutoff: Cutoff, also: Sequence[str] = ()) -> ScopeRecall:
+        """One question's view of ``scope``, read together with the shared scopes named in ``also`` (user ids, or
+        ``org/user`` of the same organisation: ``params.SharedScopeName``)."""
+        shared = [self._shared(scope, name) for name in dict.fromkeys(also)]
+        return ScopeRecall(self, scope, cutoff, shared=[ScopeRecall(self, s, cutoff) for s in shared])
+
+    @staticmethod
+    def _shared(scope: Scope, name: str) -> Scope:
+        org, _, user = name.rpartition("/")
+        if org and org != scope.org_id:
+            raise InvalidInput(
+                f"{name!r} belongs to another organisation than {scope}: only its own organisation's shared "
+                "scopes can be read with a user's memory",
+                where="also",
+            )
+        if user == scope.user_id:
+            raise InvalidInput(f"{name!r} is the scope being read", where="also")
+        return Scope(org_id=scope.org_id, user_id=user)
 
 
 class ScopeRecall:
     """One question's view of one scope (``read.access.MemoryAccess``): search, context, timeline, facts, all
     limited to what was recorded by ``cutoff.until``. A scope with no database reads as empty."""
 
-    def __init__(self, recall: Recall, scope: Scope, cutoff: Cutoff) -> None:
+    def __init__(
+        self, recall: Recall, scope: Scope, cutoff: Cutoff, *, shared: Sequence[ScopeRecall] = ()
+    ) -> None:
         self._recall = recall
         self.scope = scope
         self.cutoff = cutoff
+        self.shared = tuple(shared)
+        """Shared scopes read together with this one (``also``): their hits, facts and rounds join this scope's,
+        each hit and profile item saying which scope it came from. Nothing is written through a view."""
         self._extracted: bool | None = None
 
     @property
@@ -74,7 +96,11 @@ class ScopeRecall:
 
     @property
     def has_extracted(self) -> bool:
-        """Whether this scope holds facts or events; checked once."""
+        """Whether this scope (or a shared one read with it) holds facts or events; checked once."""
+        return self._own_extracted or any(s._own_extracted for s in self.shared)
+
+    @property
+    def _own_extracted(self) -> bool:
         if self._extracted is None:
             self._extracted = False
             try:
@@ -95,7 +121,33 @@ class ScopeRecall:
     ) -> list[Hit]:
         """Rounds and/or fact/event hits; several kinds are merged by score (all on the RRF scale:
         ``fusion.interleave``) and ranked 1..k. Fact and event kinds are skipped when the scope has none."""
-        if not self.has_extracted:
+        with telemetry.span(
+            "graphrecall.search",
+            {
+                **telemetry.scope_attributes(self.scope),
+                "graphrecall.k": k,
+                "graphrecall.shared": len(self.shared),
+            },
+        ) as span:
+            lists = [
+                [_from(view.scope, h, shared=view is not self) for h in view._search(
+                    query, k, kinds=kinds, time_range=time_range, as_of=as_of)]
+                for view in (self, *self.shared)
+            ]  # fmt: skip
+            hits = lists[0] if not self.shared else _merge(lists, k)
+            span.set_attribute("graphrecall.hits", len(hits))
+            return hits
+
+    def _search(
+        self,
+        query: str,
+        k: int,
+        *,
+        kinds: Sequence[HitKind],
+        time_range: TimeRange | None,
+        as_of: datetime | None,
+    ) -> list[Hit]:
+        if not self._own_extracted:
             kinds = [x for x in kinds if x == "round"] or ["round"]
         retriever = self._recall.retriever
         tail = self._recall.logs.snapshot(self.scope)  # before Kuzu: a flush commits there first, then trims
@@ -161,19 +213,51 @@ class ScopeRecall:
         facts: list[Fact] = []
         events: list[tuple[Event, datetime]] = []
         mentions: dict[str, tuple[int, datetime | None]] = {}
-        if self.has_extracted:
-            with self._recall.logs.reading(self.scope) as db:
-                facts = fq.list_facts(
-                    db, as_of=None, include_superseded=False, limit=PROFILE_MAX_ITEMS, offset=0,
-                    until=self.cutoff.until,
-                )  # fmt: skip
-                mentions = fq.fact_mentions(db, [f.id for f in facts], until=self.cutoff.until)
-                since = as_of - timedelta(days=RECENT_EVENT_DAYS)
-                events = fq.events_since(db, since, until=self.cutoff.until, limit=PROFILE_MAX_ITEMS)
-        return build_profile(self.scope, as_of, facts, mentions, events, token_budget)
+        origin: dict[str, Scope] = {}  # fact and event ids of shared scopes -> their scope
+        for view in (self, *self.shared):
+            f, m, e = view._profile_inputs(as_of)
+            facts += f
+            mentions.update(m)
+            events += e
+            if view is not self:
+                origin.update({x.id: view.scope for x in f})
+                origin.update({x.id: view.scope for x, _ in e})
+        profile = build_profile(self.scope, as_of, facts, mentions, events, token_budget)
+        if not origin:
+            return profile
+        sections = [
+            s.model_copy(
+                update={"items": [i.model_copy(update={"scope": origin.get(i.id)}) for i in s.items]}
+            )
+            for s in profile.sections
+        ]
+        return profile.model_copy(update={"sections": sections})
+
+    def _profile_inputs(
+        self, as_of: datetime
+    ) -> tuple[list[Fact], dict[str, tuple[int, datetime | None]], list[tuple[Event, datetime]]]:
+        """This scope's current facts, their mentions and its recent events, as the profile reads them."""
+        if not self._own_extracted:
+            return [], {}, []
+        with self._recall.logs.reading(self.scope) as db:
+            facts = fq.list_facts(
+                db, as_of=None, include_superseded=False, limit=PROFILE_MAX_ITEMS, offset=0,
+                until=self.cutoff.until,
+            )  # fmt: skip
+            mentions = fq.fact_mentions(db, [f.id for f in facts], until=self.cutoff.until)
+            since = as_of - timedelta(days=RECENT_EVENT_DAYS)
+            events = fq.events_since(db, since, until=self.cutoff.until, limit=PROFILE_MAX_ITEMS)
+        return facts, mentions, events
 
     def rounds_between(self, start: datetime, end: datetime, limit: int) -> list[Round]:
-        """Visible rounds dated between ``start`` and ``end``, oldest first (unflushed ones included)."""
+        """Visible rounds dated between ``start`` and ``end``, oldest first (unflushed ones included), shared
+        scopes' included."""
+        found = self._rounds_between(start, end, limit) + [
+            _qualified(view.scope, r) for view in self.shared for r in view._rounds_between(start, end, limit)
+        ]
+        return sorted(found, key=lambda r: (r.at, r.session_id, r.idx))[:limit]
+
+    def _rounds_between(self, start: datetime, end: datetime, limit: int) -> list[Round]:
         tail = self._recall.logs.snapshot(self.scope)
         try:
             with self._recall.logs.reading(self.scope) as db:
@@ -191,7 +275,16 @@ class ScopeRecall:
 
     def rounds(self, ids: Sequence[str]) -> list[Round]:
         """Rounds by id as recorded by the cutoff (unflushed ones included), in the order asked; unknown ids and
-        rounds past the cutoff are left out, so an id seen elsewhere cannot reach past it."""
+        rounds past the cutoff are left out, so an id seen elsewhere cannot reach past it. An id this scope does not
+        hold is looked up in the shared scopes, in the order given (the user's own round wins a clash)."""
+        found: dict[str, Round] = {r.id: r for r in self._rounds([i for i in ids if SHARED_ID_SEP not in i])}
+        for view in self.shared:
+            prefix = f"{view.scope.user_id}{SHARED_ID_SEP}"
+            mine = [i.removeprefix(prefix) for i in ids if i.startswith(prefix)]
+            found.update({f"{prefix}{r.id}": _qualified(view.scope, r) for r in view._rounds(mine)})
+        return [found[i] for i in dict.fromkeys(ids) if i in found]
+
+    def _rounds(self, ids: Sequence[str]) -> list[Round]:
         wanted = list(dict.fromkeys(ids))
         tail = self._recall.logs.snapshot(self.scope)
         found: dict[str, Round] = {}
@@ -206,22 +299,60 @@ class ScopeRecall:
         return [found[i] for i in wanted if i in found and self.cutoff.admits(found[i].at)]
 
     def events_between(self, start: datetime, end: datetime, limit: int) -> list[Event]:
-        if not self.has_extracted:
-            return []
-        with self._recall.logs.reading(self.scope) as db:
-            return fq.events_between(db, start, end, until=self.cutoff.until, limit=limit)
+        found: list[Event] = []
+        for view in (self, *self.shared):
+            if view._own_extracted:
+                with self._recall.logs.reading(view.scope) as db:
+                    found += fq.events_between(db, start, end, until=self.cutoff.until, limit=limit)
+        if not self.shared:
+            return found
+        return sorted(found, key=lambda e: (e.time_start or datetime.min, e.id))[:limit]
 
     def facts(self, as_of: datetime | None, limit: int) -> list[Fact]:
         """Facts current at the cutoff, or valid at ``as_of`` (default: the question date) among those recorded
-        by then."""
-        if not self.has_extracted:
-            return []
-        with self._recall.logs.reading(self.scope) as db:
-            return fq.list_facts(
-                db,
-                as_of=as_of or self.cutoff.question_date,
-                include_superseded=False,
-                limit=limit,
-                offset=0,
-                until=self.cutoff.until,
-            )
+        by then; the shared scopes' after this scope's."""
+        found: list[Fact] = []
+        for view in (self, *self.shared):
+            if view._own_extracted and len(found) < limit:
+                with self._recall.logs.reading(view.scope) as db:
+                    found += fq.list_facts(
+                        db,
+                        as_of=as_of or self.cutoff.question_date,
+                        include_superseded=False,
+                        limit=limit - len(found),
+                        offset=0,
+                        until=self.cutoff.until,
+                    )
+        return found
+
+
+def _merge(lists: Sequence[Sequence[Hit]], k: int) -> list[Hit]:
+    """Hits of several scopes as one ranking. Each scope's scores are fused on the same RRF scale
+    (``retrieve.fusion``), so they are merged by score, the user's own first on a tie, and ranked 1..k."""
+    merged = sorted(
+        ((h, i, j) for i, hits in enumerate(lists) for j, h in enumerate(hits)),
+        key=lambda t: (-t[0].score, t[1], t[2]),
+    )[:k]
+    return [h.model_copy(update={"rank": n}) for n, (h, _, _) in enumerate(merged, start=1)]
+
+
+SHARED_ID_SEP = "/"
+"""Joins a shared scope's user id to the ids of its hits and rounds (``_team/s1@0``): identifiers never hold it
+(``models.validate_identifier``), so a qualified id cannot be mistaken for one of the user's own."""
+
+
+def _from(scope: Scope, hit: Hit, *, shared: bool) -> Hit:
+    """``hit`` saying which scope it came from. A shared scope's hit also has its id and session id qualified by
+    the scope (``_team/s1@0``, ``_team/s1``): ids stay unique in the merged ranking, the context heads its session
+    with the scope's name, and the Reader's lookups by id (``rounds``) reach the right scope."""
+    if not shared:
+        return hit.model_copy(update={"scope": scope})
+    prefix = f"{scope.user_id}{SHARED_ID_SEP}"
+    return hit.model_copy(
+        update={"scope": scope, "id": prefix + hit.id, "session_id": prefix + hit.session_id}
+    )
+
+
+def _qualified(scope: Scope, r: Round) -> Round:
+    prefix = f"{scope.user_id}{SHARED_ID_SEP}"
+    return r.model_copy(update={"id": prefix + r.id, "session_id": prefix + r.session_id})

@@ -17,6 +17,7 @@ from datetime import datetime
 import numpy as np
 
 from graphrecall import ingest as ing
+from graphrecall import telemetry
 from graphrecall.embed import Embedder
 from graphrecall.embed.base import Vectors
 from graphrecall.embed.passages import PASSAGE_FROM_CHARS, embed_passages
@@ -276,7 +277,10 @@ class Writer:
         if not texts:
             empty = np.zeros((0, self.embedder.dim), np.float32)
             return empty, empty, []
-        vecs, parts = embed_passages(self.embedder, texts, from_chars=self.passage_from_chars)
+        with telemetry.span(
+            "graphrecall.embed", {"graphrecall.embedder": self.embedder.id, "graphrecall.texts": len(texts)}
+        ):
+            vecs, parts = embed_passages(self.embedder, texts, from_chars=self.passage_from_chars)
         users = vecs[[a for a, _ in slots]]
         replies = vecs[[b for _, b in slots]]
         return users, replies, [parts[a] for a, _ in slots]

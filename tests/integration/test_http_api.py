@@ -232,7 +232,9 @@ class RecordingReader(Memory):
         max_tool_steps: int = 4,
         tools: Any = "auto",
         token_budget: int | None = None,
+        also: Any = (),
     ) -> Answer:
+        assert list(also) == [], also  # shared scopes: tests/integration/test_shared_scopes.py
         self.calls.append(
             {
                 "question_date": question_date,

@@ -164,7 +164,9 @@ class MemoryWithReader(Memory):
         max_tool_steps: int = 4,
         tools: Any = "auto",
         token_budget: int | None = None,
+        also: Any = (),
     ) -> Answer:
+        assert list(also) == [], also  # shared scopes: tests/integration/test_shared_scopes.py
         self.calls.append(
             {"mode": mode, "tools": tools, "token_budget": token_budget, "steps": max_tool_steps}
         )

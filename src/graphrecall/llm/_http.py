@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Generic, TypeVar
 
+from graphrecall import telemetry
 from graphrecall.retry import RetryPolicy, parse_retry_after
 
 from .errors import LLMError, LLMRateLimited, LLMTimeout
@@ -117,6 +118,9 @@ async def call_with_retries(
                 raise err
             raise err from cause
         wait = policy.delay(attempt, err.retry_after)
+        telemetry.current_event(
+            "retry", {"attempt": attempt + 1, "error": type(err).__name__, "wait_s": round(wait, 3)}
+        )
         log.warning(
             "%s failed (%s); retry %d/%d in %.2fs", what, err.message, attempt + 1, policy.max_retries, wait
         )

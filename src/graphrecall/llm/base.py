@@ -10,6 +10,7 @@ the sync wrappers. Providers only implement ``_complete`` and, when they have a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import threading
@@ -19,6 +20,8 @@ from collections.abc import Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, Field, ValidationError
+
+from graphrecall import telemetry
 
 from .errors import StructuredOutputError
 from .usage import Usage, UsageTracker
@@ -267,15 +270,16 @@ class BaseLLM(ABC):
         (``response.first_token_logprobs``) from providers that can give them; the others ignore it."""
         started = time.perf_counter()
         msgs = to_messages(messages)
-        if top_logprobs > 0 and not tools:
-            resp = await self._complete_logprobs(
-                msgs, temperature=temperature, max_tokens=max_tokens, top_logprobs=top_logprobs
-            )
-        else:
-            resp = await self._complete(
-                msgs, tools=list(tools or ()), temperature=temperature, max_tokens=max_tokens
-            )
-        return self._account(resp, started, purpose)
+        with self._span("complete", purpose) as span:
+            if top_logprobs > 0 and not tools:
+                resp = await self._complete_logprobs(
+                    msgs, temperature=temperature, max_tokens=max_tokens, top_logprobs=top_logprobs
+                )
+            else:
+                resp = await self._complete(
+                    msgs, tools=list(tools or ()), temperature=temperature, max_tokens=max_tokens
+                )
+            return _traced(span, self._account(resp, started, purpose))
 
     async def parse(
         self,
@@ -294,11 +298,15 @@ class BaseLLM(ABC):
         """
         msgs = to_messages(messages)
         started = time.perf_counter()
-        first = self._account(
-            await self._structured(msgs, schema, temperature=temperature, max_tokens=max_tokens),
-            started,
-            purpose,
-        )
+        with self._span("parse", purpose) as span:
+            first = _traced(
+                span,
+                self._account(
+                    await self._structured(msgs, schema, temperature=temperature, max_tokens=max_tokens),
+                    started,
+                    purpose,
+                ),
+            )
         try:
             return validate_json(schema, first.text), first
         except ValidationError as exc:
@@ -309,11 +317,15 @@ class BaseLLM(ABC):
             ChatMessage(role="user", content=REPAIR_PROMPT.format(schema=schema.__name__, error=error)),
         ]
         started = time.perf_counter()
-        second = self._account(
-            await self._structured(repair, schema, temperature=temperature, max_tokens=max_tokens),
-            started,
-            purpose,
-        )
+        with self._span("parse.repair", purpose) as span:
+            second = _traced(
+                span,
+                self._account(
+                    await self._structured(repair, schema, temperature=temperature, max_tokens=max_tokens),
+                    started,
+                    purpose,
+                ),
+            )
         combined = second.model_copy(
             update={"usage": first.usage + second.usage, "latency_s": first.latency_s + second.latency_s}
         )
@@ -359,6 +371,14 @@ class BaseLLM(ABC):
         )
 
     # -- helpers --------------------------------------------------------------------------------------
+
+    def _span(self, operation: str, purpose: str | None) -> contextlib.AbstractContextManager[Any]:
+        """One model call as a span (``graphrecall.telemetry``), named by the provider-neutral operation."""
+        return telemetry.span(
+            f"graphrecall.llm.{operation}",
+            {"gen_ai.request.model": self.model, "graphrecall.purpose": purpose},
+            kind="client",
+        )
 
     def _account(self, resp: LLMResponse, started: float, purpose: str | None) -> LLMResponse:
         latency = time.perf_counter() - started
@@ -455,8 +475,21 @@ class _LoopThread:
 
 
 def run_sync(coro: Coroutine[Any, Any, R]) -> R:
-    """Run ``coro`` to completion from sync code and return its result (exceptions propagate)."""
+    """Run ``coro`` to completion from sync code and return its result (exceptions propagate); under tracing, in
+    the caller's trace context, so its spans are children of the caller's."""
     if _LoopThread.in_loop_thread():
         coro.close()
         raise RuntimeError("sync LLM helpers cannot be called from inside the LLM event loop; await instead")
-    return asyncio.run_coroutine_threadsafe(coro, _LoopThread.loop()).result()
+    return asyncio.run_coroutine_threadsafe(telemetry.carried(coro), _LoopThread.loop()).result()
+
+
+def _traced(span: Any, resp: LLMResponse) -> LLMResponse:
+    """The call's usage on its span: tokens in and out, and the cost when the price is known."""
+    span.set_attributes(
+        {
+            "gen_ai.usage.input_tokens": resp.usage.input_tokens,
+            "gen_ai.usage.output_tokens": resp.usage.output_tokens,
+            "graphrecall.llm.cost_usd": resp.usage.cost_usd,
+        }
+    )
+    return resp

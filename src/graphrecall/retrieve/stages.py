@@ -8,6 +8,8 @@ thread reads through its own connection (``ScopeDatabase.reader``). Tasks never 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -15,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from graphrecall import telemetry
 from graphrecall.models import Round
 from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
@@ -53,7 +56,12 @@ class StageRunner:
                 return fn(*args)
 
         if self.parallel:
-            job = _executor().submit(timed)
+            # Under tracing the stage's span must be a child of the search's, which lives in this thread's context.
+            job = (
+                _executor().submit(contextvars.copy_context().run, timed)
+                if telemetry.enabled()
+                else _executor().submit(timed)
+            )
             self._started.append(job)
             return job
         done: Future[T] = Future()
@@ -96,9 +104,22 @@ def _executor() -> ThreadPoolExecutor:
         return _EXECUTOR
 
 
+def stage(timings: dict[str, float] | None, name: str) -> contextlib.AbstractContextManager[None]:
+    """Adds the block's wall time (ms) to ``timings[name]``; free when ``timings`` is None. Under tracing the block
+    is also a span, ``graphrecall.search.<name>`` (``graphrecall.telemetry``)."""
+    if telemetry.enabled():
+        return _traced(timings, name)
+    return _timed(timings, name)
+
+
 @contextmanager
-def stage(timings: dict[str, float] | None, name: str) -> Iterator[None]:
-    """Adds the block's wall time (ms) to ``timings[name]``; free when ``timings`` is None."""
+def _traced(timings: dict[str, float] | None, name: str) -> Iterator[None]:
+    with telemetry.span(f"graphrecall.search.{name}"), _timed(timings, name):
+        yield
+
+
+@contextmanager
+def _timed(timings: dict[str, float] | None, name: str) -> Iterator[None]:
     if timings is None:
         yield
         return

@@ -61,6 +61,7 @@ class ApiKey:
     name: str
     sha256: str
     orgs: frozenset[str]
+    shared_write: bool = False
 
     def allows(self, org: str) -> bool:
         return ALL_ORGS in self.orgs or org in self.orgs
@@ -68,10 +69,13 @@ class ApiKey:
 
 @dataclass(frozen=True)
 class Principal:
-    """Who made a request: the key's name (never its secret) and its org grants."""
+    """Who made a request: the key's name (never its secret), its org grants, and whether it may write to the
+    shared scopes of those orgs (user ids starting with ``_``: ``params.is_shared``). Reading a shared scope needs
+    only the org grant, so every user's key of an organisation can search its shared memory with theirs."""
 
     name: str
     orgs: frozenset[str]
+    shared_write: bool = True
 
     def allows(self, org: str) -> bool:
         return ALL_ORGS in self.orgs or org in self.orgs
@@ -97,7 +101,7 @@ class ApiKeyAuth:
         for key, digest in zip(self.keys, self._digests, strict=True):
             if hmac.compare_digest(presented, digest):
                 found = key
-        return None if found is None else Principal(found.name, found.orgs)
+        return None if found is None else Principal(found.name, found.orgs, found.shared_write)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ApiKeyAuth:
@@ -140,7 +144,18 @@ def _parse_entry(entry: Any, where: str) -> ApiKey:
         raise ServerConfigError(
             f'{where}.orgs: a non-empty list of org ids (or "*" for all orgs) is required'
         )
-    return ApiKey(name=name.strip(), sha256=digest.lower(), orgs=frozenset(orgs))
+    shared_write = entry.get("shared_write", False)
+    if not isinstance(shared_write, bool):
+        raise ServerConfigError(f"{where}.shared_write: expected true or false, got {shared_write!r}")
+    return ApiKey(name=name.strip(), sha256=digest.lower(), orgs=frozenset(orgs), shared_write=shared_write)
+
+
+def shared_write_refused(principal_name: str, scope: object) -> str:
+    """Why a key that may read a shared scope was refused a write to it (HTTP 403, MCP's tool error)."""
+    return (
+        f"API key {principal_name!r} may read the shared scope {scope} but not change it (a key needs "
+        '"shared_write": true in the keys file to write shared memory)'
+    )
 
 
 def is_loopback(host: str) -> bool:

@@ -39,8 +39,14 @@ from graphrecall.errors import GraphRecallError
 from graphrecall.memory import Memory
 from graphrecall.models import Scope, validate_identifier
 from graphrecall.operations import Operation, exposed, missing_scope
-from graphrecall.params import validate
-from graphrecall.server.auth import ApiKeyAuth, Principal, ServerConfigError, check_startup
+from graphrecall.params import is_shared, validate
+from graphrecall.server.auth import (
+    ApiKeyAuth,
+    Principal,
+    ServerConfigError,
+    check_startup,
+    shared_write_refused,
+)
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +106,16 @@ class ScopePolicy:
             return f"This server is bound to scope {self.default_scope}; omit org_id and user_id."
         return "Pass org_id and user_id to say whose memory to use."
 
-    def resolve(self, org_id: str | None, user_id: str | None, headers: Mapping[str, str] | None) -> Scope:
-        """The scope for one call, or a ``ToolError`` naming the offending field."""
+    def resolve(
+        self,
+        org_id: str | None,
+        user_id: str | None,
+        headers: Mapping[str, str] | None,
+        *,
+        writes: bool = False,
+    ) -> Scope:
+        """The scope for one call, or a ``ToolError`` naming the offending field. ``writes``: the call changes
+        memory, which a shared scope allows only to a key with ``shared_write``."""
         org = self._pick("org_id", org_id, None if self.default_scope is None else self.default_scope.org_id)
         user = self._pick(
             "user_id", user_id, None if self.default_scope is None else self.default_scope.user_id
@@ -118,6 +132,10 @@ class ScopePolicy:
                 )
             if not principal.allows(org):
                 raise ToolError(f"forbidden: API key {principal.name!r} may not use org_id {org!r}")
+            scope = Scope(org_id=org, user_id=user)
+            if writes and is_shared(scope) and not principal.shared_write:
+                raise ToolError(f"forbidden: {shared_write_refused(principal.name, scope)}")
+            return scope
         return Scope(org_id=org, user_id=user)
 
     @staticmethod
@@ -184,7 +202,7 @@ def spec_tool(op: Operation[Any], memory: Memory, policy: ScopePolicy) -> Callab
     async def tool(
         ctx: Context[Any, Any], org_id: str | None = None, user_id: str | None = None, **values: Any
     ) -> Any:
-        scope = policy.resolve(org_id, user_id, _headers(ctx))
+        scope = policy.resolve(org_id, user_id, _headers(ctx), writes=op.writes)
         return await _blocking(functools.partial(run, scope, values))
 
     keyword = inspect.Parameter.KEYWORD_ONLY

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, MutableMapping
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -20,6 +20,8 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from graphrecall import telemetry
+from graphrecall.models import Scope
 from graphrecall.server.auth import ApiKeyAuth, Principal
 from graphrecall.server.errors import error_response
 from graphrecall.server.metrics import Metrics
@@ -90,7 +92,10 @@ class AccessLogMiddleware:
 
         self.metrics.request_started()
         try:
-            await self.app(asgi, receive, send_wrapper)
+            if telemetry.enabled():
+                await self._traced(asgi, receive, send_wrapper, lambda: status)
+            else:
+                await self.app(asgi, receive, send_wrapper)
         finally:
             elapsed = time.perf_counter() - started
             self.metrics.observe(asgi["method"], self.routes.of(asgi), status, elapsed)
@@ -105,6 +110,38 @@ class AccessLogMiddleware:
                 elapsed * 1000,
                 principal.name if isinstance(principal, Principal) else "-",
             )
+
+    async def _traced(self, asgi: AsgiScope, receive: Receive, send: Send, status: Callable[[], int]) -> None:
+        """The request as a server span (``graphrecall.telemetry``), the child of the caller's when its
+        ``traceparent`` header names one. Named by the route template; the path itself is not recorded (it holds
+        the user id): the scope appears as its organisation and a hash."""
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in asgi.get("headers", [])}
+        method = asgi["method"]
+        with (
+            telemetry.attached(telemetry.extract_context(headers)),
+            telemetry.span(f"{method}", {"http.request.method": method}, kind="server") as span,
+        ):
+            try:
+                await self.app(asgi, receive, send)
+            finally:
+                route = self.routes.of(asgi)
+                span.update_name(f"{method} {route}")
+                span.set_attribute("http.route", route)
+                span.set_attribute("http.response.status_code", status())
+                scope = scope_of_path(asgi["path"])
+                if scope is not None:
+                    span.set_attributes(telemetry.scope_attributes(scope))
+
+
+def scope_of_path(path: str) -> Scope | None:
+    """The user scope of ``/v1/scopes/{org}/{user}/...``, when the path names a valid one."""
+    parts = path.split("/")
+    if len(parts) > 4 and parts[1] == "v1" and parts[2] == "scopes":
+        try:
+            return Scope(org_id=parts[3], user_id=parts[4])
+        except ValueError:
+            return None
+    return None
 
 
 class AuthMiddleware:

@@ -24,7 +24,8 @@ from graphrecall.errors import NotAvailable, NotFound
 from graphrecall.memory import Memory
 from graphrecall.models import IngestResult, Scope, validate_identifier
 from graphrecall.operations import Operation, exposed, missing_scope
-from graphrecall.params import Params, validate
+from graphrecall.params import Params, is_shared, validate
+from graphrecall.server.auth import shared_write_refused
 from graphrecall.server.errors import ApiError
 from graphrecall.server.metrics import Metrics
 from graphrecall.server.middleware import principal_of
@@ -119,6 +120,7 @@ class OperationRoutes:
         signature = [
             inspect.Parameter("scope", keyword, annotation=Annotated[Scope, Depends(user_scope)]),
             inspect.Parameter("response", keyword, annotation=Response),
+            inspect.Parameter("request", keyword, annotation=Request),
         ]
         for name in in_path:
             field = op.params.model_fields[name]
@@ -134,12 +136,16 @@ class OperationRoutes:
             body = op.params if not in_path else _part(op.params, rest, "Request")
             signature.append(inspect.Parameter("body", keyword, annotation=Annotated[body, Body()]))
 
-        async def endpoint(scope: Scope, response: Response, **given: Any) -> Any:
+        async def endpoint(scope: Scope, response: Response, request: Request, **given: Any) -> Any:
             values = {n: given[n] for n in in_path}
             for part in ("query", "body"):
                 if part in given:
                     values |= {n: getattr(given[part], n) for n in rest}
             p = validate(op.params, values)  # path parameters are checked here; 422 naming them
+            if op.writes and is_shared(scope):
+                principal = principal_of(request.scope)
+                if principal is not None and not principal.shared_write:
+                    raise ApiError(403, "forbidden", shared_write_refused(principal.name, scope))
             result = await self.call(self._invoke, op, scope, p)  # one thread hop: under load each hop queues
             if isinstance(result, IngestResult):
                 self.metrics.ingest(result)

@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from graphrecall import telemetry
 from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS, RERANKER_HELP
 from graphrecall.errors import InvalidInput
 from graphrecall.remote import discovery
 from graphrecall.server.auth import ALL_ORGS, ApiKey, ApiKeyAuth, ServerConfigError, check_startup, hash_key
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
+from graphrecall.server.webhooks import WEBHOOKS_ENV, dispatcher_from_settings
 
 if TYPE_CHECKING:
     from graphrecall.embed import Embedder
@@ -90,6 +92,7 @@ def run_server(args: argparse.Namespace) -> None:
     if log_level not in LOG_LEVELS:
         raise ServerConfigError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     configure_logging(log_level)
+    telemetry.configure_from_env()  # OTEL_*: off unless asked for (graphrecall.telemetry)
     embedder = server_embedder(
         getattr(args, "embedder", None),
         batching=bool(getattr(args, "embed_batching", True)),
@@ -111,12 +114,18 @@ def run_server(args: argparse.Namespace) -> None:
             else None,
             on_stop=lambda: discovery.remove(root),
         )
+        hooks = dispatcher_from_settings(getattr(args, "webhooks", None), memory.root)
+        if hooks is not None:
+            memory.subscribe(hooks.sink)
+            hooks.start()  # also sends what an earlier server left in the outbox
         announce(mode, root=str(root), host=host, port=port)
         try:
             # uvicorn's access log prints query strings (users' search text); ours logs paths only.
             uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level, server_header=False)
         finally:
             discovery.remove(root)
+            if hooks is not None:
+                hooks.close()
 
 
 LOCAL_KEY_NAME = "server-file"
@@ -131,7 +140,8 @@ def with_local_key(auth: ApiKeyAuth | None, key: str | None) -> ApiKeyAuth | Non
     name = next(
         n for n in (LOCAL_KEY_NAME, *(f"{LOCAL_KEY_NAME}-{i}" for i in range(1, 99))) if n not in taken
     )
-    return ApiKeyAuth([*auth.keys, ApiKey(name=name, sha256=hash_key(key), orgs=frozenset({ALL_ORGS}))])
+    local = ApiKey(name=name, sha256=hash_key(key), orgs=frozenset({ALL_ORGS}), shared_write=True)
+    return ApiKeyAuth([*auth.keys, local])
 
 
 def announce_to_commands(root: Path, url: str, key: str | None) -> None:
@@ -197,6 +207,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"largest request body accepted, in bytes (default: {DEFAULT_MAX_BODY_BYTES})",
     )
     p.add_argument("--reranker", default=None, metavar="SPEC", help=RERANKER_HELP)
+    p.add_argument(
+        "--webhooks",
+        default=None,
+        metavar="FILE",
+        help=f"webhook endpoints per organisation (JSON or TOML; docs/http-api.md, 'Webhooks'); default ${WEBHOOKS_ENV}",
+    )
     p.add_argument(
         "--embed-batching",
         action=argparse.BooleanOptionalAction,

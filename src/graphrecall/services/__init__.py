@@ -20,6 +20,7 @@ from pathlib import Path
 
 from graphrecall.config import ConsolidationConfig, RetrievalConfig, Settings
 from graphrecall.embed import Embedder
+from graphrecall.events import EventHub
 from graphrecall.extract.extractor import ExtractionConfig
 from graphrecall.llm import LLM
 from graphrecall.models import IngestResult, Scope
@@ -71,6 +72,7 @@ class Services:
             flush_slots=settings.flush_concurrency,
         )
         self.access = ScopeAccess(pool, logs)
+        self.events = EventHub()  # graphrecall.events: what changed, for Memory.subscribe
         self.writer = Writer(embedder, logs, passage_from_chars=settings.passage_from_chars)
         self.recall = Recall(
             pool,
@@ -79,11 +81,13 @@ class Services:
             retrieval,
             reranker if reranker is not None else load_reranker(settings.reranker, llm),
         )
-        self.writing = WritingService(self.access, self.writer, embedder)
-        self.knowledge = KnowledgeService(self.access, embedder, root, llm, extraction, consolidation)
+        self.writing = WritingService(self.access, self.writer, embedder, self.events)
+        self.knowledge = KnowledgeService(
+            self.access, embedder, root, llm, extraction, consolidation, hub=self.events
+        )
         self.history = HistoryService(self.access, embedder, self.knowledge.jobs)
         self.importing = ImportService(self.access, self.writing, embedder)
-        self.erasure = ErasureService(self.access, self.writer, self.knowledge)
+        self.erasure = ErasureService(self.access, self.writer, self.knowledge, self.events)
         self.answering = AnsweringService(self.knowledge)
 
     def add_session(self, scope: Scope, p: AddSessionParams) -> IngestResult:

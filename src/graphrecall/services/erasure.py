@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from graphrecall.errors import NotFound
+from graphrecall.events import EventHub
 from graphrecall.models import Erasure, Scope
 from graphrecall.params import EraseParams
 from graphrecall.services.access import ScopeAccess
@@ -28,6 +29,7 @@ class ErasureService:
     access: ScopeAccess
     writer: Writer
     knowledge: KnowledgeService
+    hub: EventHub = dataclasses.field(default_factory=EventHub)
 
     def erase(self, scope: Scope, p: EraseParams) -> Erasure:
         """Unknown ids raise ``NotFound`` before anything is deleted; ``dry_run`` reports the same lists."""
@@ -55,11 +57,17 @@ class ErasureService:
             if not p.dry_run and not plan.empty():
                 erase_store.apply(db, plan)
                 self.knowledge.forget(scope, plan.sessions)
-        return Erasure(scope=scope, dry_run=p.dry_run, **dataclasses.asdict(plan))
+        erased = Erasure(scope=scope, dry_run=p.dry_run, **dataclasses.asdict(plan))
+        if not p.dry_run and not plan.empty():
+            self.hub.emit("memory.erased", scope, **{k: len(v) for k, v in dataclasses.asdict(plan).items()})
+        return erased
 
     def forget(self, scope: Scope) -> bool:
         """Erase a scope entirely (its database, derived indexes and write log); whether anything was stored."""
         resident = self.access.resident(scope)  # all it holds is in its log
         self.access.logs.drop(scope)
         self.knowledge.forget(scope)
-        return self.access.pool.drop(scope) or resident
+        erased = self.access.pool.drop(scope) or resident
+        if erased:
+            self.hub.emit("scope.erased", scope)
+        return erased

@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from graphrecall import telemetry
 from graphrecall.config import ConsolidationConfig
 from graphrecall.embed import Embedder
 from graphrecall.errors import InvalidInput, NotAvailable, NotFound, StorageFull
+from graphrecall.events import EventHub
 from graphrecall.extract.consolidate import Consolidator
 from graphrecall.extract.extractor import ExtractionConfig, Extractor
 from graphrecall.extract.known import KnownFact, plan_known_fact
@@ -83,6 +85,7 @@ class KnowledgeService:
     llm: LLM | None
     extraction: ExtractionConfig
     consolidation: ConsolidationConfig
+    hub: EventHub = field(default_factory=EventHub)
     _guard: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _queue: ExtractionQueue | None = field(default=None, init=False, repr=False)
 
@@ -130,6 +133,22 @@ class KnowledgeService:
             if session_id in result.retry_later:  # the LLM could not answer now: not the session's fault
                 raise RetryLater(reason)
             raise RuntimeError(reason)
+
+    def _extracted(self, scope: Scope, session_id: str, one: ExtractionResult) -> None:
+        """``extraction.done`` or ``extraction.failed`` for one session, once its outcome is written."""
+        if one.sessions_done:
+            self.hub.emit(
+                "extraction.done",
+                scope,
+                session_id=session_id,
+                facts_added=one.facts_added,
+                facts_superseded=one.facts_superseded,
+                events_added=one.events_added,
+            )
+        elif one.sessions_failed:
+            self.hub.emit(
+                "extraction.failed", scope, session_id=session_id, retry_later=session_id in one.retry_later
+            )
 
     def require_llm(self, what: str = "extraction needs an LLM") -> LLM:
         if self.llm is None:
@@ -196,8 +215,18 @@ class KnowledgeService:
                 queue = self._existing_queue()
                 total = ExtractionResult()
                 for i, sid in enumerate(todo, start=1):
-                    one = extractor.extract_session(db, sid)
+                    with telemetry.span(
+                        "graphrecall.extraction.session", telemetry.scope_attributes(scope)
+                    ) as span:
+                        one = extractor.extract_session(db, sid)
+                        span.set_attributes(
+                            {
+                                "graphrecall.facts_added": one.facts_added,
+                                "graphrecall.failed": bool(one.sessions_failed),
+                            }
+                        )
                     total = total + one
+                    self._extracted(scope, sid, one)
                     if one.sessions_done and queue is not None:
                         queue.settle(
                             scope, sid, asked_before=started
@@ -230,6 +259,8 @@ class KnowledgeService:
             replaced = v.target.id if v.target is not None else None
             stored = replaced if v.decision == "DUPLICATE" and replaced is not None else plan.row.id
             fact = fq.get_facts(db, [stored])[stored]
+        if v.decision in ("UPDATE", "CONTRADICT") and replaced is not None:
+            self.hub.emit("fact.superseded", scope, fact_id=replaced, superseded_by=stored, by="add_fact")
         return AddedFact(
             fact=fact,
             decision=v.decision,
@@ -254,7 +285,14 @@ class KnowledgeService:
             plan = consolidator.plan(db, summaries=p.summaries, now=utcnow())
             if not p.dry_run:
                 consolidator.apply(db, plan)
-        return plan.result(scope, dry_run=p.dry_run, llm=model, since=since)
+        result = plan.result(scope, dry_run=p.dry_run, llm=model, since=since)
+        if not p.dry_run:
+            for merge in result.merges:
+                for old in merge.superseded:
+                    self.hub.emit(
+                        "fact.superseded", scope, fact_id=old, superseded_by=merge.kept_id, by="consolidate"
+                    )
+        return result
 
     def supersede(self, scope: Scope, p: SupersedeParams) -> Fact:
         """``old_id`` superseded by ``new_id`` by hand: ``valid_to`` by ``superseded_until``, ``expired_at`` now,
@@ -284,7 +322,9 @@ class KnowledgeService:
                 fq.supersede(
                     txn, fq.Supersession(p.old_id, p.new_id, superseded_until(old, new, now), now, p.reason)
                 )
-            return fq.get_facts(db, [p.old_id])[p.old_id]
+            replaced = fq.get_facts(db, [p.old_id])[p.old_id]
+        self.hub.emit("fact.superseded", scope, fact_id=p.old_id, superseded_by=p.new_id, by="supersede")
+        return replaced
 
     # -- reads -------------------------------------------------------------------------------------------------
     def facts(self, scope: Scope, p: FactsParams) -> list[Fact]:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from graphrecall.embed import Embedder
 from graphrecall.embed.passages import passage_chars, passage_vectors
 from graphrecall.errors import NotFound
+from graphrecall.events import EventHub
 from graphrecall.models import IngestResult, Message, Scope
 from graphrecall.params import (
     AddMessagesParams,
@@ -45,6 +46,19 @@ class WritingService:
     access: ScopeAccess
     writer: Writer
     embedder: Embedder
+    hub: EventHub = field(default_factory=EventHub)
+
+    def _stored(self, scope: Scope, session_ids: list[str], result: IngestResult) -> IngestResult:
+        """``session.stored`` once a write is acknowledged, when it added anything (``graphrecall.events``)."""
+        if result.sessions_added or result.messages_added:
+            self.hub.emit(
+                "session.stored",
+                scope,
+                session_ids=session_ids,
+                sessions_added=result.sessions_added,
+                messages_added=result.messages_added,
+            )
+        return result
 
     def _write(self, scope: Scope, run: Callable[[ScopeDatabase], IngestResult]) -> IngestResult:
         """``run`` one write under the scope's write lock, against its database or, while the scope lives in its
@@ -66,7 +80,8 @@ class WritingService:
         total = IngestResult()
         for start in range(0, len(items), p.batch_sessions):
             batch = items[start : start + p.batch_sessions]
-            total = total + self._write(scope, functools.partial(self.writer.write, scope=scope, batch=batch))
+            done = self._write(scope, functools.partial(self.writer.write, scope=scope, batch=batch))
+            total = total + self._stored(scope, [sid for sid, _, _ in batch], done)
             if progress is not None:
                 progress(min(start + p.batch_sessions, len(items)), len(items))
         return total
@@ -94,7 +109,7 @@ class WritingService:
                 db, scope, [(p.session_id, numbered, p.date)], start_idx={p.session_id: start}
             )
 
-        return self._write(scope, append)
+        return self._stored(scope, [p.session_id], self._write(scope, append))
 
     def flush_all(self) -> None:
         self.access.logs.flush_all()

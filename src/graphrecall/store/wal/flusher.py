@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from graphrecall import telemetry
 from graphrecall.config import FLUSH_MAX_AGE_S
 from graphrecall.errors import GraphRecallError
 from graphrecall.store.wal.entry import WriteEntry
@@ -224,7 +225,8 @@ class Flusher:
     def _apply(self, batch: Sequence[WriteEntry], *, raise_errors: bool) -> None:
         first, last = batch[0].seq, batch[-1].seq
         try:
-            self.apply(batch)
+            with telemetry.span("graphrecall.flush", {"graphrecall.entries": len(batch)}):
+                self.apply(batch)
         except Exception as e:
             self._forget_applied()  # a failed write may have cost Kuzu its uncheckpointed commits too
             self._failed(e, (first, last))
