@@ -138,7 +138,8 @@ def test_the_server_file_is_private_and_its_key_opens_every_org_under_its_own_na
     ok = httpx.get(url, params={"query": "x"}, headers={"Authorization": f"Bearer {found.key}"}, timeout=30)
     assert ok.status_code == 200  # every organisation: whoever reads the file can read the root anyway
     deadline = time.monotonic() + 10
-    while "key=server-file" not in (log := served.log()):  # the access log names the key (lines follow responses)
+    # The access log names the key of each request; its lines follow the responses.
+    while "key=server-file" not in (log := served.log()):
         assert time.monotonic() < deadline, log[-2000:]
         time.sleep(0.05)
     assert "authentication: 1 API key(s)" in log  # what the operator configured
