@@ -296,3 +296,24 @@ def test_with_an_llm_configured_a_session_with_new_turns_is_queued_for_extractio
     assert (job.scope, job.session_id, job.status) == (PROJECT, "0a1b2c3d-first", "pending")
     assert hook("stop", hook_input("stop", t)) == (0, "", "")  # nothing new: not queued again
     assert [j.updated_at for j in jobs()] == [job.updated_at]
+
+
+def test_a_prompt_in_a_repository_reads_the_users_memory_and_the_projects_together(
+    hook: Hook, tmp_path: Path, repo: Path
+) -> None:
+    elsewhere = Transcript(tmp_path / "plain.jsonl", "s-plain", tmp_path / "notes")
+    elsewhere.user("Remember that I always want type hints on every function signature.")
+    elsewhere.say("Noted: type hints on every function signature.")
+    assert hook("stop", hook_input("stop", elsewhere))[0] == 0  # outside a repository: the user's scope
+    hook("stop", hook_input("stop", first_session(tmp_path, repo)))  # in it: the project's
+    second = Transcript(tmp_path / "two.jsonl", "9f8e7d6c-second", repo)
+    out = hook(
+        "prompt", hook_input("prompt", second, prompt="type hints on every function signature"), "--plain"
+    )[1]
+    assert "type hints on every function signature" in out
+    out = hook(
+        "prompt",
+        hook_input("prompt", second, prompt="integration tests hang when Postgres is not ready"),
+        "--plain",
+    )[1]
+    assert "wait_for_postgres" in out

@@ -3,8 +3,9 @@ through the same operations of the table, so a hook does the same whichever runs
 
 - ``session_start``: the user's profile, the project's, and the project's latest sessions (the current one left
   out), within a budget. Nothing here embeds: it never loads the model.
-- ``prompt``: the hits for the prompt whose similarity reaches the measured threshold (``hooks.relevance``), within
-  a small budget; nothing at all when none does, or when the scope holds nothing (then not even the model loads).
+- ``prompt``: the hits for the prompt, in the user's memory and the project's together (``also``), whose similarity
+  reaches the measured threshold (``hooks.relevance``), within a small budget; nothing at all when none does, or
+  when neither scope holds anything (then not even the model loads).
 - ``ingest`` (stop, session-end, pre-compact): the transcript's lines not stored yet (``hooks.transcript`` from the
   session's cursor, ``hooks.state``), appended to the session with ``add_messages`` (idempotent by message id);
   the cursor moves once the store acknowledged them.
@@ -109,14 +110,13 @@ def prompt(backend: Backend, scopes: HookScopes, payload: HookInput, budget: int
     text = (payload.prompt or "").strip()
     if not text:
         return ""
-    hits = []
-    for scope in scopes.reads:
-        held = _stats(backend, scope)
-        if held.rounds == 0:
-            continue
-        threshold = threshold_for(held.embedder_id)
-        found = backend.call(ops.SEARCH, scope, SearchParams(query=text[:MAX_QUERY_CHARS], k=PROMPT_HITS))
-        hits += [h for h in found if relevant(h.signals, threshold)]
+    held = [s for s in (_stats(backend, scope) for scope in scopes.reads) if s.rounds]
+    if not held:  # nothing to search: not even the model is loaded
+        return ""
+    threshold = threshold_for(held[0].embedder_id)
+    p = SearchParams(query=text[:MAX_QUERY_CHARS], k=PROMPT_HITS, also=scopes.also)
+    found = backend.call(ops.SEARCH, scopes.user, p)
+    hits = [h for h in found if relevant(h.signals, threshold)]
     where = f"project {scopes.project_name}" if scopes.project_name else str(scopes.memory)
     return render.prompt(hits, where=where, budget=budget)
 

@@ -1,10 +1,11 @@
 """Whose memory a hook reads and writes: the user's scope, and the project's, named after the git root of ``cwd``.
 
 A coding session is about a repository more than about a person, so its transcript is stored in the project's scope
-(``<org>/_project-<name>``, ``<name>`` the git root's directory name) and read back there by every session in that
-repository; outside a repository it goes to the user's scope. The user's scope holds what is known about the user
-(their profile). ``HookScopes.reads`` is the one place that says which scopes a hook reads: today the project's
-alone; when one search covers several scopes (issue 29, item 2) it becomes both, and nothing else changes.
+(``<org>/_project-<name>``, ``<name>`` the git root's directory name: a shared scope, ``params.is_shared``, which
+every key of the organisation may read and only a key with ``shared_write`` may change) and read back there by every
+session in that repository; outside a repository it goes to the user's scope. The user's scope holds what is known
+about the user (their profile). A prompt's context is searched in the user's scope together with the project's
+(``HookScopes.also``: the shared scopes one search reads beside the user's).
 
 The git root is found by walking up from ``cwd`` to a directory holding ``.git`` (a directory, or the file a
 worktree or submodule has), without running git: a hook runs on every prompt and must not pay a process start.
@@ -35,8 +36,13 @@ class HookScopes:
 
     @property
     def reads(self) -> list[Scope]:
-        """The scopes a prompt's context is searched in (see the module docstring)."""
-        return [self.memory]
+        """Every scope a prompt's context is searched in: the user's, and the project's."""
+        return [self.user, *([self.project] if self.project else [])]
+
+    @property
+    def also(self) -> list[str]:
+        """The shared scopes searched together with the user's (``SearchParams.also``)."""
+        return [self.project.user_id] if self.project else []
 
 
 def git_root(cwd: Path) -> Path | None:
