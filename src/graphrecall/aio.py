@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -129,10 +129,12 @@ class AsyncMemory:
         (hand the event over with ``loop.call_soon_threadsafe`` to await anything)."""
         return self.memory.subscribe(sink)
 
-    def recall(self, scope: ScopeLike, question_date: When = None) -> AsyncScopeRecall:
+    def recall(
+        self, scope: ScopeLike, question_date: When = None, also: Sequence[str] = ()
+    ) -> AsyncScopeRecall:
         """``Memory.recall`` for async callers: the view's reads are awaited (making the view itself blocks on
         nothing: it parses the date and holds it)."""
-        return AsyncScopeRecall(self.memory.recall(scope, question_date))
+        return AsyncScopeRecall(self.memory.recall(scope, question_date, also))
 
     # ingest
     add_session = _threaded(Memory.add_session)
@@ -164,6 +166,9 @@ class AsyncMemory:
     wait_for_extraction = _threaded(Memory.wait_for_extraction)
     add_fact = _threaded(Memory.add_fact)
     consolidate = _threaded(Memory.consolidate)
+    maintain = _threaded(Memory.maintain)
+    report = _threaded(Memory.report)
+    dataset = _threaded(Memory.dataset)
     supersede = _threaded(Memory.supersede)
     facts = _threaded(Memory.facts)
     history = _threaded(Memory.history)

@@ -233,6 +233,23 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("forget", parents=[common, scope, as_json, client], help=_help(ops.FORGET))
     s.add_argument("--yes", action="store_true", help="confirm: the scope's data is deleted for good")
 
+    for op in (ops.MAINTAIN, ops.REPORT):
+        s = sub.add_parser(op.name, parents=[common, as_json], help=_help(op))
+        s.add_argument(
+            "--org", help="organisation id (alone: every scope of that organisation; neither: every scope)"
+        )
+        s.add_argument("--user", help="user id (needs --org)")
+        params.add_arguments(s, op.params)
+        if op is ops.MAINTAIN:
+            add_llm_options(s)  # optional here: without a model, maintenance consolidates without summaries
+
+    s = sub.add_parser("dataset", parents=[common, scope, as_json], help=_help(ops.DATASET))
+    params.add_arguments(s, ops.DATASET.params)
+    s.add_argument(
+        "-o", "--output", type=Path, help="write the records here, one JSON object per line; default stdout"
+    )
+    add_llm_options(s)
+
     s = sub.add_parser("backfill-passages", parents=[common, as_json], help=_help(ops.BACKFILL_PASSAGES))
     s.add_argument(
         "--org", help="organisation id (alone: every scope of that organisation; neither: every scope)"
@@ -726,6 +743,95 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_maintain(args: argparse.Namespace) -> int:
+    """Every selected scope that is due (changed, then idle), for cron; a model when one is configured."""
+    p = params.from_cli(ops.MAINTAIN.params, args)
+    wants_llm = bool(args.llm or os.environ.get("GRAPHRECALL_LLM", "").strip())
+    llm = llm_from_args(args, "maintenance summaries") if wants_llm else None
+    done = []
+    with open_memory(args) as mem:
+        if llm is not None:
+            mem.llm = llm
+        budget = p.max_llm_calls  # for the whole run, not per scope
+        for scope in selected_scopes(mem, args):
+            m = mem.maintain(scope, **p.model_dump(exclude={"max_llm_calls"}), max_llm_calls=budget)
+            budget -= m.run.llm_calls if m.run is not None else 0
+            done.append(m)
+    if args.json:
+        print_json([m.model_dump(mode="json") for m in done])
+        return EXIT_OK
+    for m in done:
+        if m.run is not None:
+            r = m.run
+            print(
+                f"{m.scope}: backed up to {r.backup}; {r.facts_merged} facts merged, {r.event_links} event links, "
+                f"{r.summaries} summaries, {r.llm_calls} LLM calls"
+                + (f", {r.deferred} deferred" if r.deferred else "")
+            )
+        else:
+            print(f"{m.scope}: {m.reason}")
+    if not done:
+        print(f"no scopes under {root_of(args)}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_dataset(args: argparse.Namespace) -> int:
+    """Records as JSON lines (a file or stdout); a summary on stderr, or with ``--json`` the whole result."""
+    scope = scope_of(args)
+    p = params.from_cli(ops.DATASET.params, args)
+    llm = llm_from_args(args, "dataset --generate") if p.generate else None
+    with open_memory(args) as mem:
+        require_scope(mem, scope)
+        found = mem.dataset(scope, **p.model_dump(), llm=llm)
+    if args.json:
+        print_json(found.model_dump(mode="json"))
+        return EXIT_OK
+    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in found.records)
+    if args.output is not None:
+        args.output.write_text(lines, encoding="utf-8")
+        where = str(args.output)
+    else:
+        sys.stdout.write(lines)
+        where = "stdout"
+    rejected = f"; {found.rejected} generated pairs dropped by the check" if found.rejected else ""
+    notice(f"{len(found.records)} {found.format} records from {scope} -> {where}{rejected}")
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    p = params.from_cli(ops.REPORT.params, args)
+    with open_memory(args) as mem:
+        reports = [mem.report(scope, **p.model_dump()) for scope in selected_scopes(mem, args)]
+    if args.json:
+        print_json([r.model_dump(mode="json") for r in reports])
+        return EXIT_OK
+    for r in reports:
+        s = r.stats
+        ms = "-" if r.search_p50_ms is None else f"{r.search_p50_ms:.0f}/{r.search_p95_ms:.0f} ms"
+        abst = "-" if r.abstention_rate is None else f"{r.abstention_rate:.0%} of {r.answers}"
+        jobs = ", ".join(f"{k} {v}" for k, v in sorted(r.extraction.items())) or "none"
+        last = r.maintenance[-1] if r.maintenance else None
+        print(f"{r.scope}")
+        print(
+            f"  now        {s.sessions} sessions, {s.messages} messages, {s.facts} facts, {disk_size(s.disk_bytes)}"
+        )
+        if len(r.growth) > 1:
+            first = r.growth[0]
+            print(
+                f"  growth     since {minute(first.at)}: +{s.sessions - first.sessions} sessions, "
+                f"+{s.facts - first.facts} facts ({len(r.growth)} changes seen)"
+            )
+        print(f"  extraction {jobs}")
+        print(f"  searches   {r.searches} (p50/p95 {ms}); answers abstained: {abst}")
+        print(
+            f"  maintained {len(r.maintenance)} times"
+            + (f", last {minute(last.at)}: {last.facts_merged} facts merged" if last else "")
+        )
+    if not reports:
+        print(f"no scopes under {root_of(args)}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_backfill_passages(args: argparse.Namespace) -> int:
     """One scope (``--org`` and ``--user``), an organisation's scopes (``--org``) or every scope: an upgrade is
     usually for the whole store, and a loop over ``stats --json`` is not what an operator should have to write."""
@@ -934,6 +1040,9 @@ COMMANDS = {
     "import": cmd_import,
     "forget": cmd_forget,
     "backfill-passages": cmd_backfill_passages,
+    "maintain": cmd_maintain,
+    "dataset": cmd_dataset,
+    "report": cmd_report,
     "reembed": cmd_reembed,
     "serve": cmd_serve,
     "shard-config": cmd_shard_config,

@@ -19,6 +19,8 @@ from typing import Any, Generic, TypeVar, cast
 
 from graphrecall import operations as ops
 from graphrecall.config import ConsolidationConfig, RetrievalConfig, Settings
+from graphrecall.dataset import Dataset, DatasetFormat
+from graphrecall.dataset import build as build_dataset
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
 from graphrecall.events import EventSink
 from graphrecall.extract.extractor import ExtractionConfig
@@ -38,10 +40,12 @@ from graphrecall.models import (
     HitKind,
     ImportResult,
     IngestResult,
+    Maintenance,
     Message,
     Profile,
     Scope,
     ScopeExport,
+    ScopeReport,
     ScopeStats,
     Session,
     SessionInput,
@@ -212,9 +216,10 @@ class Memory:
         ``also``: shared scopes of the organisation (``Scope("acme", "_shared")`` or ``"_shared"``) searched with
         it, the hits fused into one ranking, each hit's ``scope`` saying where it came from."""
         s, p = self._check(ops.SEARCH, scope, locals())
-        return self.recall(s, p.question_date, p.also).search(
-            p.query, p.k, kinds=tuple(p.kinds), time_range=time_range, as_of=p.as_of
-        )
+        with self._s.usage.search(s):
+            return self.recall(s, p.question_date, p.also).search(
+                p.query, p.k, kinds=tuple(p.kinds), time_range=time_range, as_of=p.as_of
+            )
 
     def context(
         self, scope: ScopeLike, query: str, token_budget: int = 2000, *, k: int = 30, question_date: When = None,
@@ -224,9 +229,10 @@ class Memory:
         chronological; ``include_profile`` puts the profile first, within a third of the budget. ``also``: as in
         ``search``; a shared scope's sessions are headed with its name (``_team/s1``)."""
         s, p = self._check(ops.CONTEXT, scope, locals())
-        return self.recall(s, p.question_date, p.also).context(
-            p.query, p.token_budget, k=p.k, include_profile=p.include_profile
-        )
+        with self._s.usage.search(s):
+            return self.recall(s, p.question_date, p.also).context(
+                p.query, p.token_budget, k=p.k, include_profile=p.include_profile
+            )
 
     def profile(
         self,
@@ -250,7 +256,9 @@ class Memory:
         whether it abstained, cited evidence, tool trace, usage. The model is ``llm``, else this Memory's, else
         ``GRAPHRECALL_LLM``; with none, ``NotAvailable``."""
         s, p = self._check(ops.ANSWER, scope, locals())
-        return self._s.answering.answer(self.recall(s, p.question_date, p.also), p, llm)
+        answer = self._s.answering.answer(self.recall(s, p.question_date, p.also), p, llm)
+        self._s.usage.answered(s, abstained=answer.abstained)
+        return answer
 
     # -- history: services.history, services.importing, services.erasure ----------------------------------------------
     def stats(self, scope: ScopeLike) -> ScopeStats:
@@ -342,6 +350,38 @@ class Memory:
         entities they name, and with ``summaries`` write a dated summary per old window (docs/months.md)."""
         s, p = self._check(ops.CONSOLIDATE, scope, locals())
         return self._s.knowledge.consolidate(s, p, llm)
+
+    def maintain(
+        self, scope: ScopeLike, *, dry_run: bool = False, force: bool = False, idle_s: float = 1800.0,
+        max_llm_calls: int = 20, keep_backups: int = 5,
+    ) -> Maintenance:  # fmt: skip
+        """When the scope changed since its last maintenance and has been idle for ``idle_s``: a backup (a
+        whole-scope export under ``<root>/backups``), then ``consolidate`` (summaries too with an LLM), within
+        ``max_llm_calls``. ``graphrecall serve --maintain`` runs it by itself (``services.maintenance``)."""
+        s, p = self._check(ops.MAINTAIN, scope, locals())
+        return self._s.maintenance.maintain(s, p)
+
+    def report(self, scope: ScopeLike, *, since_hours: float | None = None) -> ScopeReport:
+        """How the scope grew and is used: counts now and over time, extraction jobs by status, search latency
+        (p50/p95), answers and abstentions, maintenance runs."""
+        s, p = self._check(ops.REPORT, scope, locals())
+        return self._s.report(s, p)
+
+    def dataset(
+        self, scope: ScopeLike, *, format: DatasetFormat = "qa", generate: bool = False, limit: int | None = None,
+        llm: LLM | None = None,
+    ) -> Dataset:  # fmt: skip
+        """Records built from the scope's memory for fine-tuning or evaluating an assistant, each citing its
+        sessions and messages (``graphrecall.dataset``): ``chat``, ``qa`` or ``graph``. ``generate``: qa pairs
+        written by the LLM (``llm``, else this Memory's) and kept only when its check finds them supported."""
+        s, p = self._check(ops.DATASET, scope, locals())
+        model = (
+            self._s.knowledge.require_llm("generated questions need an LLM")
+            if p.generate and llm is None
+            else llm
+        )
+        return build_dataset(self._s.history.export_scope(s), p.format, llm=model if p.generate else None,
+                             limit=p.limit)  # fmt: skip
 
     def supersede(self, scope: ScopeLike, old_id: str, new_id: str, *, reason: str = "manual") -> Fact:
         """Mark ``old_id`` as superseded by ``new_id`` by hand; returns the updated old fact."""

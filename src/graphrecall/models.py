@@ -617,3 +617,60 @@ class ImportResult(BaseModel):
     entities: int = 0
     relations: int = 0
     graph_skipped: bool = False
+
+
+class MaintenanceRun(BaseModel):
+    """One maintenance of a scope: where its backup went and what consolidation changed, at what model cost."""
+
+    at: datetime
+    backup: str = Field(
+        description="the whole-scope export written before anything changed (graphrecall import)"
+    )
+    facts_merged: int = Field(
+        default=0, description="duplicate facts superseded by the fact that absorbed them"
+    )
+    event_links: int = 0
+    summaries: int = 0
+    deferred: int = Field(default=0, description="clusters or windows left for a later run (the LLM budget)")
+    errors: int = 0
+    llm_calls: int = 0
+    cost_usd: float = 0.0
+
+
+class Maintenance(BaseModel):
+    """What ``Memory.maintain`` did to a scope, or why it did nothing (``reason``)."""
+
+    scope: Scope
+    ran: bool
+    dry_run: bool = False
+    reason: str
+    run: MaintenanceRun | None = None
+    consolidation: Consolidation | None = None
+
+
+class GrowthPoint(BaseModel):
+    """A scope's counts as maintenance saw them change."""
+
+    at: datetime
+    sessions: int
+    messages: int
+    facts: int
+    events: int
+    entities: int
+
+
+class ScopeReport(BaseModel):
+    """How a scope grew and is used: counts now and over time, extraction outcomes, search latency, the Reader's
+    abstentions, maintenance runs (``Memory.report``, ``graphrecall report``)."""
+
+    scope: Scope
+    stats: ScopeStats
+    growth: list[GrowthPoint] = Field(default_factory=list)
+    extraction: dict[str, int] = Field(default_factory=dict, description="background jobs by status")
+    searches: int = 0
+    search_p50_ms: float | None = None
+    search_p95_ms: float | None = None
+    answers: int = 0
+    abstained: int = 0
+    abstention_rate: float | None = None
+    maintenance: list[MaintenanceRun] = Field(default_factory=list)

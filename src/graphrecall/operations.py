@@ -44,8 +44,10 @@ from graphrecall.models import (
     Erasure,
     Fact,
     IngestResult,
+    Maintenance,
     Profile,
     Scope,
+    ScopeReport,
     ScopeStats,
     Session,
 )
@@ -527,13 +529,73 @@ EVENTS = Operation(
     cli=Cli("events", "list extracted events in time order"),
 )
 
+MAINTAIN = Operation(
+    "maintain",
+    P.MaintainParams,
+    "Maintenance",
+    Maintenance,
+    errors=(*WRITES, NotAvailable),
+    unknown_scope="not_found",
+    http=Http(
+        "POST",
+        "/maintain",
+        "Back up, then consolidate, when the memory changed and has been idle since (dry_run: only say)",
+        "facts",
+    ),
+    mcp=Mcp(
+        "memory_maintain",
+        "Tidy the user's memory when it changed and is not in use: a backup first, then duplicate facts merged and "
+        "events linked (summaries with an LLM). Runs by itself on a server started with --maintain; call with "
+        "dry_run=true to see whether it is due.",
+    ),
+    cli=Cli("maintain", "back up and consolidate scopes that changed and are idle (for cron)", custom=True),
+)
+REPORT = Operation(
+    "report",
+    P.ReportParams,
+    "ScopeReport",
+    ScopeReport,
+    errors=READS,
+    unknown_scope="not_found",
+    http=Http("GET", "/report", "How the user's memory grew and is used", "scope"),
+    mcp=Mcp(
+        "memory_report",
+        "How the user's memory grew and is used: counts over time, extraction outcomes, search latency, how often "
+        "answers abstained, maintenance runs.",
+        **READ_ONLY,
+    ),
+    cli=Cli("report", "growth, extraction, search latency, abstentions, maintenance: per scope", custom=True),
+)
+
+DATASET = Operation(
+    "dataset",
+    P.DatasetParams,
+    "Dataset",
+    "graphrecall.dataset:Dataset",
+    errors=(*READS, NotAvailable),
+    python_only=("llm",),
+    unknown_scope="not_found",
+    http=Http(
+        "GET", "/dataset", "Records for training or evaluating an assistant, each citing its sources", "scope"
+    ),
+    mcp=Mcp(
+        "memory_dataset",
+        "Build question-answer pairs, chat records or graph triples from the user's memory, each citing the "
+        "sessions it comes from (for evaluating or fine-tuning an assistant).",
+        **READ_ONLY,
+    ),
+    cli=Cli(
+        "dataset", "records for training or evaluating an assistant (-o FILE.jsonl)", llm=True, custom=True
+    ),
+)
+
 OPERATIONS: dict[str, Operation[Any]] = {
     op.name: op
     for op in (
         ADD_SESSION, ADD_MESSAGES, ADD_SESSIONS, IMPORT_SESSIONS, SEARCH, CONTEXT, PROFILE, ANSWER, STATS,
         SESSIONS, GET_SESSION, EXPORT_SESSIONS, EXPORT_SCOPE, IMPORT_SCOPE, FORGET, ERASE, BACKFILL_PASSAGES,
         SCOPES, STORED, EXTRACT, EXTRACTION_JOBS, RETRY_EXTRACTION, WAIT_FOR_EXTRACTION, FLUSH, FACTS, HISTORY,
-        SUPERSEDE, ADD_FACT, CONSOLIDATE, ENTITIES, EVENTS,
+        SUPERSEDE, ADD_FACT, CONSOLIDATE, ENTITIES, EVENTS, MAINTAIN, REPORT, DATASET,
     )
 }  # fmt: skip
 """Every public operation of ``Memory`` (``recall``, which hands out a view rather than doing one thing, is the

@@ -522,6 +522,49 @@ class ConsolidateParams(Params):
     )
 
 
+class MaintainParams(Params):
+    """``maintain``: a backup, then consolidation, when the scope changed since its last maintenance and has been
+    idle since (``services.maintenance``)."""
+
+    dry_run: bool = Field(default=False, description="only say whether it is due and plan: write nothing")
+    force: bool = Field(default=False, description="run now even if nothing changed or the scope is in use")
+    idle_s: float = Field(
+        default=1800.0,
+        ge=0,
+        le=30 * 86400,
+        description="seconds without a change before a changed scope is due",
+    )
+    max_llm_calls: int = Field(default=20, ge=0, le=10_000, description="most model calls this run may make")
+    keep_backups: int = Field(default=5, ge=1, le=1000, description="backups kept per scope (the newest)")
+
+
+class DatasetParams(Params):
+    """``dataset``: records built from stored memory for fine-tuning or evaluating an assistant, each citing its
+    sources (``graphrecall.dataset``)."""
+
+    format: Literal["chat", "qa", "graph"] = Field(
+        default="qa",
+        description="chat: sessions with the facts taken from them; qa: question-answer pairs; graph: triples",
+    )
+    generate: bool = Field(
+        default=False,
+        description="qa: write the questions with the LLM and keep those its check finds supported (needs an LLM); "
+        "otherwise they are built deterministically from events and facts",
+    )
+    limit: int | None = Field(default=None, ge=1, le=100_000, description="most records; omitted = all")
+
+
+class ReportParams(Params):
+    """``report``: how a scope grew and is used."""
+
+    since_hours: float | None = Field(
+        default=None,
+        gt=0,
+        le=24 * 3650,
+        description="search and answer figures of the last hours; omitted = all",
+    )
+
+
 # -- errors ---------------------------------------------------------------------------------------------------------
 def location(loc: Iterable[Any]) -> str:
     """``("messages", 0, "content")`` -> ``messages[0].content``: how every surface names a field."""

@@ -8,7 +8,7 @@ explicit, greppable, and survives a refactor of the facade in one place.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from graphrecall.memory import Memory, ScopeLike, as_scope
 from graphrecall.retrieve.retriever import HybridRetriever
@@ -43,3 +43,9 @@ def database(memory: Memory, scope: ScopeLike, *, create: bool = False) -> Itera
     """A scope's open database, held for the block (as a request would hold it)."""
     with memory._s.access.pool.acquire(as_scope(scope), create=create) as db:
         yield db
+
+
+def set_clock(memory: Memory, clock: Callable[[], float]) -> None:
+    """The clock maintenance and the usage log read (seconds since the epoch), for tests of idle times."""
+    memory._s.maintenance.clock = clock
+    memory._s.usage._clock = clock

@@ -118,12 +118,24 @@ def run_server(args: argparse.Namespace) -> None:
         if hooks is not None:
             memory.subscribe(hooks.sink)
             hooks.start()  # also sends what an earlier server left in the outbox
+        upkeep = None
+        if getattr(args, "maintain", False):
+            from graphrecall.server.upkeep import MaintenanceLoop
+
+            upkeep = MaintenanceLoop(
+                memory,
+                every_s=float(getattr(args, "maintain_every_s", 300.0)),
+                idle_s=float(getattr(args, "maintain_idle_s", 1800.0)),
+            )
+            upkeep.start()
         announce(mode, root=str(root), host=host, port=port)
         try:
             # uvicorn's access log prints query strings (users' search text); ours logs paths only.
             uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level, server_header=False)
         finally:
             discovery.remove(root)
+            if upkeep is not None:
+                upkeep.close()
             if hooks is not None:
                 hooks.close()
 
@@ -207,6 +219,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"largest request body accepted, in bytes (default: {DEFAULT_MAX_BODY_BYTES})",
     )
     p.add_argument("--reranker", default=None, metavar="SPEC", help=RERANKER_HELP)
+    p.add_argument(
+        "--maintain",
+        action="store_true",
+        help="maintain scopes by itself: a backup, then consolidation, for each scope that changed and is idle",
+    )
+    p.add_argument(
+        "--maintain-every-s",
+        type=float,
+        default=300.0,
+        help="seconds between maintenance passes (default: 300)",
+    )
+    p.add_argument(
+        "--maintain-idle-s",
+        type=float,
+        default=1800.0,
+        help="seconds a changed scope must be left alone before it is maintained (default: 1800)",
+    )
     p.add_argument(
         "--webhooks",
         default=None,

@@ -10,6 +10,8 @@
 | ``ErasureService`` | erase, forget |
 | ``Recall`` (``graphrecall.recall``) | search, context, profile: one question's view of a scope |
 | ``AnsweringService`` | answer: the Reader over that view |
+| ``MaintenanceService`` | maintain (backup, then consolidation, when a scope changed and is idle), and the journal ``report`` reads |
+| ``UsageLog`` | search latencies and answers per scope, for ``report`` |
 
 ``Services.open`` builds them over one store root; the facade holds one ``Services`` and only delegates.
 """
@@ -20,11 +22,11 @@ from pathlib import Path
 
 from graphrecall.config import ConsolidationConfig, RetrievalConfig, Settings
 from graphrecall.embed import Embedder
-from graphrecall.events import EventHub
+from graphrecall.events import EventHub, MemoryEvent
 from graphrecall.extract.extractor import ExtractionConfig
 from graphrecall.llm import LLM
-from graphrecall.models import IngestResult, Scope
-from graphrecall.params import AddSessionParams
+from graphrecall.models import GrowthPoint, IngestResult, Scope, ScopeReport
+from graphrecall.params import AddSessionParams, ReportParams
 from graphrecall.recall import Recall
 from graphrecall.retrieve.rerank import Reranker, load_reranker
 from graphrecall.services.access import ScopeAccess
@@ -33,6 +35,8 @@ from graphrecall.services.erasure import ErasureService
 from graphrecall.services.history import HistoryService
 from graphrecall.services.importing import ImportService, scope_export
 from graphrecall.services.knowledge import KnowledgeService, needs_llm
+from graphrecall.services.maintenance import MaintenanceService
+from graphrecall.services.usage import UsageLog
 from graphrecall.services.writing import WritingService
 from graphrecall.store.logs import ScopeLogs
 from graphrecall.store.pool import DatabasePool
@@ -89,6 +93,36 @@ class Services:
         self.importing = ImportService(self.access, self.writing, embedder)
         self.erasure = ErasureService(self.access, self.writer, self.knowledge, self.events)
         self.answering = AnsweringService(self.knowledge)
+        self.maintenance = MaintenanceService(root, self.history, self.knowledge)
+        self.usage = UsageLog(root)
+        self.events.subscribe(self._forgotten)
+
+    def _forgotten(self, event: MemoryEvent) -> None:
+        """A scope erased whole: its usage figures and maintenance journal go with it."""
+        if event.type == "scope.erased":
+            self.usage.forget(event.scope)
+            self.maintenance.forget(event.scope)
+
+    def report(self, scope: Scope, p: ReportParams) -> ScopeReport:
+        """``report``: what the history, the extraction queue, the usage log and the maintenance journal know."""
+        growth, runs = self.maintenance.history_of(scope)
+        jobs: dict[str, int] = {}
+        for job in self.knowledge.jobs(scope):
+            jobs[job.status] = jobs.get(job.status, 0) + 1
+        use = self.usage.figures(scope, since_s=None if p.since_hours is None else p.since_hours * 3600)
+        return ScopeReport(
+            scope=scope,
+            stats=self.history.stats(scope),
+            growth=[GrowthPoint(at=at, **counts) for at, counts in growth],
+            extraction=jobs,
+            searches=use.searches,
+            search_p50_ms=use.p50_ms,
+            search_p95_ms=use.p95_ms,
+            answers=use.answers,
+            abstained=use.abstained,
+            abstention_rate=None if not use.answers else round(use.abstained / use.answers, 4),
+            maintenance=runs,
+        )
 
     def add_session(self, scope: Scope, p: AddSessionParams) -> IngestResult:
         """The one operation that spans two services: store the session, then queue (or run) its extraction. An
@@ -102,5 +136,6 @@ class Services:
         """Running extractions finish (pending ones stay queued), pending writes reach Kuzu, databases close."""
         try:
             self.knowledge.close()
+            self.usage.flush()
         finally:
             self.access.close()

@@ -269,18 +269,24 @@ class KnowledgeService:
             reason=v.reason,
         )
 
-    def consolidate(self, scope: Scope, p: ConsolidateParams, llm: LLM | None = None) -> Consolidation:
+    def consolidate(
+        self, scope: Scope, p: ConsolidateParams, llm: LLM | None = None, *, max_llm_calls: int | None = None
+    ) -> Consolidation:
         """Plan (reads, at most one LLM call per cluster or window), then write the whole plan in one
-        transaction; a dry run stops before the write."""
+        transaction; a dry run stops before the write. ``max_llm_calls``: this run's budget (maintenance), instead
+        of the configured one."""
         model = llm or self.llm
         if p.summaries and model is None:
             raise needs_llm("summaries need an LLM")
         if not self.access.has_database(scope) and not (p.summaries and self.access.resident(scope)):
             return Consolidation(scope=scope, dry_run=p.dry_run)  # nothing extracted yet: no facts to merge
         since = len(model.usage.records) if model is not None else 0
-        consolidator = Consolidator(
-            self.embedder, self.consolidation, model, max_tokens=self.extraction.max_tokens
+        config = (
+            self.consolidation
+            if max_llm_calls is None
+            else self.consolidation.model_copy(update={"max_llm_calls": max_llm_calls})
         )
+        consolidator = Consolidator(self.embedder, config, model, max_tokens=self.extraction.max_tokens)
         with self.access.flushed(scope) as db, self.access.knowledge(scope):
             plan = consolidator.plan(db, summaries=p.summaries, now=utcnow())
             if not p.dry_run:

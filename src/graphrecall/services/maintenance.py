@@ -1,0 +1,233 @@
+"""Upkeep that runs by itself: per scope, once it changed and then stayed idle, a backup and then consolidation
+(duplicate facts merged, events linked to their entities, and with an LLM the summaries that are due).
+
+When a scope is due. Each run looks at the scope's counts (sessions, messages, facts, events, entities) and keeps
+them in a journal (``<root>/maintenance.sqlite``). A scope is due when its counts differ from those of its last
+maintenance (something changed) and have not moved for ``idle_s`` (nobody is talking to it now: consolidating in
+the middle of a conversation would plan against facts that the next turn changes). The counts are read through the
+operations, not from the files, so the rule holds whatever the store's layout, and a run by ``graphrecall
+maintain`` from cron sees what a server wrote. ``force`` skips both conditions.
+
+Backups. Before anything is rewritten, the scope is exported whole (``export_scope``: sessions, every fact version,
+events, entities) to ``<root>/backups/<org>/<user>/<UTC time>.json.gz``, written to a temporary file and renamed,
+so a backup is complete or absent; the newest ``keep_backups`` are kept. ``graphrecall import FILE`` restores one.
+
+Cost. One run spends at most ``max_llm_calls`` model calls over all the scopes it maintains (consolidation defers
+what does not fit to the next run); the calls, tokens and cost are in the result and the journal. Without an LLM,
+consolidation merges near-identical facts and links entities only (docs/months.md).
+
+Salience is computed at search time from each fact's reinforcement and last mention (``retrieve.salience``), so
+there is nothing of it to refresh here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from graphrecall.models import Maintenance, MaintenanceRun, Scope, ScopeStats
+from graphrecall.params import ConsolidateParams, MaintainParams
+from graphrecall.services.history import HistoryService
+from graphrecall.services.knowledge import KnowledgeService
+
+JOURNAL_FILE = "maintenance.sqlite"
+BACKUP_DIR = "backups"
+COUNTED = ("sessions", "messages", "facts", "events", "entities")
+
+
+class MaintenanceService:
+    def __init__(
+        self,
+        root: Path,
+        history: HistoryService,
+        knowledge: KnowledgeService,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.root = root
+        self.history = history
+        self.knowledge = knowledge
+        self.clock = clock
+        self._lock = threading.Lock()  # one maintenance at a time per process: they share the LLM budget
+
+    def maintain(self, scope: Scope, p: MaintainParams) -> Maintenance:
+        with self._lock:
+            now = self.clock()
+            stats = self.history.stats(scope)
+            counts = _counts(stats)
+            journal = Journal(self.root / JOURNAL_FILE)
+            try:
+                seen = journal.observe(scope, counts, now)
+                changed = counts != seen.maintained
+                idle = now - seen.stable_since
+                if not p.force and not changed:
+                    return Maintenance(
+                        scope=scope, ran=False, reason="nothing changed since the last maintenance"
+                    )
+                if not p.force and idle < p.idle_s:
+                    return Maintenance(
+                        scope=scope,
+                        ran=False,
+                        reason=f"changed, but in use: idle for {idle:.0f} s of the {p.idle_s:.0f} s asked",
+                    )
+                if not stats.sessions:
+                    return Maintenance(scope=scope, ran=False, reason="the scope holds nothing")
+                summaries = self.knowledge.llm is not None
+                if p.dry_run:
+                    plan = self.knowledge.consolidate(
+                        scope,
+                        ConsolidateParams(dry_run=True, summaries=summaries),
+                        max_llm_calls=p.max_llm_calls,
+                    )
+                    return Maintenance(
+                        scope=scope, ran=False, dry_run=True, reason="dry run", consolidation=plan
+                    )
+                backup = self._backup(scope, now, keep=p.keep_backups)
+                done = self.knowledge.consolidate(
+                    scope, ConsolidateParams(summaries=summaries), max_llm_calls=p.max_llm_calls
+                )
+                after = _counts(self.history.stats(scope))
+                run = MaintenanceRun(
+                    at=datetime.fromtimestamp(now, UTC).replace(tzinfo=None),
+                    backup=str(backup),
+                    facts_merged=sum(len(m.superseded) for m in done.merges),
+                    event_links=len(done.event_links),
+                    summaries=len(done.summaries),
+                    deferred=done.deferred,
+                    errors=len(done.errors),
+                    llm_calls=done.llm_calls,
+                    cost_usd=done.cost_usd,
+                )
+                journal.maintained(scope, after, now, run)
+                return Maintenance(
+                    scope=scope, ran=True, reason="changed, then idle", run=run, consolidation=done
+                )
+            finally:
+                journal.close()
+
+    def history_of(self, scope: Scope) -> tuple[list[tuple[datetime, dict[str, int]]], list[MaintenanceRun]]:
+        """The counts each run saw change (growth over time) and the maintenance runs, oldest first."""
+        journal = Journal(self.root / JOURNAL_FILE)
+        try:
+            return journal.growth(scope), journal.runs(scope)
+        finally:
+            journal.close()
+
+    def forget(self, scope: Scope) -> None:
+        """A scope erased: its journal rows go; its backups stay, since they exist to undo mistakes (the erasure
+        docs say how to remove them too: ``<root>/backups/<org>/<user>``)."""
+        journal = Journal(self.root / JOURNAL_FILE)
+        try:
+            journal.forget(scope)
+        finally:
+            journal.close()
+
+    def _backup(self, scope: Scope, now: float, *, keep: int) -> Path:
+        folder = self.root / BACKUP_DIR / scope.org_id / scope.user_id
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        final = folder / f"{stamp}.json.gz"
+        partial = folder / f".{stamp}.json.gz.partial"
+        doc = self.history.export_scope(scope)
+        with gzip.open(partial, "wt", encoding="utf-8") as f:
+            f.write(doc.model_dump_json())
+        with open(partial, "rb") as f:
+            os.fsync(f.fileno())
+        partial.replace(final)
+        for old in sorted(folder.glob("*.json.gz"))[:-keep]:
+            old.unlink()
+        return final
+
+
+class _Seen:
+    def __init__(self, maintained: dict[str, int] | None, stable_since: float) -> None:
+        self.maintained = maintained
+        self.stable_since = stable_since
+
+
+class Journal:
+    """What maintenance saw of each scope: the latest counts and since when they held, the counts after its last
+    run, every change of counts (growth) and every run."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(path, timeout=30)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        with self.db:
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS scopes (org TEXT, user TEXT, counts TEXT, stable_since REAL,"
+                " maintained TEXT, PRIMARY KEY (org, user))"
+            )
+            self.db.execute("CREATE TABLE IF NOT EXISTS growth (org TEXT, user TEXT, at REAL, counts TEXT)")
+            self.db.execute("CREATE TABLE IF NOT EXISTS runs (org TEXT, user TEXT, at REAL, run TEXT)")
+
+    def observe(self, scope: Scope, counts: dict[str, int], now: float) -> _Seen:
+        key = (scope.org_id, scope.user_id)
+        row = self.db.execute(
+            "SELECT counts, stable_since, maintained FROM scopes WHERE org=? AND user=?", key
+        )
+        found = row.fetchone()
+        text = json.dumps(counts, sort_keys=True)
+        with self.db:
+            if found is None or found[0] != text:
+                stable_since = now
+                self.db.execute(
+                    "INSERT INTO scopes (org, user, counts, stable_since, maintained) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT(org, user) DO UPDATE SET counts=excluded.counts, stable_since=excluded.stable_since",
+                    (*key, text, now, None),
+                )
+                self.db.execute("INSERT INTO growth VALUES (?, ?, ?, ?)", (*key, now, text))
+            else:
+                stable_since = float(found[1])
+        maintained = json.loads(found[2]) if found is not None and found[2] else None
+        return _Seen(maintained, stable_since)
+
+    def maintained(self, scope: Scope, counts: dict[str, int], now: float, run: MaintenanceRun) -> None:
+        key = (scope.org_id, scope.user_id)
+        text = json.dumps(counts, sort_keys=True)
+        with self.db:
+            self.db.execute(
+                "UPDATE scopes SET counts=?, stable_since=?, maintained=? WHERE org=? AND user=?",
+                (text, now, text, *key),
+            )
+            self.db.execute("INSERT INTO growth VALUES (?, ?, ?, ?)", (*key, now, text))
+            self.db.execute("INSERT INTO runs VALUES (?, ?, ?, ?)", (*key, now, run.model_dump_json()))
+
+    def growth(self, scope: Scope) -> list[tuple[datetime, dict[str, int]]]:
+        rows = self.db.execute(
+            "SELECT at, counts FROM growth WHERE org=? AND user=? ORDER BY at", (scope.org_id, scope.user_id)
+        ).fetchall()
+        out: list[tuple[datetime, dict[str, int]]] = []
+        for at, counts in rows:
+            parsed = json.loads(counts)
+            if not out or out[-1][1] != parsed:
+                out.append((datetime.fromtimestamp(at, UTC).replace(tzinfo=None), parsed))
+        return out
+
+    def runs(self, scope: Scope) -> list[MaintenanceRun]:
+        rows = self.db.execute(
+            "SELECT run FROM runs WHERE org=? AND user=? ORDER BY at", (scope.org_id, scope.user_id)
+        ).fetchall()
+        return [MaintenanceRun.model_validate_json(r[0]) for r in rows]
+
+    def forget(self, scope: Scope) -> None:
+        key = (scope.org_id, scope.user_id)
+        with self.db:
+            for table in ("scopes", "growth", "runs"):
+                self.db.execute(f"DELETE FROM {table} WHERE org=? AND user=?", key)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _counts(stats: ScopeStats) -> dict[str, int]:
+    data: dict[str, Any] = stats.model_dump()
+    return {k: int(data[k]) for k in COUNTED}
