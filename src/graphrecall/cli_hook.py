@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from graphrecall.cli_common import EXIT_OK, notice, open_memory, positive_int, print_json, root_of
+from graphrecall.config import default_root
 from graphrecall.errors import GraphRecallError, InvalidInput
 from graphrecall.hooks import events, install, state
 from graphrecall.hooks.payload import HookInput, read_payload
@@ -108,17 +109,21 @@ def cmd_hook(args: argparse.Namespace) -> int:
     if args.event == "errors":
         return _errors(args)
     root = root_of(args)
+    scope: list[str] = []  # the scope the hook works on, once known (for the error line)
     try:
-        output = _run(args, root, sys.stdin.read())
-    except BaseException as e:
-        failed(root, args.event, e, debug=bool(getattr(args, "debug", False)))
+        output = _run(args, root, sys.stdin.read(), scope)
+    except BaseException as e:  # a hook never fails its agent, whatever failed
+        where = scope[0] if scope else None
+        failed(root, args.event, e, debug=bool(getattr(args, "debug", False)), scope=where)
         return EXIT_OK
     if output:
         sys.stdout.write(output)
     return EXIT_OK
 
 
-def failed(root: Path, event: str, e: BaseException, *, debug: bool = False) -> None:
+def failed(
+    root: Path, event: str, e: BaseException, *, debug: bool = False, scope: str | None = None
+) -> None:
     """One line on stderr and one counted error; the traceback too under ``--debug``."""
     code = getattr(e, "code", None) if isinstance(e, GraphRecallError) else None
     code = code if isinstance(code, str) else "internal"
@@ -126,12 +131,12 @@ def failed(root: Path, event: str, e: BaseException, *, debug: bool = False) -> 
     if debug:
         traceback.print_exception(e, file=sys.stderr)
     print(f"graphrecall hook {event}: {code}: {message}", file=sys.stderr)
-    state.record_error(root, event, code, message)
+    state.record_error(root, event, code, message, scope)
 
 
 def usage_failed(argv: list[str], message: str) -> int:
     """A malformed hook command line: counted like any other hook failure, and exit 0 (``cli.main``)."""
-    root = Path(os.environ.get("GRAPHRECALL_ROOT") or Path.home() / ".graphrecall" / "store").expanduser()
+    root = default_root()
     if "--root" in argv and argv.index("--root") + 1 < len(argv):
         root = Path(argv[argv.index("--root") + 1]).expanduser()
     failed(root, argv[1] if len(argv) > 1 else "hook", InvalidInput(message, where="command line"))
@@ -147,9 +152,10 @@ def _scopes(args: argparse.Namespace, payload: HookInput) -> HookScopes:
         raise InvalidInput(str(e).splitlines()[-1], where="--org/--user") from None
 
 
-def _run(args: argparse.Namespace, root: Path, stdin: str) -> str:
+def _run(args: argparse.Namespace, root: Path, stdin: str, scope: list[str]) -> str:
     payload = read_payload(stdin)
     scopes = _scopes(args, payload)
+    scope.append(str(scopes.memory))
 
     added = 0
 

@@ -203,7 +203,8 @@ def test_a_busy_store_does_not_fail_the_agent(hook: Hook, tmp_path: Path, repo: 
         assert holder.stdin is not None
         holder.stdin.close()
         holder.wait(timeout=60)
-    assert hook.errors()["by_code"] == {"store_busy": 1}
+    counts = hook.errors()
+    assert counts["by_code"] == {"store_busy": 1} and counts["by_scope"] == {"acme/_project-tidewater": 1}
     assert hook("stop", hook_input("stop", t)) == (
         0,
         "",

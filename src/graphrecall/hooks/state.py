@@ -6,7 +6,8 @@ output was not read yet. A cursor is written only after the store acknowledged t
 call leaves it where it was and the next call sends the same lines again; the messages' ids make that harmless.
 
 Errors (``errors.jsonl``): a hook never fails its agent (it exits 0), so what went wrong is one line on stderr and
-one JSON line here (when, which event, the error code, the message), kept to the last ``MAX_ERRORS`` lines;
+one JSON line here (when, which event, the error code, the message, the scope when known), kept to the last
+``MAX_ERRORS`` lines;
 ``error_counts`` reads them back for ``graphrecall hook errors`` (and a later ``graphrecall report``).
 """
 
@@ -65,12 +66,15 @@ def save_cursor(root: Path, session_id: str, cursor: Cursor) -> None:
     os.replace(tmp, path)
 
 
-def record_error(root: Path, event: str, code: str, message: str) -> None:
-    """Append one error line (never raises: the hook is already failing)."""
+def record_error(root: Path, event: str, code: str, message: str, scope: str | None = None) -> None:
+    """Append one error line (never raises: the hook is already failing). ``scope``: the scope the hook was
+    working on (``org/user``), when it got that far."""
     with contextlib.suppress(OSError):
         path = state_dir(root) / ERRORS_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
         line = {"at": datetime.now(UTC).isoformat(), "event": event, "code": code, "message": message}
+        if scope is not None:
+            line["scope"] = scope
         with path.open("a", encoding="utf-8") as f:
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
         if path.stat().st_size > MAX_ERRORS * 400:  # keep the file small: the last MAX_ERRORS lines
@@ -93,11 +97,13 @@ def read_errors(root: Path) -> list[dict[str, Any]]:
 
 
 def error_counts(root: Path) -> dict[str, Any]:
-    """How many errors the hooks recorded, in all, by event and by code, and the last one."""
+    """How many errors the hooks recorded, in all, by event, by code and by scope (those that got as far as
+    knowing theirs), and the last one."""
     errors = read_errors(root)
     return {
         "errors": len(errors),
         "by_event": dict(Counter(str(e.get("event")) for e in errors)),
         "by_code": dict(Counter(str(e.get("code")) for e in errors)),
+        "by_scope": dict(Counter(str(e["scope"]) for e in errors if isinstance(e.get("scope"), str))),
         "last": errors[-1] if errors else None,
     }
