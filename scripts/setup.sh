@@ -39,6 +39,17 @@ else
   # the two-node loopback cluster instead of skipping.
   run .venv/bin/python -m pip install -q -e ".[ray]"
 fi
+# The TypeScript client's dependencies (the pinned generator and tsc, from its package-lock.json), for
+# tests/integration/test_typescript_client.py: best effort, only where npm exists (the test then skips and says
+# why). --prefer-offline reuses npm's cache, so a machine that ran it once needs no registry (~10 s, 38 MB).
+if [ -n "$dev" ] && command -v npm >/dev/null 2>&1; then
+  if [ -n "${SETUP_DRY_RUN:-}" ]; then
+    echo "+ npm ci --prefix clients/typescript --prefer-offline --no-audit --no-fund"
+  elif ! timeout 600 npm ci --prefix clients/typescript --prefer-offline --no-audit --no-fund --loglevel=error \
+    >/dev/null 2>&1; then
+    echo "note: npm ci in clients/typescript failed; tests/integration/test_typescript_client.py will be skipped"
+  fi
+fi
 if [ -n "${SETUP_DRY_RUN:-}" ]; then
   [ -z "$dev" ] || echo "+ apt-get install nginx (best effort: as root, when missing)"
   exit 0

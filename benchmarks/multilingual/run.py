@@ -10,8 +10,8 @@ a question in another language than its answer (cross-lingual), a fact that chan
 Each history is ingested into its own scope through ``Memory.add_sessions`` with the embedder named by
 ``--embedder`` (a spec of ``graphrecall.embed.spec``: ``minilm``, ``e5-small``, ``hashing``...); each question is
 asked with ``question_date`` = the day after the last session. The systems and the scoring are the small-store
-benchmark's (``benchmarks/sessionrank.py``): graphrecall (``Memory.search``, library defaults), plain BM25 and
-dense-only over the same rounds; R@1, R@3 and MRR by gold session. Reported per history language, for
+benchmark's (``benchmarks/sessionrank.py``): graphrecall (``Memory.search``, library defaults), plain BM25,
+dense-only and each ``--variant NAME=JSON`` (RetrievalConfig overrides on the defaults) over the same rounds; R@1, R@3 and MRR by gold session. Reported per history language, for
 cross-lingual, same-language, changed-fact and relative-date questions, over both halves and each half.
 
 Questions and gold labels never reach the store. Only dev misses are listed (the test half is for reporting).
@@ -22,6 +22,7 @@ Questions and gold labels never reach the store. Only dev misses are listed (the
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import sys
@@ -43,8 +44,9 @@ from benchmarks.sessionrank import (
     rank_questions,
     score,
 )
-from graphrecall import Memory
-from graphrecall.config import Settings
+from benchmarks.variants import add_variant_argument
+from graphrecall import Memory, testing
+from graphrecall.config import RetrievalConfig, Settings
 from graphrecall.models import Scope
 from graphrecall.retrieve.retriever import HybridRetriever
 
@@ -77,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=RESULTS / "embed_cache.sqlite",
         help="persistent vector cache, keyed by model and text (reruns embed nothing twice)",
+    )
+    add_variant_argument(
+        p,
+        reserved=BASE_SYSTEMS,
+        help="an extra system: RetrievalConfig overrides on the defaults (repeatable); settings are chosen on one "
+        "half and reported on the other",
     )
     return p
 
@@ -158,6 +166,10 @@ def render_markdown(summary: dict[str, Any], rows: Sequence[dict[str, Any]], con
             n = next(iter(by_sys.values()))["n"]
             cells = [f"{m['r@1']:.3f} / {m['r@3']:.3f} / {m['mrr']:.3f}" for m in by_sys.values()]
             lines.append(f"| {group} | {n} | " + " | ".join(cells) + " |")
+    variants = config.get("variants") or {}
+    if variants:
+        lines += ["", "Variants (RetrievalConfig overrides on the defaults):", ""]
+        lines += [f"- `{name}`: `{json.dumps(o)}`" for name, o in variants.items()]
     misses = [r for r in rows if r["split"] == "dev" and r["scores"]["graphrecall"]["r@1"] < 1.0]
     if misses:
         lines += ["", "## Dev questions graphrecall does not answer with its first hit", ""]
@@ -193,7 +205,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings(root=root, embed_cache=args.embed_cache)
         with Memory.open(root, embedder=args.embedder, settings=settings) as mem:
             embedder_id = mem.embedder.id
-            retrievers = [("dense", dense_retriever(mem, settings))]
+            defaults = settings.retrieval.model_dump()
+            reranker = testing.retriever(mem).reranker
+            retrievers = [
+                ("dense", dense_retriever(mem, settings)),
+                *(
+                    (
+                        name,
+                        HybridRetriever(mem.embedder, RetrievalConfig.model_validate(defaults | o), reranker),
+                    )
+                    for name, o in args.variant
+                ),
+            ]
             for split, h in histories:
                 rows += run_history(mem, h, split, retrievers)
                 print(
@@ -201,7 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    systems = list(BASE_SYSTEMS)
+    systems = [*BASE_SYSTEMS, *(name for name, _ in args.variant)]
     summary = summarize(rows, systems)
     config: dict[str, Any] = {
         "command": "python -m benchmarks.multilingual.run "
@@ -211,6 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "splits": splits,
         "histories": [h.id for _, h in histories],
         "systems": systems,
+        "variants": dict(args.variant),
         "retrieval_config": settings.retrieval.model_dump(),
         "search_k": SEARCH_K,
         "wall_s": time.perf_counter() - t0,

@@ -162,6 +162,17 @@ class RetrievalConfig(BaseModel):
         "ndcg@10; docs/benchmarks.md)",
     )
     restatement_top: int = Field(default=5, ge=2, description="how many of the best hits may be reordered so")
+    restatement_contrast: float = Field(
+        default=1.5,
+        ge=0.0,
+        description="two rounds state the same thing only if their user-side cosine also stands this many standard "
+        "deviations above the mean cosine between two of the best `rerank_top` rounds of this search "
+        "(retrieve.updates.above_background; 0: off): a multilingual model scores any two turns of one person's "
+        "chat close together (e5-small: 0.82-0.90, above `restatement_similarity` translated to its scale), so "
+        "the scope's own spread tells a restatement from a neighbour. Scale-free, so the same for every model. "
+        "1.5: chosen on the multilingual set's dev half alone (e5-small R@1 0.699 off, 0.723 at 1.0-1.25, 0.735 at "
+        "1.5, 0.723 at 1.75-2.0); test reported once at 1.5, not tuned on (docs/benchmarks.md 'Languages')",
+    )
     recency_pool: int = Field(
         default=10,
         ge=1,

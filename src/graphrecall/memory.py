@@ -58,6 +58,7 @@ from graphrecall.params import (
     ScopeLike,
     ToolProtocol,
     as_scope,
+    same_org_also,
     validate,
 )
 from graphrecall.read.models import Answer
@@ -215,6 +216,7 @@ class Memory:
         (default) and/or extracted ``fact`` and ``event`` hits (current facts, or those valid at ``as_of``).
         ``also``: shared scopes of the organisation (``Scope("acme", "_shared")`` or ``"_shared"``) searched with
         it, the hits fused into one ranking, each hit's ``scope`` saying where it came from."""
+        also = same_org_also(as_scope(scope), also)
         s, p = self._check(ops.SEARCH, scope, locals())
         with self._s.usage.search(s):
             return self.recall(s, p.question_date, p.also).search(
@@ -228,6 +230,7 @@ class Memory:
         """Evidence for a reader: the best hits that fit ``token_budget``, dated, grouped by session,
         chronological; ``include_profile`` puts the profile first, within a third of the budget. ``also``: as in
         ``search``; a shared scope's sessions are headed with its name (``_team/s1``)."""
+        also = same_org_also(as_scope(scope), also)
         s, p = self._check(ops.CONTEXT, scope, locals())
         with self._s.usage.search(s):
             return self.recall(s, p.question_date, p.also).context(
@@ -244,6 +247,7 @@ class Memory:
         """The user's current facts by kind at ``as_of`` (``None``: now; read like a question date), most
         reinforced and most recent first, each with its session and date; ``.text`` is the rendered block.
         ``also``: shared scopes whose facts join the user's, each such item's ``scope`` naming it."""
+        also = same_org_also(as_scope(scope), also)
         s, p = self._check(ops.PROFILE, scope, locals())
         return self.recall(s, p.as_of, p.also).profile(p.token_budget)
 
@@ -255,6 +259,7 @@ class Memory:
         """Answer ``question`` from memory with the Reader (``auto``, ``recall`` or ``synthesis`` mode): text,
         whether it abstained, cited evidence, tool trace, usage. The model is ``llm``, else this Memory's, else
         ``GRAPHRECALL_LLM``; with none, ``NotAvailable``."""
+        also = same_org_also(as_scope(scope), also)
         s, p = self._check(ops.ANSWER, scope, locals())
         answer = self._s.answering.answer(self.recall(s, p.question_date, p.also), p, llm)
         self._s.usage.answered(s, abstained=answer.abstained)

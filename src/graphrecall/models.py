@@ -7,47 +7,134 @@ validation happens once, at the edge, with messages that name the offending fiel
 from __future__ import annotations
 
 import re
-import unicodedata
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
 
 MAX_ID_LENGTH = 128
 _ID_FORBIDDEN = re.compile(r"[/\\:*?\"<>|]")
 
+# What an id may not contain besides the path characters above, as fixed code point ranges (inclusive): control
+# characters (Cc), surrogates (Cs), and in the Basic Multilingual Plane private use (Co) and the invisible format
+# characters (Cf, as of Unicode 15.1: soft hyphen, zero-width and direction marks...). Fixed ranges rather than
+# ``unicodedata`` categories so the rule (and ``ID_PATTERN``, which states it in the OpenAPI document) is the same
+# on every Python, whatever Unicode version it ships. Characters outside the BMP are allowed whatever they are
+# (unassigned today, private use, tags): all are valid UTF-8 in a file name, assigning one later must not
+# invalidate stored ids, and a pattern excluding them made schema-driven generators (schemathesis) 20-60x slower.
+_CONTROL = ((0x00, 0x1F), (0x7F, 0x9F))
+_INVISIBLE = (
+    (0xD800, 0xDFFF), (0xE000, 0xF8FF),
+    (0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891), (0x8E2, 0x8E2),
+    (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+)  # fmt: skip
+# The whitespace ``str.strip`` removes that is not a control character: an id may not start or end with it.
+_SPACES = ((0x20, 0x20), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F),
+           (0x205F, 0x205F), (0x3000, 0x3000))  # fmt: skip
 
-def validate_identifier(value: str, what: str) -> str:
+
+def _in(ranges: tuple[tuple[int, int], ...], ch: str) -> bool:
+    return any(lo <= ord(ch) <= hi for lo, hi in ranges)
+
+
+def _class(ranges: tuple[tuple[int, int], ...], extra: str = "") -> str:
+    r"""A regex character class body, code points as ``\uXXXX`` escapes (read alike by ECMA-262 and Python; all
+    are in the BMP, where one escape is one code point)."""
+    return extra + "".join(f"\\u{lo:04x}" + ("" if lo == hi else f"-\\u{hi:04x}") for lo, hi in ranges)
+
+
+# Surrogates stay out of the pattern: no UTF-8 text holds one (a JSON body can escape one, which the validator
+# refuses), and regex engines over UTF-8 (Rust's, in JSON-schema validators) refuse a pattern naming them. '"' is
+# not escaped: ECMA-262's unicode mode refuses an escape of a character that is not special.
+_NEVER = _class(tuple(r for r in _CONTROL + _INVISIBLE if r != (0xD800, 0xDFFF)), r'/\\:*?"<>|')
+ID_PATTERN = f"^[^{_NEVER}{_class(_SPACES)}.](?:[^{_NEVER}]*[^{_NEVER}{_class(_SPACES)}])?$"
+"""``validate_identifier``'s rule as a regular expression (with ``maxLength`` ``MAX_ID_LENGTH``): what the OpenAPI
+document says of every id, so a client or a fuzzer knows before sending which ids the server takes."""
+
+
+SHARED_ID_PATTERN = f"^_(?:[^{_NEVER}]*[^{_NEVER}{_class(_SPACES)}])?$"
+"""The user id of a shared scope (``params.is_shared``): an id that starts with ``_``."""
+
+
+NOT_BLANK = r"\S"
+"""Text that must hold more than whitespace, as a JSON-schema ``pattern`` (the validators say it in words)."""
+ID_SCHEMA: dict[str, Any] = {"minLength": 1, "maxLength": MAX_ID_LENGTH, "pattern": ID_PATTERN}
+MAX_MESSAGE_ID_LENGTH = MAX_ID_LENGTH + 21
+"""A message without an id of its own is ``<session id>#<index>``: one longer than any session id may be."""
+Identifier = Annotated[str, Field(json_schema_extra=ID_SCHEMA)]
+"""A field holding an id: the rule in the JSON schema (the model's own validator checks it, naming the problem)."""
+
+
+def validate_identifier(value: str, what: str, *, limit: int = MAX_ID_LENGTH) -> str:
     """Check that ``value`` is safe as a single path component and as a Kuzu string key.
 
     Scope ids become directory and file names (``<root>/<org>/<user>.kuzu``), so anything that could escape the
-    store root or confuse a filesystem is rejected here, with a message that says what was wrong.
+    store root or confuse a filesystem is rejected here, with a message that says what was wrong. ``ID_PATTERN``
+    states the same rule for the API's schema (a test holds the two equal).
     """
     if not isinstance(value, str):
         raise ValueError(f"{what} must be a string, got {type(value).__name__}")
     if value == "":
         raise ValueError(f"{what} must not be empty")
-    if len(value) > MAX_ID_LENGTH:
-        raise ValueError(f"{what} is {len(value)} characters long; the limit is {MAX_ID_LENGTH}")
+    if len(value) > limit:
+        raise ValueError(f"{what} is {len(value)} characters long; the limit is {limit}")
     if value in {".", ".."} or value.startswith("."):
         raise ValueError(f"{what} {value!r} must not start with '.' (no hidden files or '..')")
     if value != value.strip():
         raise ValueError(f"{what} {value!r} must not start or end with whitespace")
+    for ch in value:
+        if _in(_CONTROL, ch):
+            raise ValueError(f"{what} {value!r} contains a control character (U+{ord(ch):04X})")
+        if _in(_INVISIBLE, ch):
+            raise ValueError(
+                f"{what} {value!r} contains an invisible, surrogate or private-use character (U+{ord(ch):04X})"
+            )
     bad = _ID_FORBIDDEN.search(value)
     if bad:
         raise ValueError(f"{what} {value!r} contains the forbidden character {bad.group()!r}")
-    for ch in value:
-        if unicodedata.category(ch).startswith("C"):
-            raise ValueError(f"{what} {value!r} contains a control character (U+{ord(ch):04X})")
     return value
 
 
 def ensure_utc(value: datetime) -> datetime:
-    """Store every timestamp as naive UTC: Kuzu TIMESTAMP has no zone, and mixing zones silently corrupts order."""
+    """Store every timestamp as naive UTC: Kuzu TIMESTAMP has no zone, and mixing zones silently corrupts order.
+
+    A moment whose UTC form falls outside Python's years 1-9999 (``0001-01-01T00:00:00+05:00``) is a
+    ``ValueError`` naming it, so every boundary refuses it as bad input rather than failing inside."""
     if value.tzinfo is not None:
-        value = value.astimezone(UTC).replace(tzinfo=None)
+        try:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:
+            raise ValueError(
+                f"{value.isoformat()} is outside the years 0001-9999 once taken to UTC"
+            ) from None
     return value
+
+
+def as_wire_utc(value: datetime) -> datetime:
+    """A stored date as it leaves the process: the same instant, marked UTC. Stored dates are naive UTC (see
+    ``ensure_utc``); on the wire a date without its offset is ambiguous (RFC 3339, OpenAPI's ``date-time``, and
+    every client's parser want one), so JSON always carries it (``2024-05-20T14:30:00Z``)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+UtcDateTime = Annotated[
+    datetime,
+    AfterValidator(ensure_utc),
+    PlainSerializer(as_wire_utc, return_type=datetime, when_used="json"),
+]
+"""A date of a model: naive UTC in Python (what the store holds; an aware value is converted on the way in, an
+offset-less one is read as UTC), with its UTC offset in JSON (HTTP, MCP, the CLI's ``--json``, exports): one rule
+for every boundary, written once here."""
 
 
 class Scope(BaseModel):
@@ -80,10 +167,12 @@ class Message(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     role: Role
-    content: str = Field(min_length=1)
-    id: str | None = None
-    at: datetime | None = None
-    session_id: str | None = None
+    content: str = Field(min_length=1, json_schema_extra={"pattern": NOT_BLANK})
+    id: Annotated[str, Field(json_schema_extra=ID_SCHEMA | {"maxLength": MAX_MESSAGE_ID_LENGTH})] | None = (
+        None
+    )
+    at: UtcDateTime | None = None
+    session_id: Identifier | None = None
     idx: int | None = None
     lang: str = Field(
         default="",
@@ -101,7 +190,8 @@ class Message(BaseModel):
     @field_validator("id", "session_id")
     @classmethod
     def _ident(cls, v: str | None, info: Any) -> str | None:
-        return None if v is None else validate_identifier(v, info.field_name)
+        limit = MAX_MESSAGE_ID_LENGTH if info.field_name == "id" else MAX_ID_LENGTH
+        return None if v is None else validate_identifier(v, info.field_name, limit=limit)
 
     @field_validator("at")
     @classmethod
@@ -121,8 +211,8 @@ class SessionInput(BaseModel):
 class Session(BaseModel):
     """A conversation: the unit of ingest, of extraction and of session-level retrieval."""
 
-    id: str
-    started_at: datetime
+    id: Identifier
+    started_at: UtcDateTime
     messages: list[Message] = Field(default_factory=list)
     extract_status: Literal["none", "pending", "running", "done", "failed"] = "none"
 
@@ -145,7 +235,7 @@ class Round(BaseModel):
     idx: int
     text: str
     user_text: str = ""
-    at: datetime
+    at: UtcDateTime
     message_ids: list[str] = Field(default_factory=list)
 
 
@@ -167,11 +257,11 @@ class Fact(BaseModel):
     kind: FactKind = FactKind.other
     polarity: Literal["positive", "negative"] = "positive"
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
-    recorded_at: datetime | None = None
-    expired_at: datetime | None = None
-    last_seen: datetime | None = None
+    valid_from: UtcDateTime | None = None
+    valid_to: UtcDateTime | None = None
+    recorded_at: UtcDateTime | None = None
+    expired_at: UtcDateTime | None = None
+    last_seen: UtcDateTime | None = None
     session_id: str | None = None
     message_ids: list[str] = Field(default_factory=list)
     entity_ids: list[str] = Field(default_factory=list)
@@ -196,8 +286,8 @@ class Event(BaseModel):
     verb: str
     object: str = ""
     text: str
-    time_start: datetime | None = None
-    time_end: datetime | None = None
+    time_start: UtcDateTime | None = None
+    time_end: UtcDateTime | None = None
     session_id: str | None = None
     message_ids: list[str] = Field(default_factory=list)
 
@@ -246,7 +336,7 @@ class Hit(BaseModel):
     rank: int = 0
     signals: dict[str, float] = Field(default_factory=dict)
     session_id: str
-    date: datetime | None = None
+    date: UtcDateTime | None = None
     message_ids: list[str] = Field(default_factory=list)
     scope: Scope | None = Field(
         default=None,
@@ -257,8 +347,8 @@ class Hit(BaseModel):
 class TimeRange(BaseModel):
     """A closed interval parsed from a question, relative to the question date."""
 
-    start: datetime
-    end: datetime
+    start: UtcDateTime
+    end: UtcDateTime
     expression: str = ""
 
     @model_validator(mode="after")
@@ -302,11 +392,13 @@ class ProfileItem(BaseModel):
     kind: str = Field(description="the fact kind (FactKind), or 'event' for an extracted event")
     text: str
     session_id: str | None = Field(default=None, description="the session it was said in (or its source)")
-    date: datetime | None = Field(
+    date: UtcDateTime | None = Field(
         default=None, description="facts: when it was recorded (said); events: when they happen(ed)"
     )
-    valid_from: datetime | None = Field(default=None, description="facts: since when it is true")
-    last_seen: datetime | None = Field(default=None, description="facts: the latest session that restated it")
+    valid_from: UtcDateTime | None = Field(default=None, description="facts: since when it is true")
+    last_seen: UtcDateTime | None = Field(
+        default=None, description="facts: the latest session that restated it"
+    )
     mentions: int = Field(
         default=1, ge=1, description="facts: how many sessions said it (reinforcement); events: 1"
     )
@@ -330,7 +422,9 @@ class Profile(BaseModel):
     over the groups, until ``token_budget`` (when given) was spent; ``omitted`` counts what did not fit."""
 
     scope: Scope
-    as_of: datetime = Field(description="the moment the profile describes (nothing recorded later is in it)")
+    as_of: UtcDateTime = Field(
+        description="the moment the profile describes (nothing recorded later is in it)"
+    )
     sections: list[ProfileSection] = Field(default_factory=list)
     text: str = ""
     token_count: int = 0
@@ -389,9 +483,9 @@ class ExtractionJob(BaseModel):
     status: JobStatus
     attempts: int
     reason: str | None = None
-    next_attempt_at: datetime | None = None
-    enqueued_at: datetime
-    updated_at: datetime
+    next_attempt_at: UtcDateTime | None = None
+    enqueued_at: UtcDateTime
+    updated_at: UtcDateTime
 
 
 class Erasure(BaseModel):
@@ -440,8 +534,8 @@ class PeriodSummary(BaseModel):
     """One dated summary fact of an old window of sessions (``consolidate(summaries=True)``)."""
 
     fact_id: str
-    start: datetime
-    end: datetime
+    start: UtcDateTime
+    end: UtcDateTime
     session_ids: list[str]
     text: str
 
@@ -543,8 +637,8 @@ SCOPE_EXPORT_FORMAT: Literal["graphrecall.scope/v1"] = "graphrecall.scope/v1"
 class ExportedSession(BaseModel):
     """A session with its messages and its extraction state (so a restored scope is not extracted again)."""
 
-    id: str
-    started_at: datetime
+    id: Identifier
+    started_at: UtcDateTime
     extract_status: Literal["none", "pending", "running", "done", "failed"] = "none"
     extract_error: str | None = None
     messages: list[Message] = Field(default_factory=list)
@@ -572,7 +666,7 @@ class SupersedesEdge(BaseModel):
 
     new_id: str
     old_id: str
-    at: datetime | None = None
+    at: UtcDateTime | None = None
     reason: str = ""
 
 
@@ -595,7 +689,7 @@ class ScopeExport(BaseModel):
     org_id: str | None = Field(default=None, description="where it was exported from (ignored on import)")
     user_id: str | None = Field(default=None, description="where it was exported from (ignored on import)")
     embedder_id: str | None = None
-    exported_at: datetime | None = None
+    exported_at: UtcDateTime | None = None
     sessions: list[ExportedSession] = Field(default_factory=list)
     entities: list[Entity] = Field(default_factory=list)
     facts: list[Fact] = Field(default_factory=list)
@@ -622,7 +716,7 @@ class ImportResult(BaseModel):
 class MaintenanceRun(BaseModel):
     """One maintenance of a scope: where its backup went and what consolidation changed, at what model cost."""
 
-    at: datetime
+    at: UtcDateTime
     backup: str = Field(
         description="the whole-scope export written before anything changed (graphrecall import)"
     )
@@ -651,7 +745,7 @@ class Maintenance(BaseModel):
 class GrowthPoint(BaseModel):
     """A scope's counts as maintenance saw them change."""
 
-    at: datetime
+    at: UtcDateTime
     sessions: int
     messages: int
     facts: int

@@ -32,6 +32,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic.fields import FieldInfo
@@ -39,11 +40,13 @@ from pydantic.fields import FieldInfo
 from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
 from graphrecall.models import (
+    ID_PATTERN,
     MAX_ID_LENGTH,
+    NOT_BLANK,
+    SHARED_ID_PATTERN,
     Message,
     Role,
     Scope,
-    Session,
     SessionInput,
     validate_identifier,
 )
@@ -75,12 +78,16 @@ ROLE_NAMES = ", ".join(r.value for r in Role)
 
 # -- field types ----------------------------------------------------------------------------------------------------
 def _date(value: Any) -> Any:
-    """Strings become dates through the project's one parser; its message (not pydantic's) names the problem."""
+    """Strings become dates through the project's one parser; its message (not pydantic's) names the problem. A
+    number is refused rather than read as seconds since 1970: the contract says a date is an ISO-8601 string, and
+    ``0`` or ``0.5`` sent where a date belongs is a mistake, not 1970."""
     if isinstance(value, str):
         try:
             return parse_date(value, where="")
         except InvalidInput as e:
             raise ValueError(str(e)) from None
+    if isinstance(value, bool | int | float):
+        raise ValueError(f"expected an ISO-8601 date string, got the {type(value).__name__} {value!r}")
     return value
 
 
@@ -108,8 +115,10 @@ def _listed(value: Any) -> Any:
     """A list argument must be a list: a string or a dict would otherwise be iterated item by item."""
     if isinstance(value, str | bytes | Mapping):
         raise ValueError(f"expected a list, got {type(value).__name__}")
-    if isinstance(value, Iterable) and not isinstance(value, list | tuple):
-        return list(value)
+    if isinstance(value, Iterable) and not isinstance(value, list):
+        return list(
+            value
+        )  # a tuple or a generator from Python callers: a list, which strict validation wants
     return value
 
 
@@ -119,17 +128,27 @@ def _not_blank(value: str) -> str:
     return value
 
 
-Text = Annotated[str, AfterValidator(_not_blank)]
+Text = Annotated[str, AfterValidator(_not_blank), Field(json_schema_extra={"pattern": NOT_BLANK})]
 """Words a person wrote (a query, a question, a fact): empty or only whitespace is a mistake."""
 DateArg = Annotated[datetime, BeforeValidator(_date)]
 """A moment: a ``datetime`` or an ISO-8601 string (naive = UTC; LongMemEval's ``2023/05/20 (Sat) 07:47`` too)."""
-IdArg = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH), BeforeValidator(_identifier)]
-"""An id that becomes part of a key or a file name: no path characters, no control characters."""
+IdArg = Annotated[
+    str, Field(min_length=1, max_length=MAX_ID_LENGTH, json_schema_extra={"pattern": ID_PATTERN}),
+    BeforeValidator(_identifier),
+]  # fmt: skip
+"""An id that becomes part of a key or a file name: no path characters, no control characters (the schema's
+``pattern`` states ``validate_identifier``'s rule; the validator gives the message naming what is wrong)."""
 
 
 class MessageIn(Message):
-    """A message as callers send it: ``at`` is read by the project's date rule, like every other date."""
+    """A message as callers send it: ``at`` is read by the project's date rule, like every other date, and the
+    types are strict like every parameter model's (``Params``): ``"idx": false`` is not the index 0."""
 
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    role: Role = Field(
+        strict=False
+    )  # the enum's values ("user") are how it is sent; strict wants the enum itself
     at: DateArg | None = None
 
 
@@ -155,9 +174,27 @@ def as_scope(scope: ScopeLike) -> Scope:
 
 
 class Params(BaseModel):
-    """The base of every parameter model: unknown names are errors (a misspelled option must not be dropped)."""
+    """The base of every parameter model: unknown names are errors (a misspelled option must not be dropped), and
+    types are strict: a boolean is not an integer (``"idx": false``), an integer is not a boolean
+    (``"extract": 0``), a number is not a date, a string is not a number. JSON bodies, MCP arguments and Python
+    calls give values their real types; what arrives as text (a URL's query, the command line) is read from text
+    first (``QueryParams``, ``from_cli``), by rules as narrow as these."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _whole_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """``2.0`` where an integer belongs is the integer 2: JSON Schema's ``integer`` is any number without a
+        fractional part, and generated clients may send one so; ``2.5`` (and ``true``) stay refused. A tuple
+        where a list belongs is that list."""
+        field = cls.model_fields.get(info.field_name or "")
+        kind = plain_type(field.annotation) if field else None
+        if isinstance(value, float) and value.is_integer() and kind is int:
+            return int(value)
+        if isinstance(value, tuple) and get_origin(kind) is list:
+            return list(value)  # Python callers' tuples (``kinds=("round", "fact")``): strict wants a list
+        return value
 
 
 # -- ingest ---------------------------------------------------------------------------------------------------------
@@ -187,6 +224,27 @@ class AddMessagesParams(Params):
     )
 
 
+def _exported(value: Any) -> Any:
+    """A ``Session`` (what ``export_sessions`` returns to Python callers) is taken as the data it holds."""
+    return (
+        value.model_dump()
+        if isinstance(value, BaseModel) and not isinstance(value, ImportedSession)
+        else value
+    )
+
+
+class ImportedSession(Params):
+    """One session of ``import_sessions``, as ``export_sessions`` writes it (a ``Session``), checked like every
+    input: strict types, the id rule, dates by the project's date rule (offset-less = UTC, as older exports wrote
+    them). Keys it does not know (``extract_status``, ``extract_error``) are ignored, as they always were."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    id: IdArg
+    started_at: DateArg
+    messages: Messages = Field(min_length=1)
+
+
 class SessionItem(Params):
     """One session of a bulk ingest, validated: its id, its date, and at least one message."""
 
@@ -213,20 +271,25 @@ class AddSessionsParams(Params):
     @model_validator(mode="after")
     def _unique(self) -> AddSessionsParams:
         """Ids must be unique within one call: a clash would otherwise fail halfway through the write."""
-        seen_sessions: set[str] = set()
-        seen_messages: set[str] = set()
-        for i, s in enumerate(self.sessions):
-            if s.session_id in seen_sessions:
-                raise InvalidInput(f"session id {s.session_id!r} appears twice in one call", where="sessions")
-            seen_sessions.add(s.session_id)
-            for j, m in enumerate(s.messages):
-                if m.id is not None:
-                    if m.id in seen_messages:
-                        raise InvalidInput(
-                            f"duplicate message id {m.id!r}", where=f"sessions[{i}].messages[{j}].id"
-                        )
-                    seen_messages.add(m.id)
+        unique_ids([(s.session_id, s.messages) for s in self.sessions])
         return self
+
+
+def unique_ids(sessions: Sequence[tuple[str, Sequence[Message]]]) -> None:
+    """``InvalidInput`` naming the first session id, or message id, that appears twice among ``sessions``."""
+    seen_sessions: set[str] = set()
+    seen_messages: set[str] = set()
+    for i, (session_id, messages) in enumerate(sessions):
+        if session_id in seen_sessions:
+            raise InvalidInput(f"session id {session_id!r} appears twice in one call", where="sessions")
+        seen_sessions.add(session_id)
+        for j, m in enumerate(messages):
+            if m.id is not None:
+                if m.id in seen_messages:
+                    raise InvalidInput(
+                        f"duplicate message id {m.id!r}", where=f"sessions[{i}].messages[{j}].id"
+                    )
+                seen_messages.add(m.id)
 
 
 SESSIONS_FORMAT: Literal["graphrecall.sessions/v1"] = "graphrecall.sessions/v1"
@@ -241,7 +304,15 @@ class ImportSessionsParams(Params):
     )
     org_id: str | None = Field(default=None, description="where it was exported from (ignored)")
     user_id: str | None = Field(default=None, description="where it was exported from (ignored)")
-    sessions: list[Session] = Field(description="the sessions with their messages, as exported")
+    sessions: Annotated[
+        list[Annotated[ImportedSession, BeforeValidator(_exported)]], BeforeValidator(_listed)
+    ] = Field(description="the sessions with their messages, as exported; ids unique within the call")
+
+    @model_validator(mode="after")
+    def _unique(self) -> ImportSessionsParams:
+        """Checked here, where the error names the request's field, not by the ``add_sessions`` it becomes."""
+        unique_ids([(s.id, s.messages) for s in self.sessions])
+        return self
 
 
 # -- recall ---------------------------------------------------------------------------------------------------------
@@ -258,20 +329,26 @@ def is_shared(scope: Scope) -> bool:
     return scope.user_id.startswith(SHARED_PREFIX)
 
 
-def _also_item(value: Any) -> Any:
-    """A ``Scope`` (Python callers) as ``org/user``; strings as given."""
-    if isinstance(value, Scope):
-        return f"{value.org_id}/{value.user_id}"
-    if isinstance(value, tuple) and len(value) == 2:
-        return f"{value[0]}/{value[1]}"
-    return value
+def same_org_also(scope: Scope, also: Iterable[Any]) -> list[Any]:
+    """``also`` as user ids, for a Python caller who may name shared scopes as ``Scope`` objects or ``(org, user)``
+    pairs: those must be of ``scope``'s organisation (over HTTP and MCP the organisation is the path's)."""
+    out: list[Any] = []
+    for item in also:
+        if isinstance(item, Scope | tuple):
+            other = as_scope(item)
+            if other.org_id != scope.org_id:
+                raise InvalidInput(
+                    f"{other} belongs to another organisation than {scope}: only its own organisation's shared "
+                    "scopes can be read with a user's memory",
+                    where="also",
+                )
+            item = other.user_id
+        out.append(item)
+    return out
 
 
 def _shared_name(value: str) -> str:
-    org, _, user = value.rpartition("/")
-    for part, what in ((org, "organisation"), (user, "user id")):
-        if part or what == "user id":
-            validate_identifier(part, what)
+    user = validate_identifier(value, "shared scope")
     if not user.startswith(SHARED_PREFIX):
         raise ValueError(
             f"{user!r} is not a shared scope: only scopes whose user id starts with {SHARED_PREFIX!r} (an "
@@ -280,7 +357,11 @@ def _shared_name(value: str) -> str:
     return value
 
 
-SharedScopeName = Annotated[str, BeforeValidator(_also_item), AfterValidator(_shared_name)]
+SharedScopeName = Annotated[
+    str,
+    AfterValidator(_shared_name),
+    Field(json_schema_extra={"minLength": 1, "maxLength": MAX_ID_LENGTH, "pattern": SHARED_ID_PATTERN}),
+]
 ALSO_HELP = (
     "shared scopes of the same organisation to read together with this one: their user ids (starting with '_', "
     "e.g. _shared, _project-atlas), at most 8; each hit's scope says where it came from"
@@ -700,7 +781,7 @@ def from_cli(
     }
     shown = {n: n if f.is_required() else flag(n) for n, f in spec.model_fields.items()} | dict(names or {})
     try:
-        return spec.model_validate(values)
+        return spec.model_validate(values, strict=False)  # argparse hands text: "5" is the number 5 here
     except ValidationError as e:
         err, loc = invalid(e, names=shown), e.errors()[0]["loc"]
     message = str(err).removeprefix(f"{err.where}: ")

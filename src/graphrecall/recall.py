@@ -56,22 +56,15 @@ class Recall:
         return Cutoff.at(question_date, slack_hours=self.config.question_date_slack_hours)
 
     def scope(self, scope: Scope, cutoff: Cutoff, also: Sequence[str] = ()) -> ScopeRecall:
-        """One question's view of ``scope``, read together with the shared scopes named in ``also`` (user ids, or
-        ``org/user`` of the same organisation: ``params.SharedScopeName``)."""
+        """One question's view of ``scope``, read together with the shared scopes of its organisation named in
+        ``also`` (their user ids, validated: ``params.SharedScopeName``)."""
         shared = [self._shared(scope, name) for name in dict.fromkeys(also)]
         return ScopeRecall(self, scope, cutoff, shared=[ScopeRecall(self, s, cutoff) for s in shared])
 
     @staticmethod
-    def _shared(scope: Scope, name: str) -> Scope:
-        org, _, user = name.rpartition("/")
-        if org and org != scope.org_id:
-            raise InvalidInput(
-                f"{name!r} belongs to another organisation than {scope}: only its own organisation's shared "
-                "scopes can be read with a user's memory",
-                where="also",
-            )
+    def _shared(scope: Scope, user: str) -> Scope:
         if user == scope.user_id:
-            raise InvalidInput(f"{name!r} is the scope being read", where="also")
+            raise InvalidInput(f"{user!r} is the scope being read", where="also")
         return Scope(org_id=scope.org_id, user_id=user)
 
 

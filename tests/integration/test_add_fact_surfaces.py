@@ -46,7 +46,7 @@ def test_http_adds_a_fact_and_reports_the_decision(memory: Memory) -> None:
     assert first.status_code == 200, first.text
     body = first.json()
     assert (body["decision"], body["decided_by"]) == ("NEW", "rule")
-    assert body["fact"]["valid_from"] == "2020-01-01T00:00:00" and body["fact"]["session_id"] == "app"
+    assert body["fact"]["valid_from"] == "2020-01-01T00:00:00Z" and body["fact"]["session_id"] == "app"
     assert again.json()["decision"] == "DUPLICATE" and again.json()["fact"]["id"] == body["fact"]["id"]
     for bad, field in ((bad_kind, "kind"), (extra, "confidence"), (empty, "text")):
         assert bad.status_code == 422 and bad.json()["error"]["field"] == field, bad.text

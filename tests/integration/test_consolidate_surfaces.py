@@ -56,7 +56,7 @@ def test_http_dry_run_then_consolidate(memory: Memory) -> None:
     assert len(before["facts"]) == 2  # the dry run wrote nothing
     assert done.json()["merges"] == dry.json()["merges"] and done.json()["llm_calls"] == 0
     assert again.json()["merges"] == [] and again.json()["event_links"] == []
-    assert summaries.status_code == 501 and "summaries need an LLM" in summaries.text
+    assert summaries.status_code == 409 and "summaries need an LLM" in summaries.text
     assert extra.status_code == 422 and extra.json()["error"]["field"] == "dryrun"
     assert [f.id for f in memory.facts(SCOPE)] == [kept]
 

@@ -101,7 +101,9 @@ async def test_added_sessions_are_recalled_by_search_and_context(memory: Memory)
     direct = memory.search(Scope(org_id="acme", user_id="alice"), "what is my kitten called?", 2)
     assert [h["id"] for h in search.structured_content["hits"]] == [h.id for h in direct]
     assert search.structured_content["hits"][0]["session_id"] == "cat"
-    assert search.structured_content["hits"][0]["date"] == "2024-05-01T10:00:00"
+    assert (
+        search.structured_content["hits"][0]["date"] == "2024-05-01T10:00:00Z"
+    )  # sent without an offset: read as UTC, sent back with it
 
     assert not context.is_error and context.structured_content is not None
     assert "Miso" in context.structured_content["text"]
@@ -211,14 +213,14 @@ async def test_answer_and_facts_pass_memory_results_through(tmp_path: Path) -> N
                 "memory_facts", {"as_of": "2024-05-02", "limit": 1, "offset": 1, **ACME_ALICE}
             )
     assert not answer.is_error and answer.structured_content is not None
-    assert answer.structured_content["question_date"] == "2024-06-01T00:00:00"
+    assert answer.structured_content["question_date"] == "2024-06-01T00:00:00Z"
     assert "Miso" in answer.structured_content["text"]
     assert memory.calls == [{"mode": "synthesis", "tools": "none", "token_budget": 800, "steps": 4}]
     assert bad_mode.is_error and "mode" in text_of(bad_mode)
     assert not facts.is_error and facts.structured_content is not None
     [fact] = facts.structured_content["facts"]
     second = memory.sessions(Scope(org_id="acme", user_id="alice"))[1].id
-    assert (fact["id"], fact["last_seen"], fact["confidence"]) == (second, "2024-05-02T00:00:00", 0.5)
+    assert (fact["id"], fact["last_seen"], fact["confidence"]) == (second, "2024-05-02T00:00:00Z", 0.5)
 
 
 # -- scope enforcement -----------------------------------------------------------------------------------------
@@ -324,7 +326,7 @@ async def test_stdio_transport_serves_a_bound_scope(tmp_path: Path) -> None:
         command=sys.executable, args=module_command(tmp_path / "store", "--org", "acme", "--user", "alice")
     )
     async with Client(params) as client:
-        assert len((await client.list_tools()).tools) == 11  # every memory_* tool, bound to one scope
+        assert len((await client.list_tools()).tools) == 12  # every memory_* tool, bound to one scope
         await add(client, "cat", CAT_SESSION)
         search = await client.call_tool("memory_search", {"query": "kitten", "k": 1})
     assert search.structured_content is not None

@@ -66,3 +66,17 @@ def test_the_benchmark_runs_end_to_end_on_one_small_history(tmp_path: Path) -> N
     assert "--embedder hashing" in md and commit[:12] in md and "| en+ru | 3 |" in md
     misses = [r["id"] for r in rows.values() if r["scores"]["graphrecall"]["r@1"] < 1]
     assert all(m in md for m in misses)
+
+
+def test_a_variant_is_ranked_beside_the_library_defaults(tmp_path: Path) -> None:
+    """``--variant NAME=JSON``: settings chosen on one half are reported on the other, over the same scope."""
+    (tmp_path / "dev.json").write_text(json.dumps({"split": "dev", "histories": [SMALL]}), encoding="utf-8")
+    out = tmp_path / "out"
+    argv = ["--embedder", "hashing", "--split", "dev", "--data-dir", str(tmp_path), "--out", str(out)]
+    variant = '{"newer_restatements": "off"}'
+    assert main([*argv, "--embed-cache", str(tmp_path / "c.sqlite"), "--variant", f"off={variant}"]) == 0
+    report = json.loads((out / "multilingual.json").read_text(encoding="utf-8"))
+    assert report["config"]["systems"] == ["graphrecall", "bm25", "dense", "off"]
+    assert report["config"]["variants"] == {"off": {"newer_restatements": "off"}}
+    assert all("off" in r["scores"] for r in report["questions"])
+    assert '`off`: `{"newer_restatements": "off"}`' in (out / "multilingual.md").read_text(encoding="utf-8")

@@ -193,7 +193,7 @@ def test_http_documents_the_operation_result_and_its_errors(openapi: dict[str, A
     assert ok == {"$ref": f"#/components/schemas/{model.__name__}"}
     assert ("404" in route["responses"]) == (op.unknown_scope == "not_found" or any(
         e.__name__ == "NotFound" for e in op.errors))  # fmt: skip
-    assert ("501" in route["responses"]) == any(e.__name__ == "NotAvailable" for e in op.errors)
+    assert ("409" in route["responses"]) == any(e.__name__ == "NotAvailable" for e in op.errors)
 
 
 # -- MCP -----------------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ the real script and reads what it would do.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -39,6 +40,12 @@ def test_the_test_setup_installs_every_extra_ray_and_nginx() -> None:
     assert any('".[all,dev]"' in s or "[all,dev]" in s for s in steps)
     assert any("[ray]" in s for s in steps)
     assert any("apt-get" in s and "nginx" in s for s in steps)
+    if _has_npm():  # the client's dependencies, where npm is there to install them
+        assert "npm ci --prefix clients/typescript --prefer-offline --no-audit --no-fund" in steps
+
+
+def _has_npm() -> bool:
+    return shutil.which("npm") is not None
 
 
 def test_demo_and_tests_call_the_setup_they_need() -> None:

@@ -6,12 +6,12 @@ path to audit it: which evidence was cited, what the verifier decided, which too
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field
 
 from graphrecall.llm.usage import Usage
+from graphrecall.models import UtcDateTime
 
 Mode = Literal["recall", "synthesis"]
 Verdict = Literal["YES", "PARTIAL", "NO"]
@@ -39,7 +39,7 @@ class Citation(BaseModel):
     hit_id: str
     kind: str = "round"
     session_id: str
-    date: datetime | None = None
+    date: UtcDateTime | None = None
     snippet: str = ""
 
 
@@ -73,7 +73,7 @@ class Answer(BaseModel):
     text: str
     mode: Mode
     question_type: str = ""
-    question_date: datetime | None = None
+    question_date: UtcDateTime | None = None
     abstained: bool = False
     verdict: Verdict | None = None
     missing: str = ""

@@ -99,6 +99,25 @@ def asks_about_now(question: str) -> bool:
     return NOW_CUE.search(text) is not None or _cue(text, "now")
 
 
+def without_now_cue(question: str) -> str:
+    """The question without the words by which its own language (not English) says "now" ("ahora", "现在",
+    "maintenant"), for its lexical lists.
+
+    Why: those words say when, not what. As BM25 terms they match every round that happens to say "now" ("ahora
+    tengo un gato" for "¿dónde vivo ahora?"), and in a small scope a rare shared word ranks first whatever it
+    means. English's ("now") are in ``stopwords.txt`` and the rest of English's cue words stay as they were
+    measured, so an English question's terms are unchanged."""
+    text = " ".join(question.split())
+    lang = language_of(text)
+    languages = ["de", "es", "fr"] if lang == "en" and _ACCENTED.search(text) else [lang]
+    patterns = [OTHER_CUES[x]["now"] for x in languages if x in OTHER_CUES]
+    if not any(p.search(text) for p in patterns):
+        return question  # unchanged, to the character: its terms are exactly those it had before
+    for p in patterns:
+        text = p.sub(" ", text)
+    return " ".join(text.split())
+
+
 def asks_about_assistant(question: str) -> bool:
     """True when the question asks what the assistant said, so its evidence is in a reply."""
     text = " ".join(question.split())

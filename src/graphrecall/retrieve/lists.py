@@ -150,7 +150,7 @@ class Bm25List(Generator):
 
     def prefetch(self, s: SearchState) -> None:
         if self.wanted(s):
-            terms = query_terms(s.query, drop_query_stopwords=s.config.query_stopwords)
+            terms = query_terms(s.lexical_query, drop_query_stopwords=s.config.query_stopwords)
             s.pending[ListName.bm25] = s.run.submit("bm25", q.lexical_search, s.db, "round_terms", terms, s.n)
 
     def generate(self, s: SearchState) -> None:
@@ -173,7 +173,7 @@ class TailBm25List(Generator):
 
     def generate(self, s: SearchState) -> None:
         assert s.tail is not None
-        ranked = s.tail.bm25_search(s.query, s.n, drop_query_stopwords=s.config.query_stopwords)
+        ranked = s.tail.bm25_search(s.lexical_query, s.n, drop_query_stopwords=s.config.query_stopwords)
         s.pool.update(s.tail.get([rid for rid, _ in ranked]))
         s.add(ListName.bm25_tail, ranked)
 
@@ -203,7 +203,7 @@ class UserSideList(Generator):
         ids = first_fusion(s, s.config.user_pool)
         with stage(s.timings, "bm25_user"):
             ranked = pool_bm25(
-                s.query,
+                s.lexical_query,
                 {rid: s.pool[rid].user_text for rid in ids if rid in s.pool},
                 drop_query_stopwords=s.config.query_stopwords,
             )

@@ -15,7 +15,7 @@ import numpy as np
 from graphrecall.config import RetrievalConfig
 from graphrecall.retrieve import fusion
 from graphrecall.retrieve.state import SearchState
-from graphrecall.retrieve.updates import newer_first
+from graphrecall.retrieve.updates import above_background, newer_first
 
 
 def rank1_unit(cfg: RetrievalConfig) -> float:
@@ -124,14 +124,22 @@ class NewerRestatements(Stage):
         return mode == "always" or (mode == "now" and s.cues.about_now)
 
     def __call__(self, s: SearchState) -> None:
-        top = s.config.restatement_top
+        cfg = s.config
+        top = cfg.restatement_top
         ids = [rid for rid, _ in s.ranked[:top]]
+        min_similarity = s.similarity(cfg.restatement_similarity)
+        if cfg.restatement_contrast > 0:
+            around = [rid for rid, _ in s.ranked[: max(cfg.rerank_top, top)]]
+            vectors = s.stored_vectors(around, "user")
+            min_similarity = max(min_similarity, above_background(vectors, cfg.restatement_contrast))
+        else:
+            vectors = s.stored_vectors(ids, "user")
         s.ranked = newer_first(
             s.ranked,
             {rid: s.rounds[rid].at for rid in ids},
-            s.stored_vectors(ids, "user"),
+            vectors,
             top=top,
-            min_similarity=s.similarity(s.config.restatement_similarity),
+            min_similarity=min_similarity,
         )
 
 

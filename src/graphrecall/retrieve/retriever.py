@@ -31,7 +31,7 @@ from graphrecall.embed.profile import profile_of
 from graphrecall.models import Hit, Round, TimeRange
 from graphrecall.retrieve import fusion
 from graphrecall.retrieve.graph import GraphCandidates
-from graphrecall.retrieve.intent import Cues
+from graphrecall.retrieve.intent import Cues, without_now_cue
 from graphrecall.retrieve.lists import GENERATORS, weights
 from graphrecall.retrieve.post import POST_FUSION
 from graphrecall.retrieve.rerank import Reranker
@@ -104,6 +104,7 @@ class HybridRetriever:
                 graph=self.graph,
                 reranker=self.reranker,
                 similarity=self.similarity,
+                lexical=without_now_cue(query),
             )
             return self._search(s)
 

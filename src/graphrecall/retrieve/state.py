@@ -46,6 +46,9 @@ class SearchState:
     similarity: Callable[[float], float] = (
         float  # a threshold of the config on the embedder's scale (embed.profile)
     )
+    lexical: str | None = (
+        None  # the question as its lexical lists read it, when not ``query`` (``lexical_query``)
+    )
     qvec: Vectors | None = None  # the question's vector, once embedded
     pending: dict[ListName, Future[Ranked]] = field(default_factory=dict)  # store queries started early
     lists: dict[ListName, Ranked] = field(default_factory=dict)
@@ -60,6 +63,12 @@ class SearchState:
     @property
     def timings(self) -> dict[str, float] | None:
         return self.run.timings
+
+    @property
+    def lexical_query(self) -> str:
+        """The question as the BM25 lists read it: without the words by which it says "now"
+        (``intent.without_now_cue``)."""
+        return self.query if self.lexical is None else self.lexical
 
     @property
     def vector(self) -> Vectors:

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from graphrecall.embed.base import normalize_rows
 
 Ranked = list[tuple[str, float]]
@@ -53,3 +55,17 @@ def newer_first(
         i += 1
     scores = [s for _, s in ranked[:top]]
     return list(zip(head, scores, strict=True)) + list(ranked[top:])
+
+
+def above_background(vectors: Mapping[str, Any], contrast: float) -> float:
+    """The cosine ``contrast`` standard deviations above the mean cosine between two of these rounds: what two
+    rounds of this scope that merely share its person, style and topics score, plus a margin (-1.0, which every
+    pair passes, for fewer than three rounds)."""
+    if len(vectors) < 3:
+        return -1.0
+    unit = normalize_rows(
+        np.vstack([np.asarray(v, dtype=np.float32).reshape(1, -1) for v in vectors.values()])
+    )
+    sims = unit @ unit.T
+    pairs = sims[np.triu_indices(len(unit), k=1)]
+    return float(pairs.mean() + contrast * pairs.std())

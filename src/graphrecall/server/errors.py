@@ -7,11 +7,13 @@ Library exceptions carry their own ``code``; this module only decides the HTTP s
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 from graphrecall.errors import (
     EmbedderMismatch,
@@ -36,6 +38,7 @@ STATUS_CODES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    409: "conflict",
     413: "payload_too_large",
     422: "invalid_input",
     501: "not_implemented",
@@ -86,11 +89,30 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "invalid_input", f"{where or 'request'}: {message}{more}", where)
 
 
-def _http(_: Request, exc: Exception) -> JSONResponse:
+class AllowedMethods:
+    """The methods the API documents for each path, to answer a 405 with all of them: Starlette's 405 names only
+    the first route whose path matched (``/facts`` said ``Allow: GET`` though ``POST /facts`` exists), and RFC 9110
+    wants every method the resource supports. Built from the app's OpenAPI paths, so ``Allow`` and the document
+    agree by construction."""
+
+    def __init__(self, paths: dict[str, dict[str, Any]]) -> None:
+        self._paths = [
+            (compile_path(path)[0], ", ".join(m.upper() for m in item)) for path, item in paths.items()
+        ]
+
+    def at(self, path: str) -> str | None:
+        return next((methods for regex, methods in self._paths if regex.match(path)), None)
+
+
+def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = STATUS_CODES.get(exc.status_code, "error")
     detail = exc.detail if isinstance(exc.detail, str) else "request failed"
-    return error_response(exc.status_code, code, detail, headers=dict(exc.headers or {}))
+    headers = dict(exc.headers or {})
+    allowed = getattr(request.app.state, "allowed_methods", None)
+    if exc.status_code == 405 and isinstance(allowed, AllowedMethods):
+        headers["Allow"] = allowed.at(request.url.path) or headers.get("Allow", "")
+    return error_response(exc.status_code, code, detail, headers=headers)
 
 
 def _api(_: Request, exc: Exception) -> JSONResponse:
@@ -134,7 +156,8 @@ def _library(_: Request, exc: Exception) -> JSONResponse:
             headers={"Retry-After": "5"},
         )
     if isinstance(exc, NotAvailable):
-        return error_response(501, exc.code, str(exc))
+        # A setting of this server, not a fault: 409 (see routes.NEEDS_LLM), so nothing pages and nothing retries.
+        return error_response(409, exc.code, str(exc))
     if isinstance(exc, EmbedderMismatch):
         # The scope was written with another model than the server's: the operator's to fix, with the command the
         # message names (without the server's paths, which go to the log).

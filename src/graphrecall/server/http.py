@@ -130,7 +130,13 @@ def create_app(
         summary="Prometheus metrics (text format); needs an API key when keys are configured",
         operation_id="metrics",
         response_class=Response,
-        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+        responses={
+            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+            401: {
+                "model": ErrorResponse,
+                "description": "missing or invalid API key, when keys are configured",
+            },
+        },
         dependencies=[Depends(HTTPBearer(auto_error=False))],
     )
     async def prometheus() -> Response:
@@ -144,4 +150,5 @@ def create_app(
     app.add_middleware(AuthMiddleware, auth=auth, metrics=metrics)
     app.add_middleware(AccessLogMiddleware, metrics=metrics, routes=RouteTemplates(app.openapi()["paths"]))
     app.state.metrics = metrics
+    app.state.allowed_methods = errors.AllowedMethods(app.openapi()["paths"])
     return app

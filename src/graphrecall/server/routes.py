@@ -18,13 +18,13 @@ from typing import Annotated, Any, TypeVar
 import anyio.to_thread
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from fastapi.security import HTTPBearer
-from pydantic import BaseModel, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, create_model
 
 from graphrecall.errors import NotAvailable, NotFound
 from graphrecall.memory import Memory
-from graphrecall.models import IngestResult, Scope, validate_identifier
+from graphrecall.models import ID_SCHEMA, IngestResult, Scope, validate_identifier
 from graphrecall.operations import Operation, exposed, missing_scope
-from graphrecall.params import Params, is_shared, validate
+from graphrecall.params import Params, is_shared, plain_type, validate
 from graphrecall.server.auth import shared_write_refused
 from graphrecall.server.errors import ApiError
 from graphrecall.server.metrics import Metrics
@@ -37,11 +37,14 @@ PREFIX = "/v1/scopes/{org}/{user}"
 COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": desc}
     for status, desc in {
+        400: "the body is not valid JSON, or Content-Length is not a number (invalid_input)",
         401: "missing or invalid API key (unauthorized)",
         403: "the key may not access this org (forbidden)",
         413: "request body over the limit (payload_too_large)",
         422: "invalid input; `field` names it (invalid_input)",
         503: "the user's store is busy, or a write could not be stored right now; retry (store_busy, write_log)",
+        500: "a fault of the server (internal), or a store written with another embedding model than the "
+        "server's (embedder_mismatch; the message names the command that fixes it)",
         507: "the server is out of storage space; nothing of the request was stored (storage_full)",
     }.items()
 }
@@ -53,14 +56,55 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {
     }
 }
 NEEDS_LLM: dict[int | str, dict[str, Any]] = {
-    501: {"model": ErrorResponse, "description": "no LLM is configured on the server (not_available); set "
-          "GRAPHRECALL_LLM there"}
+    409: {"model": ErrorResponse, "description": "the request is valid but this server has no LLM configured "
+          "(not_available): nothing was done; the same request works on a server with GRAPHRECALL_LLM set"}
 }  # fmt: skip
+"""409, not 501: a server without an LLM works as configured; the request conflicts with how it is set up. A 5xx
+would page whoever watches the server's error rate and make clients retry a request that cannot succeed."""
 
 
-def user_scope(request: Request, org: Annotated[str, Path(min_length=1, max_length=128,
-               description="tenant (organisation) id")], user: Annotated[str, Path(min_length=1, max_length=128,
-               description="end-user id within the org")]) -> Scope:  # fmt: skip
+def _query_int(value: Any) -> Any:
+    """An integer in a URL query is digits (with a sign): ``5.0``, `` 5`` or ``1e3`` are not integers."""
+    if isinstance(value, str) and not re.fullmatch(r"[+-]?[0-9]+", value):
+        raise ValueError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _query_bool(value: Any) -> Any:
+    """A boolean in a URL query is ``true`` or ``false`` (how OpenAPI writes one), not ``1``, ``yes`` or ``on``."""
+    if isinstance(value, str) and value not in ("true", "false"):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+class QueryParams(Params):
+    """A GET operation's parameters as they arrive in the URL: text, read into the parameter model's types by
+    ``_query_int``/``_query_bool``/the date rule, then checked strictly by the operation's own model."""
+
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+
+def _query(model: type[Params], names: list[str]) -> type[BaseModel]:
+    """The query form of ``model``'s fields ``names``: same names, bounds and descriptions, read from text."""
+    fields: dict[str, Any] = {}
+    for n in names:
+        field = model.model_fields[n]
+        annotation: Any = field.annotation
+        kind = plain_type(annotation)
+        if kind is bool:
+            annotation = Annotated[annotation, BeforeValidator(_query_bool)]
+        elif kind is int:
+            annotation = Annotated[annotation, BeforeValidator(_query_int)]
+        fields[n] = (annotation, field)
+    made: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        model.__name__.removesuffix("Params") + "Query", __base__=QueryParams, __doc__=model.__doc__, **fields
+    )
+    return made
+
+
+def user_scope(request: Request, org: Annotated[str, Path(description="tenant (organisation) id",
+               json_schema_extra=ID_SCHEMA)], user: Annotated[str, Path(description="end-user id within the org",
+               json_schema_extra=ID_SCHEMA)]) -> Scope:  # fmt: skip
     """Validate the path ids before anything touches the filesystem, and re-check the org grant (the auth
     middleware already did; this keeps the guarantee local to the routes)."""
     for value, name in ((org, "org"), (user, "user")):
@@ -126,11 +170,15 @@ class OperationRoutes:
             field = op.params.model_fields[name]
             signature.append(
                 inspect.Parameter(
-                    name, keyword, annotation=Annotated[str, Path(description=field.description)]
+                    name,
+                    keyword,
+                    annotation=Annotated[
+                        str, Path(description=field.description, json_schema_extra=ID_SCHEMA)
+                    ],
                 )
             )
         if rest and http.method == "GET":
-            query = op.params if not in_path else _part(op.params, rest, "Query")
+            query = _query(op.params, rest)
             signature.append(inspect.Parameter("query", keyword, annotation=Annotated[query, Query()]))
         elif rest:
             body = op.params if not in_path else _part(op.params, rest, "Request")

@@ -15,6 +15,7 @@ from graphrecall.embed import Embedder
 from graphrecall.errors import NotFound
 from graphrecall.models import ExtractionJob, Scope, ScopeExport, ScopeStats, Session
 from graphrecall.services.access import ScopeAccess
+from graphrecall.services.paging import past_the_end
 from graphrecall.store import rounds as q
 
 Jobs = Callable[[Scope], list[ExtractionJob]]
@@ -66,7 +67,11 @@ class HistoryService:
             return [x.model_copy(update={"messages": []}) for x in found[offset : offset + limit]]
 
         found = self.access.raw(
-            scope, resident=resident, kuzu=lambda db: q.list_sessions(db, limit=limit, offset=offset)
+            scope,
+            resident=resident,
+            kuzu=lambda db: (
+                [] if past_the_end(db, "Session", offset) else q.list_sessions(db, limit=limit, offset=offset)
+            ),
         )
         queued = {j.session_id: j for j in self._jobs(scope) if j.status != "done"}
         return [

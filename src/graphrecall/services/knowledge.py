@@ -49,6 +49,7 @@ from graphrecall.params import (
     SupersedeParams,
 )
 from graphrecall.services.access import ScopeAccess
+from graphrecall.services.paging import past_the_end
 from graphrecall.store import facts as fq
 
 Progress = Callable[[int, int], None]
@@ -337,6 +338,8 @@ class KnowledgeService:
         if not self.access.has_database(scope):
             return []
         with self.access.database(scope) as db:
+            if past_the_end(db, "Fact", p.offset):
+                return []
             return fq.list_facts(
                 db, as_of=p.as_of, include_superseded=p.include_superseded, limit=p.limit, offset=p.offset
             )
