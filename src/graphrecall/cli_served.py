@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from graphrecall import operations as ops
 from graphrecall.cli_common import EXIT_USAGE, CliError
 from graphrecall.errors import NotFound
-from graphrecall.models import IngestResult, Message, Scope, ScopeStats, Session, SessionInput, utcnow
-from graphrecall.params import ImportSessionsParams, NoParams, SessionItem, validate
+from graphrecall.models import IngestResult, Scope, ScopeStats, SessionInput, utcnow
+from graphrecall.params import ImportedSession, ImportSessionsParams, NoParams, SessionItem, validate
 
 if TYPE_CHECKING:
     from graphrecall.remote.client import RemoteMemory
@@ -51,16 +51,15 @@ def ingest(
     return total
 
 
-def _session(s: SessionInput) -> Session:
+def _session(s: SessionInput) -> ImportedSession:
     """A session of an ingest file in the export format, validated as ``add_sessions`` validates it. A session
     without a date is dated now, as a new session is in process."""
     item: SessionItem = validate(SessionItem, s.model_dump())
-    messages = [Message.model_validate(m.model_dump(exclude_none=True)) for m in item.messages]
-    return Session(id=item.session_id, started_at=item.date or utcnow(), messages=messages)
+    return ImportedSession(id=item.session_id, started_at=item.date or utcnow(), messages=item.messages)
 
 
-def _chunks(sessions: Iterator[Session], most: int) -> Iterator[list[Session]]:
-    chunk: list[Session] = []
+def _chunks(sessions: Iterator[ImportedSession], most: int) -> Iterator[list[ImportedSession]]:
+    chunk: list[ImportedSession] = []
     size = 0
     for s in sessions:
         n = len(s.model_dump_json())
