@@ -272,6 +272,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve_arguments(s)
 
     s = sub.add_parser(
+        "ui", parents=[common], help="the web console over a local store, on 127.0.0.1 only (docs/console.md)"
+    )
+    s.add_argument("--port", type=int, default=8420, help="port (default: 8420)")
+    s.add_argument("--keys", help="API keys file: ask for a key even on loopback (default: none needed)")
+    s.add_argument(
+        "--log-level", default="warning", choices=("error", "warning", "info"), help="default: warning"
+    )
+
+    s = sub.add_parser(
         "shard-config",
         help="write the nginx config that shards the HTTP API over several serve nodes, or say which node "
         "owns a scope (docs/scaling.md)",
@@ -942,6 +951,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    """``graphrecall serve`` for one person at this machine: bound to 127.0.0.1, answering only requests addressed
+    to a loopback name (no DNS rebinding), without keys unless ``--keys`` (or the keys variable) names some."""
+    from graphrecall.server.serve import KEYS_ENV
+
+    args.host = "127.0.0.1"
+    args.insecure_local = not (args.keys or os.environ.get(KEYS_ENV))
+    args.loopback_only = True
+    return cmd_serve(args)
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     _require_extra("mcp", ("mcp",), "the MCP server")
     try:
@@ -1045,6 +1065,7 @@ COMMANDS = {
     "report": cmd_report,
     "reembed": cmd_reembed,
     "serve": cmd_serve,
+    "ui": cmd_ui,
     "shard-config": cmd_shard_config,
     "mcp": cmd_mcp,
     "extract": cli_extract.cmd_extract,

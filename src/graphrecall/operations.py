@@ -42,11 +42,14 @@ from graphrecall.models import (
     Consolidation,
     Context,
     Erasure,
+    ExtractionQueue,
     Fact,
     IngestResult,
     Maintenance,
+    MemoryGraph,
     Profile,
     Scope,
+    ScopePage,
     ScopeReport,
     ScopeStats,
     Session,
@@ -57,8 +60,10 @@ ParamsT = TypeVar("ParamsT", bound=P.Params)
 
 @dataclass(frozen=True)
 class Http:
-    """How an operation is served over HTTP, below ``/v1/scopes/{org}/{user}``. ``{name}`` segments of ``path``
-    are fields of the parameter model; the others come from the query (GET) or the JSON body."""
+    """How an operation is served over HTTP, below ``/v1/scopes/{org}/{user}`` (``level="org"``: below
+    ``/v1/scopes/{org}``, for an operation over an organisation's users, whose ``org_id`` field is the path's org).
+    ``{name}`` segments of ``path`` are fields of the parameter model; the others come from the query (GET) or the
+    JSON body."""
 
     method: Literal["GET", "POST", "DELETE"]
     path: str
@@ -66,6 +71,12 @@ class Http:
     tag: str
     operation_id: str | None = None  # the route's stable id, when it is not the operation's name
     accepted: bool = False  # 202 when the result queued work (``extraction_job``)
+    level: Literal["user", "org"] = "user"
+
+    @property
+    def template(self) -> str:
+        """The whole path template, as the OpenAPI document names it."""
+        return ("/v1/scopes/{org}" if self.level == "org" else "/v1/scopes/{org}/{user}") + self.path
 
 
 @dataclass(frozen=True)
@@ -398,7 +409,23 @@ EXTRACT = Operation(
 EXTRACTION_JOBS = Operation(
     "extraction_jobs", P.NoParams, "list[ExtractionJob]", python_only=("scope",), scoped=False
 )
-RETRY_EXTRACTION = Operation("retry_extraction", P.NoParams, "int", errors=(NotAvailable,))
+RETRY_EXTRACTION = Operation(
+    "retry_extraction",
+    P.NoParams,
+    "int",
+    R.RetryResponse,
+    envelope=lambda s, p, n: R.RetryResponse(requeued=n),
+    unwrap="requeued",
+    errors=(NotAvailable,),
+    unknown_scope="not_found",
+    http=Http(
+        "POST",
+        "/extraction-jobs/retry",
+        "Queue the user's failed background extractions again (needs an LLM on the server)",
+        "extraction",
+    ),
+    cli=Cli("retry-extraction", "queue a scope's failed background extractions again", llm=True),
+)
 WAIT_FOR_EXTRACTION = Operation(
     "wait_for_extraction", P.NoParams, "bool", python_only=("timeout",), scoped=False
 )
@@ -529,6 +556,56 @@ EVENTS = Operation(
     cli=Cli("events", "list extracted events in time order"),
 )
 
+LIST_SCOPES = Operation(
+    "list_scopes",
+    P.ListScopesParams,
+    "ScopePage",
+    ScopePage,
+    errors=READS,
+    scoped=False,
+    http=Http(
+        "GET",
+        "",
+        "An organisation's users with their counts, size on disk, last write and extraction backlog (paged)",
+        "scope",
+        level="org",
+    ),
+    # Not an MCP tool on purpose: an assistant's model serves one user and has no business listing the others.
+    cli=Cli("scopes", "an organisation's users with counts, size, last write and extraction backlog"),
+)
+GRAPH = Operation(
+    "graph",
+    P.GraphParams,
+    "MemoryGraph",
+    MemoryGraph,
+    errors=READS,
+    unknown_scope="not_found",
+    http=Http("GET", "/graph", "Entities, facts and events with their edges (a page at a time)", "facts"),
+    mcp=Mcp(
+        "memory_graph",
+        "The user's memory as a graph: facts and events with the people, places and things they name, how the "
+        "entities relate, and which facts replaced which (optionally around one entity id).",
+        **READ_ONLY,
+    ),
+    cli=Cli("graph", "entities, facts and events with their edges", aliases={"entity": ["--around"]}),
+)
+EXTRACTION_QUEUE = Operation(
+    "extraction_queue",
+    P.ExtractionQueueParams,
+    "ExtractionQueue",
+    ExtractionQueue,
+    errors=READS,
+    unknown_scope="not_found",
+    http=Http(
+        "GET",
+        "/extraction-jobs",
+        "The user's background extraction jobs, newest first, failed ones with the reason",
+        "extraction",
+        operation_id="extraction_jobs",
+    ),
+    # An operator's view of the server's queue, not something a model acts on: no MCP tool.
+    cli=Cli("jobs", "a scope's background extraction jobs (pending, running, done, failed with the reason)"),
+)
 MAINTAIN = Operation(
     "maintain",
     P.MaintainParams,
@@ -595,7 +672,8 @@ OPERATIONS: dict[str, Operation[Any]] = {
         ADD_SESSION, ADD_MESSAGES, ADD_SESSIONS, IMPORT_SESSIONS, SEARCH, CONTEXT, PROFILE, ANSWER, STATS,
         SESSIONS, GET_SESSION, EXPORT_SESSIONS, EXPORT_SCOPE, IMPORT_SCOPE, FORGET, ERASE, BACKFILL_PASSAGES,
         SCOPES, STORED, EXTRACT, EXTRACTION_JOBS, RETRY_EXTRACTION, WAIT_FOR_EXTRACTION, FLUSH, FACTS, HISTORY,
-        SUPERSEDE, ADD_FACT, CONSOLIDATE, ENTITIES, EVENTS, MAINTAIN, REPORT, DATASET,
+        SUPERSEDE, ADD_FACT, CONSOLIDATE, ENTITIES, EVENTS, MAINTAIN, REPORT, DATASET, LIST_SCOPES, GRAPH,
+        EXTRACTION_QUEUE,
     )
 }  # fmt: skip
 """Every public operation of ``Memory`` (``recall``, which hands out a view rather than doing one thing, is the
@@ -644,6 +722,10 @@ def check_table() -> None:
         model = op.response if isinstance(op.response, type) else None
         if op.unwrap is not None and model is not None and op.unwrap not in model.model_fields:
             raise ValueError(f"{op.name}: unwrap field {op.unwrap!r} is not a field of {model.__name__}")
+        if op.http is not None and op.http.level == "org" and (op.scoped or "org_id" not in fields):
+            raise ValueError(
+                f"{op.name}: an organisation-level route needs an unscoped operation with org_id"
+            )
 
 
 check_table()

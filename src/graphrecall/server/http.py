@@ -19,6 +19,7 @@ import anyio.to_thread
 from fastapi import Depends, FastAPI, Response
 from fastapi.security import HTTPBearer
 from fastapi_offline import FastAPIOffline
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from graphrecall import __version__
 from graphrecall.memory import Memory
@@ -54,10 +55,14 @@ def create_app(
     warm: bool = True,
     on_ready: Callable[[], None] | None = None,
     on_stop: Callable[[], None] | None = None,
+    console: bool = True,
+    loopback_only: bool = False,
 ) -> FastAPI:
     """Build the app around an open ``Memory`` (the caller opens and closes it). ``warm``: at start-up, load the
     embedding model and freeze the start-up heap out of garbage collection (``server.warmup``). ``on_ready`` runs once
-    the app is ready to serve (``run_server`` writes the server file then), ``on_stop`` when it stops.
+    the app is ready to serve (``run_server`` writes the server file then), ``on_stop`` when it stops. ``console``:
+    serve the web console under ``/ui`` (``server.console``). ``loopback_only``: answer only requests addressed to a
+    loopback name (``graphrecall ui``: a web page cannot reach the server through DNS rebinding).
 
     ``auth=None`` serves without authentication and must be asked for with ``insecure_local=True``; binding such a
     server to loopback only is ``run_server``'s job, since only it knows the host.
@@ -96,6 +101,10 @@ def create_app(
     )
     errors.install(app)
     app.include_router(OperationRoutes(memory, metrics).router())
+    if console:
+        from graphrecall.server.console import mount_console
+
+        mount_console(app, memory)
 
     @app.get(
         "/healthz",
@@ -149,6 +158,8 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.add_middleware(AuthMiddleware, auth=auth, metrics=metrics)
     app.add_middleware(AccessLogMiddleware, metrics=metrics, routes=RouteTemplates(app.openapi()["paths"]))
+    if loopback_only:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]", "::1"])
     app.state.metrics = metrics
     app.state.allowed_methods = errors.AllowedMethods(app.openapi()["paths"])
     return app

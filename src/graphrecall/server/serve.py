@@ -18,7 +18,15 @@ from graphrecall import telemetry
 from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS, RERANKER_HELP
 from graphrecall.errors import InvalidInput
 from graphrecall.remote import discovery
-from graphrecall.server.auth import ALL_ORGS, ApiKey, ApiKeyAuth, ServerConfigError, check_startup, hash_key
+from graphrecall.server.auth import (
+    ALL_ORGS,
+    ApiKey,
+    ApiKeyAuth,
+    ServerConfigError,
+    check_startup,
+    hash_key,
+    is_loopback,
+)
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.webhooks import WEBHOOKS_ENV, dispatcher_from_settings
 
@@ -85,6 +93,9 @@ def run_server(args: argparse.Namespace) -> None:
     insecure_local = bool(getattr(args, "insecure_local", False))
     auth = load_auth(getattr(args, "keys", None))
     check_startup(auth, host=host, insecure_local=insecure_local)
+    loopback_only = bool(getattr(args, "loopback_only", False))
+    if loopback_only and not is_loopback(host):
+        raise ServerConfigError(f"the local console binds to loopback only, not {host!r}")
     if not 0 <= port <= 65535:
         raise ServerConfigError(f"port must be within 0-65535, got {port}")
     max_body = getattr(args, "max_body_bytes", None) or DEFAULT_MAX_BODY_BYTES
@@ -113,6 +124,7 @@ def run_server(args: argparse.Namespace) -> None:
             if port
             else None,
             on_stop=lambda: discovery.remove(root),
+            loopback_only=loopback_only,
         )
         hooks = dispatcher_from_settings(getattr(args, "webhooks", None), memory.root)
         if hooks is not None:
@@ -187,6 +199,7 @@ def auth_mode(auth: ApiKeyAuth | None) -> str:
 def announce(mode: str, *, root: str, host: str, port: int) -> None:
     """Printed to stderr at start whatever the log level, so the auth mode is never a surprise."""
     print(f"graphrecall: serving {root} on http://{host}:{port}", file=sys.stderr, flush=True)
+    print(f"graphrecall: web console at http://{host}:{port}/ui/", file=sys.stderr, flush=True)
     print(f"graphrecall: {mode}", file=sys.stderr, flush=True)
 
 

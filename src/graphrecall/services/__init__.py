@@ -36,6 +36,7 @@ from graphrecall.services.history import HistoryService
 from graphrecall.services.importing import ImportService, scope_export
 from graphrecall.services.knowledge import KnowledgeService, needs_llm
 from graphrecall.services.maintenance import MaintenanceService
+from graphrecall.services.overview import OverviewService
 from graphrecall.services.usage import UsageLog
 from graphrecall.services.writing import WritingService
 from graphrecall.store.logs import ScopeLogs
@@ -93,6 +94,7 @@ class Services:
         self.importing = ImportService(self.access, self.writing, embedder)
         self.erasure = ErasureService(self.access, self.writer, self.knowledge, self.events)
         self.answering = AnsweringService(self.knowledge)
+        self.overview = OverviewService(self.access, self.history, self.knowledge)
         self.maintenance = MaintenanceService(root, self.history, self.knowledge)
         self.usage = UsageLog(root)
         self.events.subscribe(self._forgotten)
