@@ -832,6 +832,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             )
         print(f"  extraction {jobs}")
         print(f"  searches   {r.searches} (p50/p95 {ms}); answers abstained: {abst}")
+        if r.hook_errors:
+            print(f"  hooks      {r.hook_errors} errors (graphrecall hook errors)")
         print(
             f"  maintained {len(r.maintenance)} times"
             + (f", last {minute(last.at)}: {last.facts_merged} facts merged" if last else "")

@@ -13,19 +13,24 @@ one JSON line here (when, which event, the error code, the message, the scope wh
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-STATE_DIR = ".hooks"
-ERRORS_FILE = "errors.jsonl"
-MAX_ERRORS = 1000
+# The errors file lives with the services, whose ``report`` reads it per scope; the hooks write it through here.
+from graphrecall.services.hook_errors import (
+    ERRORS_FILE,
+    MAX_ERRORS,
+    STATE_DIR,
+    error_counts,
+    read_errors,
+    record_error,
+)
+
+__all__ = ["ERRORS_FILE", "MAX_ERRORS", "STATE_DIR", "error_counts", "read_errors", "record_error"]
 
 
 @dataclass
@@ -64,46 +69,3 @@ def save_cursor(root: Path, session_id: str, cursor: Cursor) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(cursor.__dict__), encoding="utf-8")
     os.replace(tmp, path)
-
-
-def record_error(root: Path, event: str, code: str, message: str, scope: str | None = None) -> None:
-    """Append one error line (never raises: the hook is already failing). ``scope``: the scope the hook was
-    working on (``org/user``), when it got that far."""
-    with contextlib.suppress(OSError):
-        path = state_dir(root) / ERRORS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        line = {"at": datetime.now(UTC).isoformat(), "event": event, "code": code, "message": message}
-        if scope is not None:
-            line["scope"] = scope
-        with path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(line, ensure_ascii=False) + "\n")
-        if path.stat().st_size > MAX_ERRORS * 400:  # keep the file small: the last MAX_ERRORS lines
-            lines = path.read_text(encoding="utf-8").splitlines()[-MAX_ERRORS:]
-            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def read_errors(root: Path) -> list[dict[str, Any]]:
-    try:
-        text = (state_dir(root) / ERRORS_FILE).read_text(encoding="utf-8")
-    except OSError:
-        return []
-    out = []
-    for raw in text.splitlines():
-        with contextlib.suppress(ValueError):
-            item = json.loads(raw)
-            if isinstance(item, dict):
-                out.append(item)
-    return out
-
-
-def error_counts(root: Path) -> dict[str, Any]:
-    """How many errors the hooks recorded, in all, by event, by code and by scope (those that got as far as
-    knowing theirs), and the last one."""
-    errors = read_errors(root)
-    return {
-        "errors": len(errors),
-        "by_event": dict(Counter(str(e.get("event")) for e in errors)),
-        "by_code": dict(Counter(str(e.get("code")) for e in errors)),
-        "by_scope": dict(Counter(str(e["scope"]) for e in errors if isinstance(e.get("scope"), str))),
-        "last": errors[-1] if errors else None,
-    }
