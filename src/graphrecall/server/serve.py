@@ -32,6 +32,7 @@ from graphrecall.server.webhooks import WEBHOOKS_ENV, dispatcher_from_settings
 
 if TYPE_CHECKING:
     from graphrecall.embed import Embedder
+    from graphrecall.llm import LLM
 
 KEYS_ENV = "GRAPHRECALL_API_KEYS_FILE"
 DEFAULT_HOST = "127.0.0.1"
@@ -70,6 +71,19 @@ def server_embedder(spec: str | None, *, batching: bool = True, in_flight: int |
     # Symmetric: the default model gets no query prompt, so queries and turns may share a call (bigger batches).
     model = BatchingEmbedder(SentenceTransformerEmbedder(onnx_threads=1), max_in_flight=calls, symmetric=True)
     return CachedEmbedder(model, path=cache)
+
+
+def server_llm() -> LLM | None:
+    """The model ``GRAPHRECALL_LLM`` (and ``GRAPHRECALL_LLM_BASE_URL``) names, for the queued extraction of
+    ``extract: true`` and for answers; ``None`` when unset. A setting that cannot be used stops the server before it
+    binds, naming the variable, instead of failing every extraction later."""
+    from graphrecall.llm import LLMError
+    from graphrecall.llm.factory import llm_from_settings_or_none
+
+    try:
+        return llm_from_settings_or_none()
+    except (LLMError, ImportError) as e:
+        raise ServerConfigError(f"GRAPHRECALL_LLM cannot be used: {e}") from None
 
 
 def load_auth(keys: str | None) -> ApiKeyAuth | None:
@@ -112,7 +126,8 @@ def run_server(args: argparse.Namespace) -> None:
     reranker = (getattr(args, "reranker", None) or "").strip() or None  # None: $GRAPHRECALL_RERANKER
     mode = auth_mode(auth)
     local_key = discovery.mint_local_key() if auth is not None else None
-    with Memory.open(getattr(args, "root", None), embedder=embedder, reranker=reranker) as memory:
+    llm = server_llm()
+    with Memory.open(getattr(args, "root", None), embedder=embedder, reranker=reranker, llm=llm) as memory:
         root = memory.root
         app = create_app(
             memory,
