@@ -25,6 +25,7 @@ from graphrecall.params import ExtractionQueueParams, GraphParams, ListScopesPar
 from graphrecall.services.access import ScopeAccess
 from graphrecall.services.history import HistoryService
 from graphrecall.services.knowledge import KnowledgeService
+from graphrecall.services.paging import past_the_end
 from graphrecall.store import facts as fq
 
 EVERY_FACT = 10**9
@@ -76,11 +77,17 @@ class OverviewService:
             return out
         with self.access.database(scope) as db:
             if p.entity is None:
-                facts = fq.list_facts(
+                # A page past the end is empty without asking Kuzu, whose SKIP far past the rows crashes the
+                # process (services/paging.py; the contract run found it here too).
+                facts = [] if past_the_end(db, "Fact", p.offset) else fq.list_facts(
                     db, as_of=p.as_of, include_superseded=p.include_superseded, limit=p.limit + 1,
                     offset=p.offset,
                 )  # fmt: skip
-                events = fq.list_events(db, limit=p.limit + 1, offset=p.offset)
+                events = (
+                    []
+                    if past_the_end(db, "Event", p.offset)
+                    else fq.list_events(db, limit=p.limit + 1, offset=p.offset)
+                )
                 roles = fq.event_entities(db)
             else:
                 every = fq.list_facts(
