@@ -6,7 +6,8 @@ operation that can use a model, ``--llm``. Running one is the same for all: vali
 refuse a scope that holds nothing (a person typing an id made a typo; the error names the closest stored
 scopes), call the ``Memory`` method, and print the operation's wire model (``--json``: exactly what HTTP answers)
 or its text form (``RENDER``). Commands whose row says ``custom`` (files, several scopes) are written in
-``cli.py``.
+``cli.py``. When a server holds the root or one is configured (``cli_remote``), a command whose operation has an
+HTTP route sends it there instead of opening the store, and prints the same.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphrecall import params
 from graphrecall.cli_common import (
+    EXIT_FAIL,
     EXIT_OK,
     CliError,
     add_llm_options,
@@ -32,18 +34,23 @@ from graphrecall.cli_common import (
     scope_of,
     snippet,
 )
-from graphrecall.errors import NotAvailable
+from graphrecall.cli_remote import through_server
+from graphrecall.errors import NotAvailable, NotFound
 from graphrecall.models import Scope
-from graphrecall.operations import Operation, exposed
+from graphrecall.operations import STATS, Operation, exposed
 from graphrecall.params import AnswerParams, ContextParams, SearchParams
+
+if TYPE_CHECKING:
+    from graphrecall.remote.client import RemoteMemory
 
 Render = Callable[[Scope, Any, Any], None]
 
 
 def register(
-    sub: Any, parents: list[argparse.ArgumentParser]
+    sub: Any, parents: list[argparse.ArgumentParser], client: argparse.ArgumentParser
 ) -> dict[str, Callable[[argparse.Namespace], int]]:
-    """Add the table's generic commands and return their runners (``cli.py`` adds the custom ones)."""
+    """Add the table's generic commands and return their runners (``cli.py`` adds the custom ones). ``client``:
+    the options of a command that can go through a server (``cli_remote``), for those served over HTTP."""
     commands: dict[str, Callable[[argparse.Namespace], int]] = {}
     for op in exposed("cli"):
         cli = op.cli
@@ -51,7 +58,8 @@ def register(
         if cli.custom:
             continue
         chosen = parents if op.scoped else [p for i, p in enumerate(parents) if i != 1]  # no --org/--user
-        s = sub.add_parser(cli.command, parents=chosen, help=cli.help)
+        remote = op.http is not None and op.scoped  # an organisation-level route runs in process
+        s = sub.add_parser(cli.command, parents=[*chosen, client] if remote else chosen, help=cli.help)
         aliases = {k: list(v) for k, v in cli.aliases.items()}
         params.add_arguments(s, op.params, aliases=aliases)
         if cli.llm:
@@ -75,14 +83,13 @@ def _runner(op: Operation[Any]) -> Callable[[argparse.Namespace], int]:
         if cli.confirm and not (getattr(p, "dry_run", False) or args.yes):
             raise CliError(f"refusing to {cli.command} from {scope} without --yes (see what would go with --dry-run)",
                            where="--yes")  # fmt: skip
-        llm = _llm(op, args)
-        with open_memory(args) as mem:
-            if scope is not None and cli.command not in WRITES_ANYWHERE:
-                require_scope(mem, scope)
-            if llm is not None and "llm" not in op.python_only:
-                mem.llm = llm
-            extras = {"llm": llm} if "llm" in op.python_only else {}
-            result = op.invoke(mem, scope, p, **extras)  # type: ignore[arg-type]
+        remote, result = (
+            through_server(args, lambda server: _on_server(server, op, scope, p))
+            if op.http is not None and scope is not None
+            else (False, None)
+        )
+        if not remote:
+            result = _in_process(args, op, scope, p)
         if args.json:
             print_json(jsonable(op.wire(scope, p, result)))  # type: ignore[arg-type]
         else:
@@ -90,6 +97,33 @@ def _runner(op: Operation[Any]) -> Callable[[argparse.Namespace], int]:
         return EXIT_OK
 
     return run
+
+
+def _in_process(args: argparse.Namespace, op: Operation[Any], scope: Scope | None, p: Any) -> Any:
+    cli = op.cli
+    assert cli is not None
+    llm = _llm(op, args)
+    with open_memory(args) as mem:
+        if scope is not None and cli.command not in WRITES_ANYWHERE:
+            require_scope(mem, scope)
+        if llm is not None and "llm" not in op.python_only:
+            mem.llm = llm
+        extras = {"llm": llm} if "llm" in op.python_only else {}
+        return op.invoke(mem, scope, p, **extras)  # type: ignore[arg-type]  # None: an unscoped operation
+
+
+def _on_server(server: RemoteMemory, op: Operation[Any], scope: Scope, p: Any) -> Any:
+    """The operation on the server (its LLM and reranker, not ours). A read of a scope that holds nothing is a
+    typo here as in process: operations that answer such a scope as empty are preceded by ``stats``, whose 404
+    names the organisation's closest users."""
+    cli = op.cli
+    assert cli is not None
+    if cli.command not in WRITES_ANYWHERE and op.unknown_scope != "not_found":
+        try:
+            server.call(STATS, scope, params.NoParams())
+        except NotFound as e:
+            raise CliError(str(e), EXIT_FAIL, error_code=NotFound.code, where="--user") from None
+    return server.call(op, scope, p)
 
 
 WRITES_ANYWHERE = {"add-fact"}

@@ -882,3 +882,4 @@ class ScopeReport(BaseModel):
     abstained: int = 0
     abstention_rate: float | None = None
     maintenance: list[MaintenanceRun] = Field(default_factory=list)
+    hook_errors: int = Field(default=0, description="errors agent hooks recorded while working on this scope")

@@ -115,6 +115,9 @@ class Operation(Generic[ParamsT]):
         None  # the wire model ("module:Name" to import lazily); None: none
     )
     envelope: Callable[[Scope, Any, Any], BaseModel] | None = None  # (scope, params, result) -> wire
+    unwrap: str | None = (
+        None  # the envelope's field that holds the result (a client reads it back: ``unwire``)
+    )
     errors: tuple[type[GraphRecallError], ...] = ()
     python_only: tuple[str, ...] = ()
     scoped: bool = True
@@ -144,6 +147,11 @@ class Operation(Generic[ParamsT]):
     def wire(self, scope: Scope, p: P.Params, result: Any) -> Any:
         """What a wire surface sends for ``result``: its envelope, or the result as it is."""
         return self.envelope(scope, p, result) if self.envelope is not None else result
+
+    def unwire(self, wire: BaseModel) -> Any:
+        """The Python result inside what a wire surface sent (``wire``'s inverse): what a client of the HTTP API
+        hands its caller, so a command run through a server renders exactly what it would render in process."""
+        return getattr(wire, self.unwrap) if self.unwrap is not None else wire
 
     def response_model(self) -> type[BaseModel] | None:
         if isinstance(self.response, str):
@@ -201,6 +209,7 @@ SEARCH = Operation(
     "list[Hit]",
     R.SearchResponse,
     envelope=lambda s, p, hits: R.SearchResponse(query=p.query, hits=hits),
+    unwrap="hits",
     errors=READS,
     python_only=("time_range",),
     http=Http("GET", "/search", "Hybrid search over the user's memory", "recall"),
@@ -293,6 +302,7 @@ SESSIONS = Operation(
     "list[Session]",
     R.SessionsResponse,
     envelope=lambda s, p, found: R.SessionsResponse(sessions=found),
+    unwrap="sessions",
     errors=READS,
     unknown_scope="not_found",
     http=Http(
@@ -316,6 +326,7 @@ EXPORT_SESSIONS = Operation(
     "list[Session]",
     R.ExportDocument,
     envelope=lambda s, p, found: R.ExportDocument(org_id=s.org_id, user_id=s.user_id, sessions=found),
+    unwrap="sessions",
     errors=READS,
     unknown_scope="not_found",
     http=Http("GET", "/export", "Every session with its messages", "scope"),
@@ -341,6 +352,7 @@ FORGET = Operation(
     "bool",
     R.ForgetResponse,
     envelope=lambda s, p, erased: R.ForgetResponse(erased=erased),
+    unwrap="erased",
     errors=(StoreBusy,),
     http=Http("DELETE", "", "Erase the user's memory (GDPR erasure)", "scope"),
     cli=Cli("forget", "erase a scope's memory", custom=True),
@@ -403,6 +415,7 @@ RETRY_EXTRACTION = Operation(
     "int",
     R.RetryResponse,
     envelope=lambda s, p, n: R.RetryResponse(requeued=n),
+    unwrap="requeued",
     errors=(NotAvailable,),
     unknown_scope="not_found",
     http=Http(
@@ -423,6 +436,7 @@ FACTS = Operation(
     "list[Fact]",
     R.FactsResponse,
     envelope=lambda s, p, found: R.FactsResponse(facts=found),
+    unwrap="facts",
     errors=READS,
     unknown_scope="not_found",
     http=Http("GET", "/facts", "Extracted facts: the current ones, or those true at as_of", "facts"),
@@ -440,6 +454,7 @@ HISTORY = Operation(
     "list[Fact]",
     R.FactHistoryResponse,
     envelope=lambda s, p, versions: R.FactHistoryResponse(fact_id=p.fact_id, versions=versions),
+    unwrap="versions",
     errors=(*READS, NotFound),
     unknown_scope="not_found",
     http=Http(
@@ -522,6 +537,7 @@ ENTITIES = Operation(
     "list[Entity]",
     R.EntitiesResponse,
     envelope=lambda s, p, found: R.EntitiesResponse(entities=found),
+    unwrap="entities",
     errors=READS,
     unknown_scope="not_found",
     http=Http("GET", "/entities", "Extracted entities with their aliases, by name", "facts"),
@@ -533,6 +549,7 @@ EVENTS = Operation(
     "list[Event]",
     R.EventsResponse,
     envelope=lambda s, p, found: R.EventsResponse(events=found),
+    unwrap="events",
     errors=READS,
     unknown_scope="not_found",
     http=Http("GET", "/events", "Extracted events in time order", "facts"),
@@ -700,6 +717,11 @@ def check_table() -> None:
             raise ValueError(f"{op.name}: CLI aliases for unknown fields {set(op.cli.aliases) - fields}")
         if op.envelope is not None and op.response is None:
             raise ValueError(f"{op.name}: an envelope needs its response model")
+        if (op.envelope is None) != (op.unwrap is None):
+            raise ValueError(f"{op.name}: an envelope and its unwrap field go together")
+        model = op.response if isinstance(op.response, type) else None
+        if op.unwrap is not None and model is not None and op.unwrap not in model.model_fields:
+            raise ValueError(f"{op.name}: unwrap field {op.unwrap!r} is not a field of {model.__name__}")
         if op.http is not None and op.http.level == "org" and (op.scoped or "org_id" not in fields):
             raise ValueError(
                 f"{op.name}: an organisation-level route needs an unscoped operation with org_id"

@@ -44,6 +44,9 @@ CLI_OWN = {
     "llm",
     "llm_base_url",
     "yes",
+    "url",  # cli_remote: where the command runs, not what it does
+    "api_key_file",
+    "local",
 }
 HTTP_OPS = [op.name for op in exposed("http")]
 MCP_OPS = [op.name for op in exposed("mcp")]

@@ -37,7 +37,7 @@ FLOORS: dict[str, int] = {
     "memory": 8, "aio": 8, "testing": 8,
     # 9 surfaces
     "formats": 9, "reembed": 9, "cli": 9, "cli_common": 9, "cli_extract": 9, "cli_ops": 9, "server": 9, "__main__": 9,
-    "raymap": 9, "chat_exports": 9,
+    "raymap": 9, "chat_exports": 9, "remote": 9, "cli_remote": 9, "cli_served": 9, "hooks": 9, "cli_hook": 9,
 }  # fmt: skip
 # Floors whose modules may import each other (the ground floor's helpers, the facade and its async twin, the
 # surfaces). Elsewhere siblings stay apart.

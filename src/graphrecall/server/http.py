@@ -12,7 +12,7 @@ names of clients generated from docs/openapi.json.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
@@ -53,12 +53,15 @@ def create_app(
     insecure_local: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     warm: bool = True,
+    on_ready: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
     console: bool = True,
     loopback_only: bool = False,
 ) -> FastAPI:
     """Build the app around an open ``Memory`` (the caller opens and closes it). ``warm``: at start-up, load the
-    embedding model and freeze the start-up heap out of garbage collection (``server.warmup``). ``console``: serve
-    the web console under ``/ui`` (``server.console``). ``loopback_only``: answer only requests addressed to a
+    embedding model and freeze the start-up heap out of garbage collection (``server.warmup``). ``on_ready`` runs once
+    the app is ready to serve (``run_server`` writes the server file then), ``on_stop`` when it stops. ``console``:
+    serve the web console under ``/ui`` (``server.console``). ``loopback_only``: answer only requests addressed to a
     loopback name (``graphrecall ui``: a web page cannot reach the server through DNS rebinding).
 
     ``auth=None`` serves without authentication and must be asked for with ``insecure_local=True``; binding such a
@@ -78,8 +81,14 @@ def create_app(
         if warm:
             await anyio.to_thread.run_sync(warm_up, memory.embedder)
         ready["ok"] = True
-        yield
-        ready["ok"] = False
+        if on_ready is not None:
+            on_ready()
+        try:
+            yield
+        finally:
+            ready["ok"] = False
+            if on_stop is not None:
+                on_stop()
 
     # The docs pages load Swagger UI and ReDoc from files in the fastapi-offline wheel, not from a CDN: an API
     # server is often on a network that reaches no CDN, and a blank /docs reads as a broken server.

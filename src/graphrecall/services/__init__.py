@@ -33,6 +33,7 @@ from graphrecall.services.access import ScopeAccess
 from graphrecall.services.answering import AnsweringService
 from graphrecall.services.erasure import ErasureService
 from graphrecall.services.history import HistoryService
+from graphrecall.services.hook_errors import error_counts
 from graphrecall.services.importing import ImportService, scope_export
 from graphrecall.services.knowledge import KnowledgeService, needs_llm
 from graphrecall.services.maintenance import MaintenanceService
@@ -95,6 +96,7 @@ class Services:
         self.erasure = ErasureService(self.access, self.writer, self.knowledge, self.events)
         self.answering = AnsweringService(self.knowledge)
         self.overview = OverviewService(self.access, self.history, self.knowledge)
+        self.root = root
         self.maintenance = MaintenanceService(root, self.history, self.knowledge)
         self.usage = UsageLog(root)
         self.events.subscribe(self._forgotten)
@@ -124,6 +126,7 @@ class Services:
             abstained=use.abstained,
             abstention_rate=None if not use.answers else round(use.abstained / use.answers, 4),
             maintenance=runs,
+            hook_errors=error_counts(self.root)["by_scope"].get(f"{scope.org_id}/{scope.user_id}", 0),
         )
 
     def add_session(self, scope: Scope, p: AddSessionParams) -> IngestResult:

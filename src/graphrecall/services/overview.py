@@ -25,8 +25,8 @@ from graphrecall.params import ExtractionQueueParams, GraphParams, ListScopesPar
 from graphrecall.services.access import ScopeAccess
 from graphrecall.services.history import HistoryService
 from graphrecall.services.knowledge import KnowledgeService
+from graphrecall.services.paging import past_the_end
 from graphrecall.store import facts as fq
-from graphrecall.store import rounds as q
 
 EVERY_FACT = 10**9
 
@@ -77,21 +77,16 @@ class OverviewService:
             return out
         with self.access.database(scope) as db:
             if p.entity is None:
-                # A page past the end is empty without asking Kuzu: kuzu 0.11.3 crashes the process on the events
-                # query with a SKIP far beyond the table (GET .../events?offset=1000000 does, on a small scope).
-                count = q.counts(db)
-                facts = (
-                    fq.list_facts(
-                        db, as_of=p.as_of, include_superseded=p.include_superseded, limit=p.limit + 1,
-                        offset=p.offset,
-                    )
-                    if p.offset < count["Fact"]
-                    else []
+                # A page past the end is empty without asking Kuzu, whose SKIP far past the rows crashes the
+                # process (services/paging.py; the contract run found it here too).
+                facts = [] if past_the_end(db, "Fact", p.offset) else fq.list_facts(
+                    db, as_of=p.as_of, include_superseded=p.include_superseded, limit=p.limit + 1,
+                    offset=p.offset,
                 )  # fmt: skip
                 events = (
-                    fq.list_events(db, limit=p.limit + 1, offset=p.offset)
-                    if p.offset < count["Event"]
-                    else []
+                    []
+                    if past_the_end(db, "Event", p.offset)
+                    else fq.list_events(db, limit=p.limit + 1, offset=p.offset)
                 )
                 roles = fq.event_entities(db)
             else:

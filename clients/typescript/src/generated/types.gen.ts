@@ -1790,6 +1790,12 @@ export type ScopeReport = {
      * Maintenance
      */
     maintenance?: Array<MaintenanceRun>;
+    /**
+     * Hook Errors
+     *
+     * errors agent hooks recorded while working on this scope
+     */
+    hook_errors?: number;
 };
 
 /**
