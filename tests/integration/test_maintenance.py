@@ -15,8 +15,8 @@ from graphrecall import Memory, cli, testing
 from graphrecall.config import ConsolidationConfig
 from graphrecall.embed import HashingEmbedder
 from graphrecall.formats import read_scope_export
+from graphrecall.hook_errors import record_error
 from graphrecall.server.upkeep import MaintenanceLoop
-from graphrecall.services.hook_errors import record_error
 
 ANN = ("acme", "ann")
 HOUR = 3600.0

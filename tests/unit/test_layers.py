@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "graphrecall"
 FLOORS: dict[str, int] = {
     # 0 ground: schemas, errors, settings, parameters and the operation table, pure text/date/name helpers
     "models": 0, "errors": 0, "config": 0, "dates": 0, "names": 0, "text": 0, "prompts": 0, "params": 0,
-    "results": 0, "operations": 0, "timewords": 0, "retry": 0, "telemetry": 0, "events": 0,
+    "results": 0, "operations": 0, "timewords": 0, "retry": 0, "telemetry": 0, "events": 0, "hook_errors": 0,
     # 1 providers
     "embed": 1, "llm": 1,
     # 2 index engines (tantivy, vector scans), knowing nothing of Kuzu

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The errors file lives with the services, whose ``report`` reads it per scope; the hooks write it through here.
-from graphrecall.services.hook_errors import (
+# The errors file is read per scope by ``report`` (services) and written by the hooks: it lives below both.
+from graphrecall.hook_errors import (
     ERRORS_FILE,
     MAX_ERRORS,
     STATE_DIR,

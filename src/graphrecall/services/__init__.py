@@ -24,6 +24,7 @@ from graphrecall.config import ConsolidationConfig, RetrievalConfig, Settings
 from graphrecall.embed import Embedder
 from graphrecall.events import EventHub, MemoryEvent
 from graphrecall.extract.extractor import ExtractionConfig
+from graphrecall.hook_errors import error_counts
 from graphrecall.llm import LLM
 from graphrecall.models import GrowthPoint, IngestResult, Scope, ScopeReport
 from graphrecall.params import AddSessionParams, ReportParams
@@ -33,7 +34,6 @@ from graphrecall.services.access import ScopeAccess
 from graphrecall.services.answering import AnsweringService
 from graphrecall.services.erasure import ErasureService
 from graphrecall.services.history import HistoryService
-from graphrecall.services.hook_errors import error_counts
 from graphrecall.services.importing import ImportService, scope_export
 from graphrecall.services.knowledge import KnowledgeService, needs_llm
 from graphrecall.services.maintenance import MaintenanceService
