@@ -52,6 +52,7 @@ if [ -n "$dev" ] && command -v npm >/dev/null 2>&1; then
 fi
 if [ -n "${SETUP_DRY_RUN:-}" ]; then
   [ -z "$dev" ] || echo "+ apt-get install nginx (best effort: as root, when missing)"
+  [ -z "$dev" ] || echo "+ apt-get install chromium (best effort: as root, when missing)"
   exit 0
 fi
 .venv/bin/python -c "import graphrecall, kuzu, torch; print(f'graphrecall {graphrecall.__version__}, kuzu {kuzu.__version__}, torch {torch.__version__}')"
@@ -78,5 +79,23 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] && command -v 
     echo "nginx installed (for the shard proxy test)"
   else
     echo "note: nginx could not be installed; tests/integration/test_shard_proxy.py will be skipped"
+  fi
+fi
+
+# Chromium, for the web console's browser test (tests/integration/test_console_browser.py drives Debian's chromium
+# with Playwright; Playwright's own browser download needs the internet). Best effort, like nginx: ~40 s when the
+# package lists are fresh, once per machine; without it the test skips (or fails under GRAPHRECALL_REQUIRE_BROWSER).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (
+    set +e
+    export DEBIAN_FRONTEND=noninteractive
+    install="apt-get install -y -qq --no-install-recommends chromium"
+    timeout 600 $install >/dev/null 2>&1 || { timeout 300 apt-get update -qq && timeout 600 $install; } >/dev/null 2>&1
+    true
+  ) || true
+  if command -v chromium >/dev/null 2>&1; then
+    echo "chromium installed (for the console's browser test)"
+  else
+    echo "note: chromium could not be installed; tests/integration/test_console_browser.py will be skipped"
   fi
 fi

@@ -54,6 +54,10 @@ def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "GRAPHRECALL_LLM_TIMEOUT_S",
         "GRAPHRECALL_LLM_MAX_RETRIES",
         "GRAPHRECALL_LLM_CONCURRENCY",
+        "GRAPHRECALL_URL",
+        "GRAPHRECALL_API_KEY",
+        "GRAPHRECALL_ORG",
+        "GRAPHRECALL_USER",
     ):
         monkeypatch.delenv(name, raising=False)
 

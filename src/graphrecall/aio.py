@@ -174,3 +174,8 @@ class AsyncMemory:
     history = _threaded(Memory.history)
     entities = _threaded(Memory.entities)
     events = _threaded(Memory.events)
+
+    # what an operator looks at
+    list_scopes = _threaded(Memory.list_scopes)
+    graph = _threaded(Memory.graph)
+    extraction_queue = _threaded(Memory.extraction_queue)

@@ -36,7 +36,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from graphrecall import __version__, cli_extract, cli_ops, formats, params, telemetry
+from graphrecall import (
+    __version__,
+    cli_extract,
+    cli_hook,
+    cli_ops,
+    cli_remote,
+    cli_served,
+    formats,
+    params,
+    telemetry,
+)
 from graphrecall import operations as ops
 from graphrecall.cli_common import (
     EXIT_BUSY,
@@ -76,13 +86,14 @@ from graphrecall.errors import (
     StoreBusy,
     Unreachable,
 )
-from graphrecall.models import IngestResult, Scope, SessionInput
+from graphrecall.models import IngestResult, Scope, ScopeStats, SessionInput
 from graphrecall.server import shards
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.serve import add_arguments as serve_arguments
 
 if TYPE_CHECKING:
     from graphrecall.memory import Memory
+    from graphrecall.remote.client import RemoteMemory
 
 __all__ = [
     "EXIT_BUSY",
@@ -163,13 +174,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print machine-readable JSON on stdout, errors included"
     )
 
+    client = _Parser(add_help=False)  # commands that go through a running server when there is one
+    cli_remote.add_options(client)
+
     p = _Parser(
         prog=PROG, description="Long-term memory for chat assistants.", formatter_class=_HelpFormatter
     )
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = sub.add_parser("ingest", parents=[common, scope, as_json], help="add chat sessions from a file")
+    s = sub.add_parser(
+        "ingest", parents=[common, scope, as_json, client], help="add chat sessions from a file"
+    )
     s.add_argument(
         "file",
         type=Path,
@@ -193,14 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bar, no notices")
     s.add_argument("--extract", action="store_true", help="also extract facts/events with the configured LLM")
     add_llm_options(s)  # -- extraction (cli_common.py) --
-    GENERIC.update(cli_ops.register(sub, [common, scope, as_json]))  # the operation table's commands
+    GENERIC.update(cli_ops.register(sub, [common, scope, as_json], client))  # the operation table's commands
 
     # The table's custom commands: files, or one scope, an organisation's or all of them.
-    s = sub.add_parser("stats", parents=[common, as_json], help=_help(ops.STATS))
+    s = sub.add_parser("stats", parents=[common, as_json, client], help=_help(ops.STATS))
     s.add_argument("--org", help="organisation id (alone: list that organisation's scopes)")
     s.add_argument("--user", help="user id (needs --org)")
 
-    s = sub.add_parser("export", parents=[common, scope], help=_help(ops.EXPORT_SESSIONS))
+    s = sub.add_parser("export", parents=[common, scope, client], help=_help(ops.EXPORT_SESSIONS))
     s.add_argument("-o", "--output", type=Path, help="output file (.gz compresses); default stdout")
     s.add_argument(
         "--format",
@@ -214,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("import", parents=[common, scope, as_json], help=_help(ops.IMPORT_SCOPE))
     s.add_argument("file", type=Path, help="what `graphrecall export --format json` wrote (may be .gz)")
 
-    s = sub.add_parser("forget", parents=[common, scope, as_json], help=_help(ops.FORGET))
+    s = sub.add_parser("forget", parents=[common, scope, as_json, client], help=_help(ops.FORGET))
     s.add_argument("--yes", action="store_true", help="confirm: the scope's data is deleted for good")
 
     for op in (ops.MAINTAIN, ops.REPORT):
@@ -256,6 +272,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve_arguments(s)
 
     s = sub.add_parser(
+        "ui", parents=[common], help="the web console over a local store, on 127.0.0.1 only (docs/console.md)"
+    )
+    s.add_argument("--port", type=int, default=8420, help="port (default: 8420)")
+    s.add_argument("--keys", help="API keys file: ask for a key even on loopback (default: none needed)")
+    s.add_argument(
+        "--log-level", default="warning", choices=("error", "warning", "info"), help="default: warning"
+    )
+
+    s = sub.add_parser(
         "shard-config",
         help="write the nginx config that shards the HTTP API over several serve nodes, or say which node "
         "owns a scope (docs/scaling.md)",
@@ -278,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="http without keys, on a loopback address only; refused together with keys",
     )
     cli_extract.register(sub, common=common, as_json=as_json, help=_help(ops.EXTRACT))
+    cli_hook.register(sub, common=common, client=client)
     for command in sub.choices.values():
         command.formatter_class = _HelpFormatter
     return p
@@ -291,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except _UsageError as e:
+        if argv[:1] == ["hook"] and argv[1:2] and argv[1] in cli_hook.EVENTS:
+            return cli_hook.usage_failed(argv, str(e))  # exit 2 would block the agent
         if wants_json:
             _report({"code": "invalid_input", "message": str(e), "where": ""}, as_json=True)
         else:
@@ -420,19 +448,41 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         overlong += sum(1 for m in s.messages if window is not None and window.too_long(_content(m)))
         if cached is not None:
             cached.append(s)
-    sessions = (
-        cached if cached is not None else formats.iter_sessions(args.file, fmt=fmt, default_date=args.date)
-    )
+
+    def sessions() -> Iterable[SessionInput]:
+        return (
+            cached
+            if cached is not None
+            else formats.iter_sessions(args.file, fmt=fmt, default_date=args.date)
+        )
+
     if not args.quiet:
         _ingest_notices(args, fmt, cached, overlong, window)
 
-    result = IngestResult()
-    with open_memory(args) as mem, progress(total_sessions, quiet=args.quiet) as bar:
-        started = time.perf_counter()  # after the model has loaded: the rate is the store's, not start-up's
-        for batch in _batches(sessions, args.batch):
-            result = result + mem.add_sessions(scope, batch, batch_sessions=args.batch)
-            bar(len(batch))
-        extracted = cli_extract.run_extract(mem, scope, llm, quiet=args.quiet) if llm is not None else None
+    started = time.perf_counter()
+
+    def on_server(server: RemoteMemory) -> IngestResult:
+        nonlocal started
+        if llm is not None:
+            raise cli_served.no_route("ingest --extract", server)
+        with progress(total_sessions, quiet=args.quiet) as bar:
+            started = time.perf_counter()
+            return cli_served.ingest(server, scope, sessions(), batch=args.batch, done=bar)
+
+    served, got = cli_remote.through_server(args, on_server)
+    extracted = None
+    result = got if served and got is not None else IngestResult()
+    if not served:
+        with open_memory(args) as mem, progress(total_sessions, quiet=args.quiet) as bar:
+            started = (
+                time.perf_counter()
+            )  # after the model has loaded: the rate is the store's, not start-up's
+            for batch in _batches(sessions(), args.batch):
+                result = result + mem.add_sessions(scope, batch, batch_sessions=args.batch)
+                bar(len(batch))
+            extracted = (
+                cli_extract.run_extract(mem, scope, llm, quiet=args.quiet) if llm is not None else None
+            )
     seconds = time.perf_counter() - started
     rate = result.messages_added / seconds if seconds > 0 else 0.0
     if args.json:
@@ -534,6 +584,13 @@ def selected_scopes(mem: Memory, args: argparse.Namespace) -> list[Scope]:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    served, one = cli_remote.through_server(args, lambda server: _stats_on_server(server, args))
+    if served and one is not None:
+        if args.json:
+            print_json(one.model_dump(mode="json"))
+        else:
+            print(_stats_text(one))
+        return EXIT_OK
     with open_memory(args) as mem:
         scopes = selected_scopes(mem, args)
         if args.user is not None:
@@ -562,6 +619,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _stats_on_server(server: RemoteMemory, args: argparse.Namespace) -> ScopeStats:
+    """One scope's counts from the server; the scopes of an organisation or of the store have no route."""
+    if args.user is None and args.org is not None:
+        raise cli_served.no_route("stats of an organisation's scopes (without --user)", server)
+    if args.user is None:
+        raise cli_served.no_route("stats of every scope (without --org and --user)", server)
+    return cli_served.stats(server, scope_of(args))
+
+
 def disk_size(n: int) -> str:
     """Bytes for a person: a small scope (one that lives in its write log) is kilobytes, not "0.0 MB"."""
     return f"{n / 1e3:.0f} KB" if n < 1e6 else f"{n / 1e6:.1f} MB"
@@ -584,6 +650,17 @@ def _stats_text(st: Any) -> str:
 
 def cmd_export(args: argparse.Namespace) -> int:
     scope = scope_of(args)
+
+    def on_server(server: RemoteMemory) -> tuple[str, str]:
+        if args.format != "sessions":
+            raise cli_served.no_route(f"export --format {args.format}", server)
+        text, n = cli_served.export_sessions(server, scope)
+        return text, f"{n} sessions"
+
+    served, got = cli_remote.through_server(args, on_server)
+    if served and got is not None:
+        _write_export(args, scope, *got)
+        return EXIT_OK
     with open_memory(args) as mem:
         require_scope(mem, scope)
         if args.format == "sessions":  # the HTTP API's export document, which ingest and /import read back
@@ -600,12 +677,16 @@ def cmd_export(args: argparse.Namespace) -> int:
                 f"{len(doc.sessions)} sessions, {len(doc.facts)} facts ({len(doc.supersedes)} superseded), "
                 f"{len(doc.events)} events, {len(doc.entities)} entities"
             )
+    _write_export(args, scope, text, what)
+    return EXIT_OK
+
+
+def _write_export(args: argparse.Namespace, scope: Scope, text: str, what: str) -> None:
     if args.output is None:
         sys.stdout.write(text)
     else:
         _write_atomically(args.output, text)
         print(f"exported {what} of {scope} to {args.output} ({args.format})", file=sys.stderr)
-    return EXIT_OK
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -652,9 +733,14 @@ def cmd_forget(args: argparse.Namespace) -> int:
     scope = scope_of(args)
     if not args.yes:
         raise CliError(f"refusing to erase {scope} without --yes", where="--yes")
-    with open_memory(args) as mem:
-        before = mem.stats(scope)  # opens the database: a scope held by a running server is reported busy
-        erased = mem.forget(scope)
+    served, got = cli_remote.through_server(args, lambda server: cli_served.forget(server, scope))
+    if served and got is not None:
+        erased, held = got
+        before = held or ScopeStats(scope=scope, sessions=0, messages=0, rounds=0)
+    else:
+        with open_memory(args) as mem:
+            before = mem.stats(scope)  # opens the database: a scope held by another process is reported busy
+            erased = mem.forget(scope)
     if args.json:
         print_json(
             {"scope": str(scope), "erased": erased, "sessions": before.sessions, "messages": before.messages}
@@ -746,6 +832,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             )
         print(f"  extraction {jobs}")
         print(f"  searches   {r.searches} (p50/p95 {ms}); answers abstained: {abst}")
+        if r.hook_errors:
+            print(f"  hooks      {r.hook_errors} errors (graphrecall hook errors)")
         print(
             f"  maintained {len(r.maintenance)} times"
             + (f", last {minute(last.at)}: {last.facts_merged} facts merged" if last else "")
@@ -865,6 +953,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    """``graphrecall serve`` for one person at this machine: bound to 127.0.0.1, answering only requests addressed
+    to a loopback name (no DNS rebinding), without keys unless ``--keys`` (or the keys variable) names some."""
+    from graphrecall.server.serve import KEYS_ENV
+
+    args.host = "127.0.0.1"
+    args.insecure_local = not (args.keys or os.environ.get(KEYS_ENV))
+    args.loopback_only = True
+    return cmd_serve(args)
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     _require_extra("mcp", ("mcp",), "the MCP server")
     try:
@@ -968,9 +1067,11 @@ COMMANDS = {
     "report": cmd_report,
     "reembed": cmd_reembed,
     "serve": cmd_serve,
+    "ui": cmd_ui,
     "shard-config": cmd_shard_config,
     "mcp": cmd_mcp,
     "extract": cli_extract.cmd_extract,
+    "hook": cli_hook.cmd_hook,
 }
 
 

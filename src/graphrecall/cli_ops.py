@@ -6,7 +6,8 @@ operation that can use a model, ``--llm``. Running one is the same for all: vali
 refuse a scope that holds nothing (a person typing an id made a typo; the error names the closest stored
 scopes), call the ``Memory`` method, and print the operation's wire model (``--json``: exactly what HTTP answers)
 or its text form (``RENDER``). Commands whose row says ``custom`` (files, several scopes) are written in
-``cli.py``.
+``cli.py``. When a server holds the root or one is configured (``cli_remote``), a command whose operation has an
+HTTP route sends it there instead of opening the store, and prints the same.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphrecall import params
 from graphrecall.cli_common import (
+    EXIT_FAIL,
     EXIT_OK,
     CliError,
     add_llm_options,
@@ -32,25 +34,32 @@ from graphrecall.cli_common import (
     scope_of,
     snippet,
 )
-from graphrecall.errors import NotAvailable
+from graphrecall.cli_remote import through_server
+from graphrecall.errors import NotAvailable, NotFound
 from graphrecall.models import Scope
-from graphrecall.operations import Operation, exposed
+from graphrecall.operations import STATS, Operation, exposed
 from graphrecall.params import AnswerParams, ContextParams, SearchParams
+
+if TYPE_CHECKING:
+    from graphrecall.remote.client import RemoteMemory
 
 Render = Callable[[Scope, Any, Any], None]
 
 
 def register(
-    sub: Any, parents: list[argparse.ArgumentParser]
+    sub: Any, parents: list[argparse.ArgumentParser], client: argparse.ArgumentParser
 ) -> dict[str, Callable[[argparse.Namespace], int]]:
-    """Add the table's generic commands and return their runners (``cli.py`` adds the custom ones)."""
+    """Add the table's generic commands and return their runners (``cli.py`` adds the custom ones). ``client``:
+    the options of a command that can go through a server (``cli_remote``), for those served over HTTP."""
     commands: dict[str, Callable[[argparse.Namespace], int]] = {}
     for op in exposed("cli"):
         cli = op.cli
         assert cli is not None
         if cli.custom:
             continue
-        s = sub.add_parser(cli.command, parents=parents if op.scoped else parents[:1], help=cli.help)
+        chosen = parents if op.scoped else [p for i, p in enumerate(parents) if i != 1]  # no --org/--user
+        remote = op.http is not None and op.scoped  # an organisation-level route runs in process
+        s = sub.add_parser(cli.command, parents=[*chosen, client] if remote else chosen, help=cli.help)
         aliases = {k: list(v) for k, v in cli.aliases.items()}
         params.add_arguments(s, op.params, aliases=aliases)
         if cli.llm:
@@ -69,26 +78,52 @@ def _runner(op: Operation[Any]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         cli = op.cli
         assert cli is not None
-        scope = scope_of(args)
+        scope = scope_of(args) if op.scoped else None
         p = params.from_cli(op.params, args)
         if cli.confirm and not (getattr(p, "dry_run", False) or args.yes):
             raise CliError(f"refusing to {cli.command} from {scope} without --yes (see what would go with --dry-run)",
                            where="--yes")  # fmt: skip
-        llm = _llm(op, args)
-        with open_memory(args) as mem:
-            if cli.command not in WRITES_ANYWHERE:
-                require_scope(mem, scope)
-            if llm is not None and "llm" not in op.python_only:
-                mem.llm = llm
-            extras = {"llm": llm} if "llm" in op.python_only else {}
-            result = op.invoke(mem, scope, p, **extras)
+        remote, result = (
+            through_server(args, lambda server: _on_server(server, op, scope, p))
+            if op.http is not None and scope is not None
+            else (False, None)
+        )
+        if not remote:
+            result = _in_process(args, op, scope, p)
         if args.json:
-            print_json(jsonable(op.wire(scope, p, result)))
+            print_json(jsonable(op.wire(scope, p, result)))  # type: ignore[arg-type]
         else:
-            RENDER[op.name](scope, p, result)
+            RENDER[op.name](scope, p, result)  # type: ignore[arg-type]
         return EXIT_OK
 
     return run
+
+
+def _in_process(args: argparse.Namespace, op: Operation[Any], scope: Scope | None, p: Any) -> Any:
+    cli = op.cli
+    assert cli is not None
+    llm = _llm(op, args)
+    with open_memory(args) as mem:
+        if scope is not None and cli.command not in WRITES_ANYWHERE:
+            require_scope(mem, scope)
+        if llm is not None and "llm" not in op.python_only:
+            mem.llm = llm
+        extras = {"llm": llm} if "llm" in op.python_only else {}
+        return op.invoke(mem, scope, p, **extras)  # type: ignore[arg-type]  # None: an unscoped operation
+
+
+def _on_server(server: RemoteMemory, op: Operation[Any], scope: Scope, p: Any) -> Any:
+    """The operation on the server (its LLM and reranker, not ours). A read of a scope that holds nothing is a
+    typo here as in process: operations that answer such a scope as empty are preceded by ``stats``, whose 404
+    names the organisation's closest users."""
+    cli = op.cli
+    assert cli is not None
+    if cli.command not in WRITES_ANYWHERE and op.unknown_scope != "not_found":
+        try:
+            server.call(STATS, scope, params.NoParams())
+        except NotFound as e:
+            raise CliError(str(e), EXIT_FAIL, error_code=NotFound.code, where="--user") from None
+    return server.call(op, scope, p)
 
 
 WRITES_ANYWHERE = {"add-fact"}
@@ -222,10 +257,15 @@ def _erase(scope: Scope, p: Any, e: Any) -> None:
         )
     )  # fmt: skip
     print(f"{verb} from {e.scope}: {counts}")
-    for sid in e.sessions:
-        print(f"  session {sid}")
-    for fid in e.facts:
-        print(f"  fact {fid}")
+    for item in e.items:  # the text of each, so a person reads what goes (a message goes whole)
+        where = f", session {item.session_id}" if item.session_id and item.kind != "session" else ""
+        whole = "  [the WHOLE message goes]" if item.beyond_match else ""
+        print(f"  {item.kind} {item.id} ({item.reason}{where}){whole}")
+        print(f"      {snippet(item.text, 300)}")
+    if e.items_omitted:
+        print(f"  ... and {e.items_omitted} more (--json lists every id)")
+    for warning in e.warnings:
+        print(f"note: {warning}", file=sys.stderr)
 
 
 def _consolidate(scope: Scope, p: Any, r: Any) -> None:
@@ -252,6 +292,43 @@ def _consolidate(scope: Scope, p: Any, r: Any) -> None:
     )
 
 
+def _size(n: int) -> str:
+    return f"{n / 1e3:.0f} KB" if n < 1e6 else f"{n / 1e6:.1f} MB"
+
+
+def _scopes(scope: Scope | None, p: Any, page: Any) -> None:
+    for x in page.scopes:
+        print(
+            f"{x.scope.user_id:<24} {x.sessions:>6} sessions {x.rounds:>7} rounds {x.facts:>6} facts "
+            f"{_size(x.disk_bytes):>9}  last write {minute(x.last_write)}  backlog {x.backlog}"
+            f"{f', {x.failed} failed' if x.failed else ''}"
+        )
+    shown = f"{p.offset + 1}-{p.offset + len(page.scopes)}" if page.scopes else "none"
+    print(f"({shown} of {page.total} users in {page.org_id})", file=sys.stderr)
+
+
+def _graph(scope: Scope, p: Any, g: Any) -> None:
+    names = {n.id: n.label for n in g.nodes}
+    for n in g.nodes:
+        print(f"{n.kind:<7} {n.id}  {n.label}")
+    for e in g.edges:
+        label = f" ({e.label})" if e.label else ""
+        print(f"  {names.get(e.source, e.source)} -{e.kind}{label}-> {names.get(e.target, e.target)}")
+    if g.more:
+        print("(more facts or events beyond this page: --offset)", file=sys.stderr)
+
+
+def _jobs(scope: Scope, p: Any, q: Any) -> None:
+    for j in q.jobs:
+        why = f"  {j.reason}" if j.reason else ""
+        print(f"{minute(j.updated_at)}  {j.status:<8} {j.session_id}  attempts {j.attempts}{why}")
+    print(", ".join(f"{n} {k}" for k, n in q.counts.items()), file=sys.stderr)
+
+
+def _retry(scope: Scope, p: Any, n: int) -> None:
+    print(f"queued {n} failed extraction(s) of {scope} again")
+
+
 RENDER: dict[str, Render] = {
     "search": _search,
     "context": _context,
@@ -267,5 +344,9 @@ RENDER: dict[str, Render] = {
     "entities": _entities,
     "events": _events,
     "erase": _erase,
+    "list_scopes": _scopes,
+    "graph": _graph,
+    "extraction_queue": _jobs,
+    "retry_extraction": _retry,
 }
 """The text form of each generic command's result (``--json`` prints the wire model instead)."""

@@ -33,6 +33,7 @@ from graphrecall.models import (
     Erasure,
     Event,
     ExtractionJob,
+    ExtractionQueue,
     ExtractionResult,
     Fact,
     FactKind,
@@ -41,10 +42,12 @@ from graphrecall.models import (
     ImportResult,
     IngestResult,
     Maintenance,
+    MemoryGraph,
     Message,
     Profile,
     Scope,
     ScopeExport,
+    ScopePage,
     ScopeReport,
     ScopeStats,
     Session,
@@ -414,3 +417,30 @@ class Memory:
         """Extracted events in time order (events without a time last)."""
         s, p = self._check(ops.EVENTS, scope, locals())
         return self._s.knowledge.events(s, p)
+
+    # -- what an operator looks at: services.overview ---------------------------------------------------------------
+    def list_scopes(
+        self, org_id: str, *, contains: str | None = None, limit: int = 50, offset: int = 0
+    ) -> ScopePage:
+        """An organisation's users by id (those whose id holds ``contains``), each with its counts, size on disk,
+        last write and extraction backlog; one page at a time, since each listed user's database is opened."""
+        p = validate(ops.LIST_SCOPES.params, {"org_id": org_id, "contains": contains, "limit": limit,
+                                               "offset": offset})  # fmt: skip
+        return self._s.overview.list_scopes(p)
+
+    def graph(
+        self, scope: ScopeLike, *, entity: str | None = None, as_of: When = None, include_superseded: bool = False,
+        limit: int = 200, offset: int = 0,
+    ) -> MemoryGraph:  # fmt: skip
+        """The user's memory graph: a page of facts and events, the entities they name, and the edges among them
+        (ABOUT, SUBJECT, OBJECT, RELATED, SUPERSEDES); with ``entity`` only what is linked to that entity."""
+        s, p = self._check(ops.GRAPH, scope, locals())
+        return self._s.overview.graph(s, p)
+
+    def extraction_queue(
+        self, scope: ScopeLike, *, status: str | None = None, limit: int = 100, offset: int = 0
+    ) -> ExtractionQueue:
+        """The user's background extraction jobs, newest first (failed ones with the reason), and the count of
+        each status."""
+        s, p = self._check(ops.EXTRACTION_QUEUE, scope, locals())
+        return self._s.overview.extraction_queue(s, p)

@@ -490,8 +490,36 @@ class ExtractionJob(BaseModel):
     updated_at: UtcDateTime
 
 
+ErasedKind = Literal["session", "message", "fact", "event", "entity"]
+
+
+class ErasedItem(BaseModel):
+    """One record an erase removes, with its text, so a person confirming it reads what goes rather than ids.
+
+    Why the text: an erase by words takes whole messages (a message is stored, indexed and extracted as one unit),
+    so ``matching="cilantro"`` also takes "I'm doing a PhD at MIT" when both were said in one message; only the
+    text shows that before it is too late. ``beyond_match`` flags exactly those messages."""
+
+    kind: ErasedKind
+    id: str
+    text: str = Field(
+        description="a message's content, a fact's or event's text, an entity's name; a session: its size"
+    )
+    session_id: str | None = None
+    date: UtcDateTime | None = Field(
+        default=None, description="when it was said (a session: when it started)"
+    )
+    reason: str = Field(description="why it goes: named, matched, in an erased session, derived from one...")
+    beyond_match: bool = Field(
+        default=False,
+        description="a message taken whole by a 'matching' erase that also says things without the matched "
+        "words: they go too",
+    )
+
+
 class Erasure(BaseModel):
-    """What ``Memory.erase`` removed (or, with ``dry_run``, would remove), by kind of record."""
+    """What ``Memory.erase`` removed (or, with ``dry_run``, would remove), by kind of record, and in ``items``
+    each record's text and why it goes."""
 
     scope: Scope
     dry_run: bool
@@ -501,6 +529,15 @@ class Erasure(BaseModel):
     facts: list[str] = Field(default_factory=list)
     events: list[str] = Field(default_factory=list)
     entities: list[str] = Field(default_factory=list)
+    items: list[ErasedItem] = Field(
+        default_factory=list,
+        description="sessions, messages, facts, events and entities with their text (rounds are their "
+        "messages), at most items_limit of them",
+    )
+    items_omitted: int = Field(default=0, description="records left out of items beyond the limit")
+    warnings: list[str] = Field(
+        default_factory=list, description="what a person should read before confirming (whole messages taken)"
+    )
 
 
 class FactMerge(BaseModel):
@@ -715,6 +752,83 @@ class ImportResult(BaseModel):
     graph_skipped: bool = False
 
 
+# -- what the console shows (graphrecall.services.overview) ----------------------------------------------------------
+class ScopeSummary(BaseModel):
+    """One user of an organisation at a glance: how much memory it holds, when it last changed, and how much of it
+    still waits for extraction."""
+
+    scope: Scope
+    sessions: int = 0
+    rounds: int = 0
+    facts: int = 0
+    events: int = 0
+    entities: int = 0
+    disk_bytes: int = 0
+    last_write: UtcDateTime | None = Field(
+        default=None,
+        description="when its files last changed on disk (UTC): the latest write that reached them",
+    )
+    backlog: int = Field(
+        default=0, description="sessions waiting for background extraction (pending, running)"
+    )
+    failed: int = Field(default=0, description="sessions whose background extraction failed")
+
+
+class ScopePage(BaseModel):
+    """A page of an organisation's users, by user id."""
+
+    org_id: str
+    total: int = Field(description="users that match the filter, over all pages")
+    offset: int
+    scopes: list[ScopeSummary]
+
+
+GraphNodeKind = Literal["entity", "fact", "event"]
+GraphEdgeKind = Literal["about", "subject", "object", "related", "supersedes"]
+
+
+class GraphNode(BaseModel):
+    """An entity, fact or event of the user's memory graph, with where it was said (click through to it)."""
+
+    id: str
+    kind: GraphNodeKind
+    label: str = Field(description="an entity's name, a fact's or event's text")
+    type: str = Field(default="", description="the entity type, the fact kind, or 'event'")
+    session_id: str | None = None
+    message_ids: list[str] = Field(default_factory=list)
+    date: UtcDateTime | None = Field(default=None, description="a fact's valid_from, an event's start")
+    current: bool = Field(default=True, description="facts: not superseded")
+
+
+class GraphEdge(BaseModel):
+    """``source`` -> ``target``: a fact ABOUT an entity, an event's SUBJECT or OBJECT, an entity RELATED to another
+    (``label``: the predicate), a fact that SUPERSEDES another."""
+
+    source: str
+    target: str
+    kind: GraphEdgeKind
+    label: str = ""
+
+
+class MemoryGraph(BaseModel):
+    """Part of a user's memory graph: a page of facts and events, the entities they name, and the edges among
+    them (only edges whose ends are both in the page)."""
+
+    scope: Scope
+    nodes: list[GraphNode] = Field(default_factory=list)
+    edges: list[GraphEdge] = Field(default_factory=list)
+    more: bool = Field(default=False, description="more facts or events lie beyond this page (raise offset)")
+
+
+class ExtractionQueue(BaseModel):
+    """A page of one user's background extraction jobs, newest first, and the count of each status."""
+
+    scope: Scope
+    counts: dict[str, int] = Field(default_factory=dict, description="jobs by status, over all pages")
+    total: int = Field(default=0, description="jobs with the asked status, over all pages")
+    jobs: list[ExtractionJob] = Field(default_factory=list)
+
+
 class MaintenanceRun(BaseModel):
     """One maintenance of a scope: where its backup went and what consolidation changed, at what model cost."""
 
@@ -770,3 +884,4 @@ class ScopeReport(BaseModel):
     abstained: int = 0
     abstention_rate: float | None = None
     maintenance: list[MaintenanceRun] = Field(default_factory=list)
+    hook_errors: int = Field(default=0, description="errors agent hooks recorded while working on this scope")

@@ -42,11 +42,14 @@ from graphrecall.models import (
     Consolidation,
     Context,
     Erasure,
+    ExtractionQueue,
     Fact,
     IngestResult,
     Maintenance,
+    MemoryGraph,
     Profile,
     Scope,
+    ScopePage,
     ScopeReport,
     ScopeStats,
     Session,
@@ -57,8 +60,10 @@ ParamsT = TypeVar("ParamsT", bound=P.Params)
 
 @dataclass(frozen=True)
 class Http:
-    """How an operation is served over HTTP, below ``/v1/scopes/{org}/{user}``. ``{name}`` segments of ``path``
-    are fields of the parameter model; the others come from the query (GET) or the JSON body."""
+    """How an operation is served over HTTP, below ``/v1/scopes/{org}/{user}`` (``level="org"``: below
+    ``/v1/scopes/{org}``, for an operation over an organisation's users, whose ``org_id`` field is the path's org).
+    ``{name}`` segments of ``path`` are fields of the parameter model; the others come from the query (GET) or the
+    JSON body."""
 
     method: Literal["GET", "POST", "DELETE"]
     path: str
@@ -66,6 +71,12 @@ class Http:
     tag: str
     operation_id: str | None = None  # the route's stable id, when it is not the operation's name
     accepted: bool = False  # 202 when the result queued work (``extraction_job``)
+    level: Literal["user", "org"] = "user"
+
+    @property
+    def template(self) -> str:
+        """The whole path template, as the OpenAPI document names it."""
+        return ("/v1/scopes/{org}" if self.level == "org" else "/v1/scopes/{org}/{user}") + self.path
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,9 @@ class Operation(Generic[ParamsT]):
         None  # the wire model ("module:Name" to import lazily); None: none
     )
     envelope: Callable[[Scope, Any, Any], BaseModel] | None = None  # (scope, params, result) -> wire
+    unwrap: str | None = (
+        None  # the envelope's field that holds the result (a client reads it back: ``unwire``)
+    )
     errors: tuple[type[GraphRecallError], ...] = ()
     python_only: tuple[str, ...] = ()
     scoped: bool = True
@@ -133,6 +147,11 @@ class Operation(Generic[ParamsT]):
     def wire(self, scope: Scope, p: P.Params, result: Any) -> Any:
         """What a wire surface sends for ``result``: its envelope, or the result as it is."""
         return self.envelope(scope, p, result) if self.envelope is not None else result
+
+    def unwire(self, wire: BaseModel) -> Any:
+        """The Python result inside what a wire surface sent (``wire``'s inverse): what a client of the HTTP API
+        hands its caller, so a command run through a server renders exactly what it would render in process."""
+        return getattr(wire, self.unwrap) if self.unwrap is not None else wire
 
     def response_model(self) -> type[BaseModel] | None:
         if isinstance(self.response, str):
@@ -190,6 +209,7 @@ SEARCH = Operation(
     "list[Hit]",
     R.SearchResponse,
     envelope=lambda s, p, hits: R.SearchResponse(query=p.query, hits=hits),
+    unwrap="hits",
     errors=READS,
     python_only=("time_range",),
     http=Http("GET", "/search", "Hybrid search over the user's memory", "recall"),
@@ -282,6 +302,7 @@ SESSIONS = Operation(
     "list[Session]",
     R.SessionsResponse,
     envelope=lambda s, p, found: R.SessionsResponse(sessions=found),
+    unwrap="sessions",
     errors=READS,
     unknown_scope="not_found",
     http=Http(
@@ -305,6 +326,7 @@ EXPORT_SESSIONS = Operation(
     "list[Session]",
     R.ExportDocument,
     envelope=lambda s, p, found: R.ExportDocument(org_id=s.org_id, user_id=s.user_id, sessions=found),
+    unwrap="sessions",
     errors=READS,
     unknown_scope="not_found",
     http=Http("GET", "/export", "Every session with its messages", "scope"),
@@ -330,6 +352,7 @@ FORGET = Operation(
     "bool",
     R.ForgetResponse,
     envelope=lambda s, p, erased: R.ForgetResponse(erased=erased),
+    unwrap="erased",
     errors=(StoreBusy,),
     http=Http("DELETE", "", "Erase the user's memory (GDPR erasure)", "scope"),
     cli=Cli("forget", "erase a scope's memory", custom=True),
@@ -386,7 +409,23 @@ EXTRACT = Operation(
 EXTRACTION_JOBS = Operation(
     "extraction_jobs", P.NoParams, "list[ExtractionJob]", python_only=("scope",), scoped=False
 )
-RETRY_EXTRACTION = Operation("retry_extraction", P.NoParams, "int", errors=(NotAvailable,))
+RETRY_EXTRACTION = Operation(
+    "retry_extraction",
+    P.NoParams,
+    "int",
+    R.RetryResponse,
+    envelope=lambda s, p, n: R.RetryResponse(requeued=n),
+    unwrap="requeued",
+    errors=(NotAvailable,),
+    unknown_scope="not_found",
+    http=Http(
+        "POST",
+        "/extraction-jobs/retry",
+        "Queue the user's failed background extractions again (needs an LLM on the server)",
+        "extraction",
+    ),
+    cli=Cli("retry-extraction", "queue a scope's failed background extractions again", llm=True),
+)
 WAIT_FOR_EXTRACTION = Operation(
     "wait_for_extraction", P.NoParams, "bool", python_only=("timeout",), scoped=False
 )
@@ -397,6 +436,7 @@ FACTS = Operation(
     "list[Fact]",
     R.FactsResponse,
     envelope=lambda s, p, found: R.FactsResponse(facts=found),
+    unwrap="facts",
     errors=READS,
     unknown_scope="not_found",
     http=Http("GET", "/facts", "Extracted facts: the current ones, or those true at as_of", "facts"),
@@ -414,6 +454,7 @@ HISTORY = Operation(
     "list[Fact]",
     R.FactHistoryResponse,
     envelope=lambda s, p, versions: R.FactHistoryResponse(fact_id=p.fact_id, versions=versions),
+    unwrap="versions",
     errors=(*READS, NotFound),
     unknown_scope="not_found",
     http=Http(
@@ -496,6 +537,7 @@ ENTITIES = Operation(
     "list[Entity]",
     R.EntitiesResponse,
     envelope=lambda s, p, found: R.EntitiesResponse(entities=found),
+    unwrap="entities",
     errors=READS,
     unknown_scope="not_found",
     http=Http("GET", "/entities", "Extracted entities with their aliases, by name", "facts"),
@@ -507,12 +549,63 @@ EVENTS = Operation(
     "list[Event]",
     R.EventsResponse,
     envelope=lambda s, p, found: R.EventsResponse(events=found),
+    unwrap="events",
     errors=READS,
     unknown_scope="not_found",
     http=Http("GET", "/events", "Extracted events in time order", "facts"),
     cli=Cli("events", "list extracted events in time order"),
 )
 
+LIST_SCOPES = Operation(
+    "list_scopes",
+    P.ListScopesParams,
+    "ScopePage",
+    ScopePage,
+    errors=READS,
+    scoped=False,
+    http=Http(
+        "GET",
+        "",
+        "An organisation's users with their counts, size on disk, last write and extraction backlog (paged)",
+        "scope",
+        level="org",
+    ),
+    # Not an MCP tool on purpose: an assistant's model serves one user and has no business listing the others.
+    cli=Cli("scopes", "an organisation's users with counts, size, last write and extraction backlog"),
+)
+GRAPH = Operation(
+    "graph",
+    P.GraphParams,
+    "MemoryGraph",
+    MemoryGraph,
+    errors=READS,
+    unknown_scope="not_found",
+    http=Http("GET", "/graph", "Entities, facts and events with their edges (a page at a time)", "facts"),
+    mcp=Mcp(
+        "memory_graph",
+        "The user's memory as a graph: facts and events with the people, places and things they name, how the "
+        "entities relate, and which facts replaced which (optionally around one entity id).",
+        **READ_ONLY,
+    ),
+    cli=Cli("graph", "entities, facts and events with their edges", aliases={"entity": ["--around"]}),
+)
+EXTRACTION_QUEUE = Operation(
+    "extraction_queue",
+    P.ExtractionQueueParams,
+    "ExtractionQueue",
+    ExtractionQueue,
+    errors=READS,
+    unknown_scope="not_found",
+    http=Http(
+        "GET",
+        "/extraction-jobs",
+        "The user's background extraction jobs, newest first, failed ones with the reason",
+        "extraction",
+        operation_id="extraction_jobs",
+    ),
+    # An operator's view of the server's queue, not something a model acts on: no MCP tool.
+    cli=Cli("jobs", "a scope's background extraction jobs (pending, running, done, failed with the reason)"),
+)
 MAINTAIN = Operation(
     "maintain",
     P.MaintainParams,
@@ -579,7 +672,8 @@ OPERATIONS: dict[str, Operation[Any]] = {
         ADD_SESSION, ADD_MESSAGES, ADD_SESSIONS, IMPORT_SESSIONS, SEARCH, CONTEXT, PROFILE, ANSWER, STATS,
         SESSIONS, GET_SESSION, EXPORT_SESSIONS, EXPORT_SCOPE, IMPORT_SCOPE, FORGET, ERASE, BACKFILL_PASSAGES,
         SCOPES, STORED, EXTRACT, EXTRACTION_JOBS, RETRY_EXTRACTION, WAIT_FOR_EXTRACTION, FLUSH, FACTS, HISTORY,
-        SUPERSEDE, ADD_FACT, CONSOLIDATE, ENTITIES, EVENTS, MAINTAIN, REPORT, DATASET,
+        SUPERSEDE, ADD_FACT, CONSOLIDATE, ENTITIES, EVENTS, MAINTAIN, REPORT, DATASET, LIST_SCOPES, GRAPH,
+        EXTRACTION_QUEUE,
     )
 }  # fmt: skip
 """Every public operation of ``Memory`` (``recall``, which hands out a view rather than doing one thing, is the
@@ -623,6 +717,15 @@ def check_table() -> None:
             raise ValueError(f"{op.name}: CLI aliases for unknown fields {set(op.cli.aliases) - fields}")
         if op.envelope is not None and op.response is None:
             raise ValueError(f"{op.name}: an envelope needs its response model")
+        if (op.envelope is None) != (op.unwrap is None):
+            raise ValueError(f"{op.name}: an envelope and its unwrap field go together")
+        model = op.response if isinstance(op.response, type) else None
+        if op.unwrap is not None and model is not None and op.unwrap not in model.model_fields:
+            raise ValueError(f"{op.name}: unwrap field {op.unwrap!r} is not a field of {model.__name__}")
+        if op.http is not None and op.http.level == "org" and (op.scoped or "org_id" not in fields):
+            raise ValueError(
+                f"{op.name}: an organisation-level route needs an unscoped operation with org_id"
+            )
 
 
 check_table()

@@ -790,3 +790,42 @@ def from_cli(
     given = repr(values[str(loc[0])]) if loc and str(loc[0]) in values else ""
     got = f" (got {given})" if given and given not in message else ""
     raise InvalidInput(message + got, where=shown.get(err.where, err.where)) from None
+
+
+# -- the console's reads (graphrecall.services.overview) -------------------------------------------------------------
+MAX_PAGE = 1000
+
+
+class ListScopesParams(Params):
+    """``list_scopes``: an organisation's users with their sizes, last write and extraction backlog, by user id,
+    one page at a time (each listed user's database is opened; the others are only named)."""
+
+    org_id: IdArg = Field(description="the organisation")
+    contains: str | None = Field(
+        default=None, min_length=1, max_length=MAX_ID_LENGTH, description="only user ids holding this text"
+    )
+    limit: int = Field(default=50, ge=1, le=MAX_PAGE, description="most users to return")
+    offset: int = Field(default=0, ge=0, description="users to skip, for paging")
+
+
+class GraphParams(Params):
+    """``graph``: the user's memory graph (entities, facts, events and their edges), a page of facts and events at
+    a time, optionally around one entity."""
+
+    entity: IdArg | None = Field(default=None, description="only facts and events linked to this entity id")
+    as_of: DateArg | None = Field(
+        default=None, description="facts true at this moment (valid time) instead of the current ones"
+    )
+    include_superseded: bool = Field(default=False, description="also the facts later replaced")
+    limit: int = Field(default=200, ge=1, le=MAX_PAGE, description="most facts, and most events, to return")
+    offset: int = Field(default=0, ge=0, description="facts and events to skip, for paging")
+
+
+class ExtractionQueueParams(Params):
+    """``extraction_queue``: the user's background extraction jobs, newest first."""
+
+    status: Literal["pending", "running", "done", "failed"] | None = Field(
+        default=None, description="only jobs with this status"
+    )
+    limit: int = Field(default=100, ge=1, le=MAX_PAGE, description="most jobs to return")
+    offset: int = Field(default=0, ge=0, description="jobs to skip, for paging")

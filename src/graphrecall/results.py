@@ -59,3 +59,7 @@ class ExportDocument(BaseModel):
     org_id: str | None = Field(default=None, description="where it was exported from (ignored on import)")
     user_id: str | None = Field(default=None, description="where it was exported from (ignored on import)")
     sessions: list[Session]
+
+
+class RetryResponse(BaseModel):
+    requeued: int = Field(description="failed background extractions queued again")

@@ -251,6 +251,9 @@ def _cli_options() -> tuple[set[str], dict[str, set[str]]]:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     commands = {name: set(p._option_string_actions) for name, p in sub.choices.items()}
+    for name, p in sub.choices.items():  # a command with commands of its own: "hook stop"
+        for nested in (a for a in p._actions if isinstance(a, argparse._SubParsersAction)):
+            commands |= {f"{name} {n}": set(q._option_string_actions) for n, q in nested.choices.items()}
     return set(parser._option_string_actions), commands
 
 
@@ -282,6 +285,9 @@ def command_problems(argv: list[str]) -> list[str]:
             if args[0] not in commands:
                 return [*problems, f"graphrecall has no command {args[0]!r}"]
             name, options, args = f"graphrecall {args[0]}", commands[args[0]], args[1:]
+            nested = f"{name.removeprefix('graphrecall ')} {args[0]}" if args else ""
+            if nested in commands:
+                name, options, args = f"graphrecall {nested}", commands[nested], args[1:]
         for word in args:
             flag = word.strip("[]").split("=")[0]
             if flag.startswith("-") and not re.fullmatch(r"-\d.*", flag) and flag not in options:

@@ -15,6 +15,7 @@ from graphrecall import Memory, cli, testing
 from graphrecall.config import ConsolidationConfig
 from graphrecall.embed import HashingEmbedder
 from graphrecall.formats import read_scope_export
+from graphrecall.hook_errors import record_error
 from graphrecall.server.upkeep import MaintenanceLoop
 
 ANN = ("acme", "ann")
@@ -97,6 +98,10 @@ def test_the_report_shows_growth_searches_and_runs(
     assert len(report.maintenance) == 2 and report.maintenance[0].facts_merged == 1
     assert [g.sessions for g in report.growth][-1] == 2 and report.growth[0].sessions == 1
     assert report.answers == 0 and report.abstention_rate is None
+    assert report.hook_errors == 0
+    record_error(memory.root, "stop", "store_busy", "the store was busy", scope="acme/ann")
+    record_error(memory.root, "stop", "store_busy", "another scope's", scope="acme/bob")
+    assert memory.report(ANN).hook_errors == 1
 
 
 def test_forgetting_a_scope_forgets_its_figures(memory: Memory) -> None:

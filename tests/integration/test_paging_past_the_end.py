@@ -15,5 +15,8 @@ def test_pages_far_past_the_end_are_empty_and_the_process_lives(mem: Memory) -> 
     for offset in (1, 32_768, 10**6, 2**40):
         assert mem.facts(SCOPE, offset=offset) == []
         assert mem.sessions(SCOPE, offset=offset) == []
+        assert mem.events(SCOPE, offset=offset) == []
+        page = mem.graph(SCOPE, offset=offset)  # the console's graph pages facts and events the same way
+        assert page.nodes == [] and page.edges == [] and not page.more
     assert [f.text for f in mem.facts(SCOPE)] == ["The user lives in Berlin."]
     assert [s.id for s in mem.sessions(SCOPE)] == ["s1"]

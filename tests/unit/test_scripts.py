@@ -35,11 +35,12 @@ def test_the_demo_setup_installs_the_library_alone_after_the_pinned_cpu_torch() 
     assert not [s for s in steps if "ray" in s or "apt-get" in s or "[all" in s], steps
 
 
-def test_the_test_setup_installs_every_extra_ray_and_nginx() -> None:
+def test_the_test_setup_installs_every_extra_ray_nginx_and_chromium() -> None:
     steps = planned("--dev")
     assert any('".[all,dev]"' in s or "[all,dev]" in s for s in steps)
     assert any("[ray]" in s for s in steps)
     assert any("apt-get" in s and "nginx" in s for s in steps)
+    assert any("apt-get" in s and "chromium" in s for s in steps)
     if _has_npm():  # the client's dependencies, where npm is there to install them
         assert "npm ci --prefix clients/typescript --prefer-offline --no-audit --no-fund" in steps
 

@@ -299,7 +299,10 @@ def profile_of(embedder: Embedder) -> ModelProfile:
     return found
 
 
-def _load(embedder: Embedder, eid: str) -> ModelProfile:
+def known_profile(eid: str) -> ModelProfile | None:
+    """The profile of the model with id ``eid`` when it is known without the model (the identity, shipped, or
+    cached on disk), else ``None``: for a caller that knows only a server's embedder id (the hooks' relevance
+    threshold, ``hooks.relevance``)."""
     if is_identity_model(eid):
         return ModelProfile(eid)
     entry = shipped().get("profiles", {}).get(eid)
@@ -311,9 +314,13 @@ def _load(embedder: Embedder, eid: str) -> ModelProfile:
             "shipped",
             entry.get("rank_agreement"),
         )
-    cached = _cached(eid)
-    if cached is not None:
-        return cached
+    return _cached(eid)
+
+
+def _load(embedder: Embedder, eid: str) -> ModelProfile:
+    known = known_profile(eid)
+    if known is not None:
+        return known
     log.info("measuring the similarity profile of %s over %d reference pairs", eid, len(reference_pairs()))
     profile = profile_from(eid, pair_scores(embedder), "computed")
     _store(profile)

@@ -12,13 +12,14 @@ names of clients generated from docs/openapi.json.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Response
 from fastapi.security import HTTPBearer
 from fastapi_offline import FastAPIOffline
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from graphrecall import __version__
 from graphrecall.memory import Memory
@@ -52,9 +53,16 @@ def create_app(
     insecure_local: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     warm: bool = True,
+    on_ready: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
+    console: bool = True,
+    loopback_only: bool = False,
 ) -> FastAPI:
     """Build the app around an open ``Memory`` (the caller opens and closes it). ``warm``: at start-up, load the
-    embedding model and freeze the start-up heap out of garbage collection (``server.warmup``).
+    embedding model and freeze the start-up heap out of garbage collection (``server.warmup``). ``on_ready`` runs once
+    the app is ready to serve (``run_server`` writes the server file then), ``on_stop`` when it stops. ``console``:
+    serve the web console under ``/ui`` (``server.console``). ``loopback_only``: answer only requests addressed to a
+    loopback name (``graphrecall ui``: a web page cannot reach the server through DNS rebinding).
 
     ``auth=None`` serves without authentication and must be asked for with ``insecure_local=True``; binding such a
     server to loopback only is ``run_server``'s job, since only it knows the host.
@@ -73,8 +81,14 @@ def create_app(
         if warm:
             await anyio.to_thread.run_sync(warm_up, memory.embedder)
         ready["ok"] = True
-        yield
-        ready["ok"] = False
+        if on_ready is not None:
+            on_ready()
+        try:
+            yield
+        finally:
+            ready["ok"] = False
+            if on_stop is not None:
+                on_stop()
 
     # The docs pages load Swagger UI and ReDoc from files in the fastapi-offline wheel, not from a CDN: an API
     # server is often on a network that reaches no CDN, and a blank /docs reads as a broken server.
@@ -87,6 +101,10 @@ def create_app(
     )
     errors.install(app)
     app.include_router(OperationRoutes(memory, metrics).router())
+    if console:
+        from graphrecall.server.console import mount_console
+
+        mount_console(app, memory)
 
     @app.get(
         "/healthz",
@@ -140,6 +158,8 @@ def create_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)
     app.add_middleware(AuthMiddleware, auth=auth, metrics=metrics)
     app.add_middleware(AccessLogMiddleware, metrics=metrics, routes=RouteTemplates(app.openapi()["paths"]))
+    if loopback_only:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=["127.0.0.1", "localhost", "[::1]", "::1"])
     app.state.metrics = metrics
     app.state.allowed_methods = errors.AllowedMethods(app.openapi()["paths"])
     return app

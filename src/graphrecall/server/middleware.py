@@ -30,10 +30,17 @@ access_log = logging.getLogger("graphrecall.server.access")
 
 PRINCIPAL_KEY = "graphrecall.principal"
 LOCAL_PRINCIPAL = Principal("insecure-local", frozenset({"*"}))
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+OPEN_PATHS = frozenset(
+    {"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/ui", "/ui/"}
+)
 DOCS_ASSETS = "/docs-assets"
 """Where the API docs pages' scripts and styles are served from (shipped in the ``fastapi-offline`` wheel, so the
 docs work on a machine without internet); public like the pages themselves."""
+CONSOLE = "/ui"
+CONSOLE_ASSETS = "/ui/assets"
+"""The web console (``server.console``): its page and scripts are public like the docs pages; every call they make
+to the API carries the key the person entered, checked here like any other."""
+_OPEN_PREFIXES = (DOCS_ASSETS + "/", CONSOLE_ASSETS + "/")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -153,7 +160,7 @@ class AuthMiddleware:
         self.metrics = metrics
 
     async def __call__(self, asgi: AsgiScope, receive: Receive, send: Send) -> None:
-        if asgi["type"] != "http" or asgi["path"] in OPEN_PATHS or asgi["path"].startswith(DOCS_ASSETS + "/"):
+        if asgi["type"] != "http" or asgi["path"] in OPEN_PATHS or asgi["path"].startswith(_OPEN_PREFIXES):
             await self.app(asgi, receive, send)
             return
         if self.auth is None:

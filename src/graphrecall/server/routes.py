@@ -33,6 +33,7 @@ from graphrecall.server.schemas import ErrorResponse
 
 T = TypeVar("T")
 PREFIX = "/v1/scopes/{org}/{user}"
+ORG_PREFIX = "/v1/scopes/{org}"
 
 COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": desc}
@@ -118,6 +119,19 @@ def user_scope(request: Request, org: Annotated[str, Path(description="tenant (o
     return Scope(org_id=org, user_id=user)
 
 
+def org_scope(request: Request, org: Annotated[str, Path(min_length=1, max_length=128,
+              description="tenant (organisation) id")]) -> str:  # fmt: skip
+    """The organisation of an organisation-level route, validated and re-checked against the key's grants."""
+    try:
+        validate_identifier(org, "org")
+    except ValueError as e:
+        raise ApiError(422, "invalid_input", str(e), "org") from None
+    principal = principal_of(request.scope)
+    if principal is None or not principal.allows(org):
+        raise ApiError(403, "forbidden", f"not allowed to access org {org!r}")
+    return org
+
+
 def _part(model: type[Params], names: list[str], suffix: str) -> type[BaseModel]:
     """The parameter model restricted to ``names`` (a POST body beside path parameters), same fields and rules."""
     fields: dict[str, Any] = {n: (model.model_fields[n].annotation, model.model_fields[n]) for n in names}
@@ -139,30 +153,40 @@ class OperationRoutes:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
     def router(self) -> APIRouter:
-        r = APIRouter(
-            prefix=PREFIX, dependencies=[Depends(HTTPBearer(auto_error=False))], responses=COMMON_ERRORS
-        )
+        def made(prefix: str) -> APIRouter:
+            return APIRouter(
+                prefix=prefix, dependencies=[Depends(HTTPBearer(auto_error=False))], responses=COMMON_ERRORS
+            )
+
+        users, orgs = made(PREFIX), made(ORG_PREFIX)
         for op in exposed("http"):
-            self._add(r, op)
-        return r
+            assert op.http is not None
+            self._add(orgs if op.http.level == "org" else users, op)
+        both = APIRouter()
+        both.include_router(users)
+        both.include_router(orgs)
+        return both
 
     def _stored(self, op: Operation[Any], scope: Scope) -> None:
         """404 for a scope that holds nothing, when the operation says a missing user is a mistake."""
         if op.unknown_scope == "not_found" and not self.memory.stored(scope):
             raise missing_scope(scope, self.memory.scopes(), where="", org_only=True)
 
-    def _invoke(self, op: Operation[Any], scope: Scope, p: Params) -> Any:
-        self._stored(op, scope)
-        return op.invoke(self.memory, scope, p)
+    def _invoke(self, op: Operation[Any], scope: Scope | str, p: Params) -> Any:
+        if isinstance(scope, Scope):
+            self._stored(op, scope)
+        return op.invoke(self.memory, scope, p)  # type: ignore[arg-type]
 
     def _add(self, r: APIRouter, op: Operation[Any]) -> None:
         http = op.http
         assert http is not None
         in_path = re.findall(r"{(\w+)}", http.path)
-        rest = [n for n in op.params.model_fields if n not in in_path]
+        org_level = http.level == "org"  # the path's org is the model's org_id
+        rest = [n for n in op.params.model_fields if n not in in_path and not (org_level and n == "org_id")]
         keyword = inspect.Parameter.KEYWORD_ONLY
+        who = Annotated[str, Depends(org_scope)] if org_level else Annotated[Scope, Depends(user_scope)]
         signature = [
-            inspect.Parameter("scope", keyword, annotation=Annotated[Scope, Depends(user_scope)]),
+            inspect.Parameter("scope", keyword, annotation=who),
             inspect.Parameter("response", keyword, annotation=Response),
             inspect.Parameter("request", keyword, annotation=Request),
         ]
@@ -184,13 +208,13 @@ class OperationRoutes:
             body = op.params if not in_path else _part(op.params, rest, "Request")
             signature.append(inspect.Parameter("body", keyword, annotation=Annotated[body, Body()]))
 
-        async def endpoint(scope: Scope, response: Response, request: Request, **given: Any) -> Any:
-            values = {n: given[n] for n in in_path}
+        async def endpoint(scope: Scope | str, response: Response, request: Request, **given: Any) -> Any:
+            values: dict[str, Any] = {n: given[n] for n in in_path} | ({"org_id": scope} if org_level else {})
             for part in ("query", "body"):
                 if part in given:
                     values |= {n: getattr(given[part], n) for n in rest}
             p = validate(op.params, values)  # path parameters are checked here; 422 naming them
-            if op.writes and is_shared(scope):
+            if op.writes and isinstance(scope, Scope) and is_shared(scope):
                 principal = principal_of(request.scope)
                 if principal is not None and not principal.shared_write:
                     raise ApiError(403, "forbidden", shared_write_refused(principal.name, scope))
@@ -199,7 +223,7 @@ class OperationRoutes:
                 self.metrics.ingest(result)
                 if http.accepted and result.extraction_job is not None:
                     response.status_code = 202  # stored; the extraction is queued (result.extraction_job)
-            return op.wire(scope, p, result)
+            return op.wire(scope, p, result)  # type: ignore[arg-type]
 
         endpoint.__signature__ = inspect.Signature(signature)  # type: ignore[attr-defined]
         endpoint.__name__ = op.name

@@ -11,17 +11,28 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from graphrecall import telemetry
 from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS, RERANKER_HELP
 from graphrecall.errors import InvalidInput
-from graphrecall.server.auth import ApiKeyAuth, ServerConfigError, check_startup
+from graphrecall.remote import discovery
+from graphrecall.server.auth import (
+    ALL_ORGS,
+    ApiKey,
+    ApiKeyAuth,
+    ServerConfigError,
+    check_startup,
+    hash_key,
+    is_loopback,
+)
 from graphrecall.server.limits import DEFAULT_MAX_BODY_BYTES
 from graphrecall.server.webhooks import WEBHOOKS_ENV, dispatcher_from_settings
 
 if TYPE_CHECKING:
     from graphrecall.embed import Embedder
+    from graphrecall.llm import LLM
 
 KEYS_ENV = "GRAPHRECALL_API_KEYS_FILE"
 DEFAULT_HOST = "127.0.0.1"
@@ -62,6 +73,19 @@ def server_embedder(spec: str | None, *, batching: bool = True, in_flight: int |
     return CachedEmbedder(model, path=cache)
 
 
+def server_llm() -> LLM | None:
+    """The model ``GRAPHRECALL_LLM`` (and ``GRAPHRECALL_LLM_BASE_URL``) names, for the queued extraction of
+    ``extract: true`` and for answers; ``None`` when unset. A setting that cannot be used stops the server before it
+    binds, naming the variable, instead of failing every extraction later."""
+    from graphrecall.llm import LLMError
+    from graphrecall.llm.factory import llm_from_settings_or_none
+
+    try:
+        return llm_from_settings_or_none()
+    except (LLMError, ImportError) as e:
+        raise ServerConfigError(f"GRAPHRECALL_LLM cannot be used: {e}") from None
+
+
 def load_auth(keys: str | None) -> ApiKeyAuth | None:
     """Keys from ``--keys``, else from ``$GRAPHRECALL_API_KEYS_FILE``, else none."""
     path = keys or os.environ.get(KEYS_ENV) or None
@@ -83,6 +107,9 @@ def run_server(args: argparse.Namespace) -> None:
     insecure_local = bool(getattr(args, "insecure_local", False))
     auth = load_auth(getattr(args, "keys", None))
     check_startup(auth, host=host, insecure_local=insecure_local)
+    loopback_only = bool(getattr(args, "loopback_only", False))
+    if loopback_only and not is_loopback(host):
+        raise ServerConfigError(f"the local console binds to loopback only, not {host!r}")
     if not 0 <= port <= 65535:
         raise ServerConfigError(f"port must be within 0-65535, got {port}")
     max_body = getattr(args, "max_body_bytes", None) or DEFAULT_MAX_BODY_BYTES
@@ -97,8 +124,23 @@ def run_server(args: argparse.Namespace) -> None:
         in_flight=getattr(args, "embed_batch_in_flight", None),
     )
     reranker = (getattr(args, "reranker", None) or "").strip() or None  # None: $GRAPHRECALL_RERANKER
-    with Memory.open(getattr(args, "root", None), embedder=embedder, reranker=reranker) as memory:
-        app = create_app(memory, auth=auth, insecure_local=insecure_local, max_body_bytes=max_body)
+    mode = auth_mode(auth)
+    local_key = discovery.mint_local_key() if auth is not None else None
+    llm = server_llm()
+    with Memory.open(getattr(args, "root", None), embedder=embedder, reranker=reranker, llm=llm) as memory:
+        root = memory.root
+        app = create_app(
+            memory,
+            auth=with_local_key(auth, local_key),
+            insecure_local=insecure_local,
+            max_body_bytes=max_body,
+            # Port 0 (the system picks one) has no address to hand out before uvicorn binds.
+            on_ready=(lambda: announce_to_commands(root, discovery.local_url(host, port), local_key))
+            if port
+            else None,
+            on_stop=lambda: discovery.remove(root),
+            loopback_only=loopback_only,
+        )
         hooks = dispatcher_from_settings(getattr(args, "webhooks", None), memory.root)
         if hooks is not None:
             memory.subscribe(hooks.sink)
@@ -113,15 +155,43 @@ def run_server(args: argparse.Namespace) -> None:
                 idle_s=float(getattr(args, "maintain_idle_s", 1800.0)),
             )
             upkeep.start()
-        announce(auth_mode(auth), root=str(memory.root), host=host, port=port)
+        announce(mode, root=str(root), host=host, port=port)
         try:
             # uvicorn's access log prints query strings (users' search text); ours logs paths only.
             uvicorn.run(app, host=host, port=port, access_log=False, log_level=log_level, server_header=False)
         finally:
+            discovery.remove(root)
             if upkeep is not None:
                 upkeep.close()
             if hooks is not None:
                 hooks.close()
+
+
+LOCAL_KEY_NAME = "server-file"
+"""The name the server's local key (``remote.discovery``) goes by in logs and metrics."""
+
+
+def with_local_key(auth: ApiKeyAuth | None, key: str | None) -> ApiKeyAuth | None:
+    """The configured keys plus this run's local key, which the server file hands to commands on its root."""
+    if auth is None or key is None:
+        return auth
+    taken = {k.name for k in auth.keys}
+    name = next(
+        n for n in (LOCAL_KEY_NAME, *(f"{LOCAL_KEY_NAME}-{i}" for i in range(1, 99))) if n not in taken
+    )
+    local = ApiKey(name=name, sha256=hash_key(key), orgs=frozenset({ALL_ORGS}), shared_write=True)
+    return ApiKeyAuth([*auth.keys, local])
+
+
+def announce_to_commands(root: Path, url: str, key: str | None) -> None:
+    """Write the server file, so that commands on ``root`` come here instead of failing with ``store_busy``; a
+    root where it cannot be written is served all the same (commands there then say the store is busy)."""
+    try:
+        path = discovery.write(root, url=url, key=key)
+    except OSError as e:
+        logging.getLogger("graphrecall.server").warning("cannot write the server file under %s: %s", root, e)
+        return
+    print(f"graphrecall: commands on {root} go through this server ({path})", file=sys.stderr, flush=True)
 
 
 def configure_logging(level: str) -> None:
@@ -144,6 +214,7 @@ def auth_mode(auth: ApiKeyAuth | None) -> str:
 def announce(mode: str, *, root: str, host: str, port: int) -> None:
     """Printed to stderr at start whatever the log level, so the auth mode is never a surprise."""
     print(f"graphrecall: serving {root} on http://{host}:{port}", file=sys.stderr, flush=True)
+    print(f"graphrecall: web console at http://{host}:{port}/ui/", file=sys.stderr, flush=True)
     print(f"graphrecall: {mode}", file=sys.stderr, flush=True)
 
 

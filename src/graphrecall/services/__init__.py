@@ -24,6 +24,7 @@ from graphrecall.config import ConsolidationConfig, RetrievalConfig, Settings
 from graphrecall.embed import Embedder
 from graphrecall.events import EventHub, MemoryEvent
 from graphrecall.extract.extractor import ExtractionConfig
+from graphrecall.hook_errors import error_counts
 from graphrecall.llm import LLM
 from graphrecall.models import GrowthPoint, IngestResult, Scope, ScopeReport
 from graphrecall.params import AddSessionParams, ReportParams
@@ -36,6 +37,7 @@ from graphrecall.services.history import HistoryService
 from graphrecall.services.importing import ImportService, scope_export
 from graphrecall.services.knowledge import KnowledgeService, needs_llm
 from graphrecall.services.maintenance import MaintenanceService
+from graphrecall.services.overview import OverviewService
 from graphrecall.services.usage import UsageLog
 from graphrecall.services.writing import WritingService
 from graphrecall.store.logs import ScopeLogs
@@ -94,6 +96,8 @@ class Services:
         self.importing = ImportService(self.access, self.writing, embedder)
         self.erasure = ErasureService(self.access, self.writer, self.knowledge, self.events)
         self.answering = AnsweringService(self.knowledge)
+        self.overview = OverviewService(self.access, self.history, self.knowledge)
+        self.root = root
         self.maintenance = MaintenanceService(root, self.history, self.knowledge)
         self.usage = UsageLog(root)
         self.events.subscribe(self._forgotten)
@@ -123,6 +127,7 @@ class Services:
             abstained=use.abstained,
             abstention_rate=None if not use.answers else round(use.abstained / use.answers, 4),
             maintenance=runs,
+            hook_errors=error_counts(self.root)["by_scope"].get(f"{scope.org_id}/{scope.user_id}", 0),
         )
 
     def add_session(self, scope: Scope, p: AddSessionParams) -> IngestResult:

@@ -103,6 +103,17 @@ class ScopeAccess:
             _bytes(p) for base in (self.pool.path_for(scope), self.logs.path(scope)) for p in _beside(base)
         )
 
+    def last_write(self, scope: Scope) -> float | None:
+        """The latest modification time (epoch seconds) of the scope's files, or None when it has none: when a
+        write last reached its database or its write log."""
+        stamps = [
+            p.stat().st_mtime
+            for base in (self.pool.path_for(scope), self.logs.path(scope))
+            for p in _beside(base)
+            if p.exists()
+        ]
+        return max(stamps, default=None)
+
     def close(self) -> None:
         """Pending writes reach Kuzu (a scope that lives in its log stays there), then every database closes."""
         try:

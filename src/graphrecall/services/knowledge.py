@@ -369,4 +369,8 @@ class KnowledgeService:
         if not self.access.has_database(scope):
             return []
         with self.access.database(scope) as db:
+            if past_the_end(
+                db, "Event", p.offset
+            ):  # Kuzu's SKIP far past the rows crashes (services/paging.py)
+                return []
             return fq.list_events(db, limit=p.limit, offset=p.offset)

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { AddFactData, AddFactErrors, AddFactResponses, AddMessagesData, AddMessagesErrors, AddMessagesResponses, AddSessionData, AddSessionErrors, AddSessionResponses, AnswerData, AnswerErrors, AnswerResponses, ConsolidateData, ConsolidateErrors, ConsolidateResponses, ContextData, ContextErrors, ContextResponses, DatasetData, DatasetErrors, DatasetResponses, EntitiesData, EntitiesErrors, EntitiesResponses, EraseData, EraseErrors, EraseResponses, EventsData, EventsErrors, EventsResponses, ExportSessionsData, ExportSessionsErrors, ExportSessionsResponses, FactHistoryData, FactHistoryErrors, FactHistoryResponses, FactsData, FactsErrors, FactsResponses, ForgetData, ForgetErrors, ForgetResponses, GetSessionData, GetSessionErrors, GetSessionResponses, HealthzData, HealthzResponses, ImportSessionsData, ImportSessionsErrors, ImportSessionsResponses, ListSessionsData, ListSessionsErrors, ListSessionsResponses, MaintainData, MaintainErrors, MaintainResponses, MetricsData, MetricsErrors, MetricsResponses, ProfileData, ProfileErrors, ProfileResponses, ReadyzData, ReadyzErrors, ReadyzResponses, ReportData, ReportErrors, ReportResponses, SearchData, SearchErrors, SearchResponses, StatsData, StatsErrors, StatsResponses, SupersedeFactData, SupersedeFactErrors, SupersedeFactResponses } from './types.gen.js';
+import type { AddFactData, AddFactErrors, AddFactResponses, AddMessagesData, AddMessagesErrors, AddMessagesResponses, AddSessionData, AddSessionErrors, AddSessionResponses, AnswerData, AnswerErrors, AnswerResponses, ConsolidateData, ConsolidateErrors, ConsolidateResponses, ContextData, ContextErrors, ContextResponses, DatasetData, DatasetErrors, DatasetResponses, EntitiesData, EntitiesErrors, EntitiesResponses, EraseData, EraseErrors, EraseResponses, EventsData, EventsErrors, EventsResponses, ExportSessionsData, ExportSessionsErrors, ExportSessionsResponses, ExtractionJobsData, ExtractionJobsErrors, ExtractionJobsResponses, FactHistoryData, FactHistoryErrors, FactHistoryResponses, FactsData, FactsErrors, FactsResponses, ForgetData, ForgetErrors, ForgetResponses, GetSessionData, GetSessionErrors, GetSessionResponses, GraphData, GraphErrors, GraphResponses, HealthzData, HealthzResponses, ImportSessionsData, ImportSessionsErrors, ImportSessionsResponses, ListOrgsData, ListOrgsResponses, ListScopesData, ListScopesErrors, ListScopesResponses, ListSessionsData, ListSessionsErrors, ListSessionsResponses, MaintainData, MaintainErrors, MaintainResponses, MetricsData, MetricsErrors, MetricsResponses, ProfileData, ProfileErrors, ProfileResponses, ReadyzData, ReadyzErrors, ReadyzResponses, ReportData, ReportErrors, ReportResponses, RetryExtractionData, RetryExtractionErrors, RetryExtractionResponses, SearchData, SearchErrors, SearchResponses, StatsData, StatsErrors, StatsResponses, SupersedeFactData, SupersedeFactErrors, SupersedeFactResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean> = Options2<TData, ThrowOnError> & {
     /**
@@ -185,6 +185,17 @@ export const erase = <ThrowOnError extends boolean = false>(options: Options<Era
 });
 
 /**
+ * Queue the user's failed background extractions again (needs an LLM on the server)
+ *
+ * An operation on a whole scope that takes nothing else.
+ */
+export const retryExtraction = <ThrowOnError extends boolean = false>(options: Options<RetryExtractionData, ThrowOnError>) => (options.client ?? client).post<RetryExtractionResponses, RetryExtractionErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/v1/scopes/{org}/{user}/extraction-jobs/retry',
+    ...options
+});
+
+/**
  * Extracted facts: the current ones, or those true at as_of
  *
  * ``facts``: extracted facts, the current ones or those true at a moment.
@@ -312,6 +323,46 @@ export const dataset = <ThrowOnError extends boolean = false>(options: Options<D
     url: '/v1/scopes/{org}/{user}/dataset',
     ...options
 });
+
+/**
+ * Entities, facts and events with their edges (a page at a time)
+ *
+ * ``graph``: the user's memory graph (entities, facts, events and their edges), a page of facts and events at
+ * a time, optionally around one entity.
+ */
+export const graph = <ThrowOnError extends boolean = false>(options: Options<GraphData, ThrowOnError>) => (options.client ?? client).get<GraphResponses, GraphErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/v1/scopes/{org}/{user}/graph',
+    ...options
+});
+
+/**
+ * The user's background extraction jobs, newest first, failed ones with the reason
+ *
+ * ``extraction_queue``: the user's background extraction jobs, newest first.
+ */
+export const extractionJobs = <ThrowOnError extends boolean = false>(options: Options<ExtractionJobsData, ThrowOnError>) => (options.client ?? client).get<ExtractionJobsResponses, ExtractionJobsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/v1/scopes/{org}/{user}/extraction-jobs',
+    ...options
+});
+
+/**
+ * An organisation's users with their counts, size on disk, last write and extraction backlog (paged)
+ *
+ * ``list_scopes``: an organisation's users with their sizes, last write and extraction backlog, by user id,
+ * one page at a time (each listed user's database is opened; the others are only named).
+ */
+export const listScopes = <ThrowOnError extends boolean = false>(options: Options<ListScopesData, ThrowOnError>) => (options.client ?? client).get<ListScopesResponses, ListScopesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/v1/scopes/{org}',
+    ...options
+});
+
+/**
+ * The organisations the caller's API key may read
+ */
+export const listOrgs = <ThrowOnError extends boolean = false>(options?: Options<ListOrgsData, ThrowOnError>) => (options?.client ?? client).get<ListOrgsResponses, unknown, ThrowOnError>({ url: '/v1/orgs', ...options });
 
 /**
  * The process is alive

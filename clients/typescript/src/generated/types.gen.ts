@@ -513,9 +513,58 @@ export type EraseParams = {
 };
 
 /**
+ * ErasedItem
+ *
+ * One record an erase removes, with its text, so a person confirming it reads what goes rather than ids.
+ *
+ * Why the text: an erase by words takes whole messages (a message is stored, indexed and extracted as one unit),
+ * so ``matching="cilantro"`` also takes "I'm doing a PhD at MIT" when both were said in one message; only the
+ * text shows that before it is too late. ``beyond_match`` flags exactly those messages.
+ */
+export type ErasedItem = {
+    /**
+     * Kind
+     */
+    kind: 'session' | 'message' | 'fact' | 'event' | 'entity';
+    /**
+     * Id
+     */
+    id: string;
+    /**
+     * Text
+     *
+     * a message's content, a fact's or event's text, an entity's name; a session: its size
+     */
+    text: string;
+    /**
+     * Session Id
+     */
+    session_id?: string | null;
+    /**
+     * Date
+     *
+     * when it was said (a session: when it started)
+     */
+    date?: string | null;
+    /**
+     * Reason
+     *
+     * why it goes: named, matched, in an erased session, derived from one...
+     */
+    reason: string;
+    /**
+     * Beyond Match
+     *
+     * a message taken whole by a 'matching' erase that also says things without the matched words: they go too
+     */
+    beyond_match?: boolean;
+};
+
+/**
  * Erasure
  *
- * What ``Memory.erase`` removed (or, with ``dry_run``, would remove), by kind of record.
+ * What ``Memory.erase`` removed (or, with ``dry_run``, would remove), by kind of record, and in ``items``
+ * each record's text and why it goes.
  */
 export type Erasure = {
     scope: Scope;
@@ -547,6 +596,24 @@ export type Erasure = {
      * Entities
      */
     entities?: Array<string>;
+    /**
+     * Items
+     *
+     * sessions, messages, facts, events and entities with their text (rounds are their messages), at most items_limit of them
+     */
+    items?: Array<ErasedItem>;
+    /**
+     * Items Omitted
+     *
+     * records left out of items beyond the limit
+     */
+    items_omitted?: number;
+    /**
+     * Warnings
+     *
+     * what a person should read before confirming (whole messages taken)
+     */
+    warnings?: Array<string>;
 };
 
 /**
@@ -716,6 +783,33 @@ export type ExtractionJob = {
      * Updated At
      */
     updated_at: string;
+};
+
+/**
+ * ExtractionQueue
+ *
+ * A page of one user's background extraction jobs, newest first, and the count of each status.
+ */
+export type ExtractionQueue = {
+    scope: Scope;
+    /**
+     * Counts
+     *
+     * jobs by status, over all pages
+     */
+    counts?: {
+        [key: string]: number;
+    };
+    /**
+     * Total
+     *
+     * jobs with the asked status, over all pages
+     */
+    total?: number;
+    /**
+     * Jobs
+     */
+    jobs?: Array<ExtractionJob>;
 };
 
 /**
@@ -948,6 +1042,79 @@ export type ForgetResponse = {
      * whether anything was stored for the user (false: nothing to erase)
      */
     erased: boolean;
+};
+
+/**
+ * GraphEdge
+ *
+ * ``source`` -> ``target``: a fact ABOUT an entity, an event's SUBJECT or OBJECT, an entity RELATED to another
+ * (``label``: the predicate), a fact that SUPERSEDES another.
+ */
+export type GraphEdge = {
+    /**
+     * Source
+     */
+    source: string;
+    /**
+     * Target
+     */
+    target: string;
+    /**
+     * Kind
+     */
+    kind: 'about' | 'subject' | 'object' | 'related' | 'supersedes';
+    /**
+     * Label
+     */
+    label?: string;
+};
+
+/**
+ * GraphNode
+ *
+ * An entity, fact or event of the user's memory graph, with where it was said (click through to it).
+ */
+export type GraphNode = {
+    /**
+     * Id
+     */
+    id: string;
+    /**
+     * Kind
+     */
+    kind: 'entity' | 'fact' | 'event';
+    /**
+     * Label
+     *
+     * an entity's name, a fact's or event's text
+     */
+    label: string;
+    /**
+     * Type
+     *
+     * the entity type, the fact kind, or 'event'
+     */
+    type?: string;
+    /**
+     * Session Id
+     */
+    session_id?: string | null;
+    /**
+     * Message Ids
+     */
+    message_ids?: Array<string>;
+    /**
+     * Date
+     *
+     * a fact's valid_from, an event's start
+     */
+    date?: string | null;
+    /**
+     * Current
+     *
+     * facts: not superseded
+     */
+    current?: boolean;
 };
 
 /**
@@ -1240,6 +1407,30 @@ export type MaintenanceRun = {
 };
 
 /**
+ * MemoryGraph
+ *
+ * Part of a user's memory graph: a page of facts and events, the entities they name, and the edges among
+ * them (only edges whose ends are both in the page).
+ */
+export type MemoryGraph = {
+    scope: Scope;
+    /**
+     * Nodes
+     */
+    nodes?: Array<GraphNode>;
+    /**
+     * Edges
+     */
+    edges?: Array<GraphEdge>;
+    /**
+     * More
+     *
+     * more facts or events lie beyond this page (raise offset)
+     */
+    more?: boolean;
+};
+
+/**
  * Message
  *
  * One chat turn as it was said. ``id`` is derived from the session and position when not given.
@@ -1308,6 +1499,30 @@ export type MessageIn = {
      * the language the message is in (ISO 639-1: 'en', 'ru', 'zh', ...), detected when it was stored; '' when it is too short to tell or the detector was not sure. Set by the store: ignored on input
      */
     lang?: string;
+};
+
+/**
+ * OrgsResponse
+ *
+ * What the caller may read: the organisations of its key (every stored one for a key of ``*``).
+ */
+export type OrgsResponse = {
+    /**
+     * Orgs
+     */
+    orgs: Array<string>;
+    /**
+     * Key
+     *
+     * the key's name (never its secret); 'insecure-local' without authentication
+     */
+    key: string;
+    /**
+     * Authenticated
+     *
+     * false when the server runs without keys (graphrecall ui)
+     */
+    authenticated: boolean;
 };
 
 /**
@@ -1468,6 +1683,18 @@ export type ProfileSection = {
 };
 
 /**
+ * RetryResponse
+ */
+export type RetryResponse = {
+    /**
+     * Requeued
+     *
+     * failed background extractions queued again
+     */
+    requeued: number;
+};
+
+/**
  * Role
  */
 export type Role = 'user' | 'assistant' | 'system' | 'tool';
@@ -1486,6 +1713,32 @@ export type Scope = {
      * User Id
      */
     user_id: string;
+};
+
+/**
+ * ScopePage
+ *
+ * A page of an organisation's users, by user id.
+ */
+export type ScopePage = {
+    /**
+     * Org Id
+     */
+    org_id: string;
+    /**
+     * Total
+     *
+     * users that match the filter, over all pages
+     */
+    total: number;
+    /**
+     * Offset
+     */
+    offset: number;
+    /**
+     * Scopes
+     */
+    scopes: Array<ScopeSummary>;
 };
 
 /**
@@ -1537,6 +1790,12 @@ export type ScopeReport = {
      * Maintenance
      */
     maintenance?: Array<MaintenanceRun>;
+    /**
+     * Hook Errors
+     *
+     * errors agent hooks recorded while working on this scope
+     */
+    hook_errors?: number;
 };
 
 /**
@@ -1584,6 +1843,58 @@ export type ScopeStats = {
      * Dim
      */
     dim?: number;
+};
+
+/**
+ * ScopeSummary
+ *
+ * One user of an organisation at a glance: how much memory it holds, when it last changed, and how much of it
+ * still waits for extraction.
+ */
+export type ScopeSummary = {
+    scope: Scope;
+    /**
+     * Sessions
+     */
+    sessions?: number;
+    /**
+     * Rounds
+     */
+    rounds?: number;
+    /**
+     * Facts
+     */
+    facts?: number;
+    /**
+     * Events
+     */
+    events?: number;
+    /**
+     * Entities
+     */
+    entities?: number;
+    /**
+     * Disk Bytes
+     */
+    disk_bytes?: number;
+    /**
+     * Last Write
+     *
+     * when its files last changed on disk (UTC): the latest write that reached them
+     */
+    last_write?: string | null;
+    /**
+     * Backlog
+     *
+     * sessions waiting for background extraction (pending, running)
+     */
+    backlog?: number;
+    /**
+     * Failed
+     *
+     * sessions whose background extraction failed
+     */
+    failed?: number;
 };
 
 /**
@@ -2825,6 +3136,80 @@ export type EraseResponses = {
 
 export type EraseResponse = EraseResponses[keyof EraseResponses];
 
+export type RetryExtractionData = {
+    body?: never;
+    path: {
+        /**
+         * Org
+         *
+         * tenant (organisation) id
+         */
+        org: string;
+        /**
+         * User
+         *
+         * end-user id within the org
+         */
+        user: string;
+    };
+    query?: never;
+    url: '/v1/scopes/{org}/{user}/extraction-jobs/retry';
+};
+
+export type RetryExtractionErrors = {
+    /**
+     * the body is not valid JSON, or Content-Length is not a number (invalid_input)
+     */
+    400: ErrorResponse;
+    /**
+     * missing or invalid API key (unauthorized)
+     */
+    401: ErrorResponse;
+    /**
+     * the key may not access this org (forbidden)
+     */
+    403: ErrorResponse;
+    /**
+     * the user holds no memory (the message names the organisation's closest users), or the item does not exist (not_found)
+     */
+    404: ErrorResponse;
+    /**
+     * the request is valid but this server has no LLM configured (not_available): nothing was done; the same request works on a server with GRAPHRECALL_LLM set
+     */
+    409: ErrorResponse;
+    /**
+     * request body over the limit (payload_too_large)
+     */
+    413: ErrorResponse;
+    /**
+     * invalid input; `field` names it (invalid_input)
+     */
+    422: ErrorResponse;
+    /**
+     * a fault of the server (internal), or a store written with another embedding model than the server's (embedder_mismatch; the message names the command that fixes it)
+     */
+    500: ErrorResponse;
+    /**
+     * the user's store is busy, or a write could not be stored right now; retry (store_busy, write_log)
+     */
+    503: ErrorResponse;
+    /**
+     * the server is out of storage space; nothing of the request was stored (storage_full)
+     */
+    507: ErrorResponse;
+};
+
+export type RetryExtractionError = RetryExtractionErrors[keyof RetryExtractionErrors];
+
+export type RetryExtractionResponses = {
+    /**
+     * Successful Response
+     */
+    200: RetryResponse;
+};
+
+export type RetryExtractionResponse = RetryExtractionResponses[keyof RetryExtractionResponses];
+
 export type FactsData = {
     body?: never;
     path: {
@@ -3608,6 +3993,291 @@ export type DatasetResponses = {
 };
 
 export type DatasetResponse = DatasetResponses[keyof DatasetResponses];
+
+export type GraphData = {
+    body?: never;
+    path: {
+        /**
+         * Org
+         *
+         * tenant (organisation) id
+         */
+        org: string;
+        /**
+         * User
+         *
+         * end-user id within the org
+         */
+        user: string;
+    };
+    query?: {
+        /**
+         * Entity
+         *
+         * only facts and events linked to this entity id
+         */
+        entity?: string | null;
+        /**
+         * As Of
+         *
+         * facts true at this moment (valid time) instead of the current ones
+         */
+        as_of?: string | null;
+        /**
+         * Include Superseded
+         *
+         * also the facts later replaced
+         */
+        include_superseded?: boolean;
+        /**
+         * Limit
+         *
+         * most facts, and most events, to return
+         */
+        limit?: number;
+        /**
+         * Offset
+         *
+         * facts and events to skip, for paging
+         */
+        offset?: number;
+    };
+    url: '/v1/scopes/{org}/{user}/graph';
+};
+
+export type GraphErrors = {
+    /**
+     * the body is not valid JSON, or Content-Length is not a number (invalid_input)
+     */
+    400: ErrorResponse;
+    /**
+     * missing or invalid API key (unauthorized)
+     */
+    401: ErrorResponse;
+    /**
+     * the key may not access this org (forbidden)
+     */
+    403: ErrorResponse;
+    /**
+     * the user holds no memory (the message names the organisation's closest users), or the item does not exist (not_found)
+     */
+    404: ErrorResponse;
+    /**
+     * request body over the limit (payload_too_large)
+     */
+    413: ErrorResponse;
+    /**
+     * invalid input; `field` names it (invalid_input)
+     */
+    422: ErrorResponse;
+    /**
+     * a fault of the server (internal), or a store written with another embedding model than the server's (embedder_mismatch; the message names the command that fixes it)
+     */
+    500: ErrorResponse;
+    /**
+     * the user's store is busy, or a write could not be stored right now; retry (store_busy, write_log)
+     */
+    503: ErrorResponse;
+    /**
+     * the server is out of storage space; nothing of the request was stored (storage_full)
+     */
+    507: ErrorResponse;
+};
+
+export type GraphError = GraphErrors[keyof GraphErrors];
+
+export type GraphResponses = {
+    /**
+     * Successful Response
+     */
+    200: MemoryGraph;
+};
+
+export type GraphResponse = GraphResponses[keyof GraphResponses];
+
+export type ExtractionJobsData = {
+    body?: never;
+    path: {
+        /**
+         * Org
+         *
+         * tenant (organisation) id
+         */
+        org: string;
+        /**
+         * User
+         *
+         * end-user id within the org
+         */
+        user: string;
+    };
+    query?: {
+        /**
+         * Status
+         *
+         * only jobs with this status
+         */
+        status?: 'pending' | 'running' | 'done' | 'failed' | null;
+        /**
+         * Limit
+         *
+         * most jobs to return
+         */
+        limit?: number;
+        /**
+         * Offset
+         *
+         * jobs to skip, for paging
+         */
+        offset?: number;
+    };
+    url: '/v1/scopes/{org}/{user}/extraction-jobs';
+};
+
+export type ExtractionJobsErrors = {
+    /**
+     * the body is not valid JSON, or Content-Length is not a number (invalid_input)
+     */
+    400: ErrorResponse;
+    /**
+     * missing or invalid API key (unauthorized)
+     */
+    401: ErrorResponse;
+    /**
+     * the key may not access this org (forbidden)
+     */
+    403: ErrorResponse;
+    /**
+     * the user holds no memory (the message names the organisation's closest users), or the item does not exist (not_found)
+     */
+    404: ErrorResponse;
+    /**
+     * request body over the limit (payload_too_large)
+     */
+    413: ErrorResponse;
+    /**
+     * invalid input; `field` names it (invalid_input)
+     */
+    422: ErrorResponse;
+    /**
+     * a fault of the server (internal), or a store written with another embedding model than the server's (embedder_mismatch; the message names the command that fixes it)
+     */
+    500: ErrorResponse;
+    /**
+     * the user's store is busy, or a write could not be stored right now; retry (store_busy, write_log)
+     */
+    503: ErrorResponse;
+    /**
+     * the server is out of storage space; nothing of the request was stored (storage_full)
+     */
+    507: ErrorResponse;
+};
+
+export type ExtractionJobsError = ExtractionJobsErrors[keyof ExtractionJobsErrors];
+
+export type ExtractionJobsResponses = {
+    /**
+     * Successful Response
+     */
+    200: ExtractionQueue;
+};
+
+export type ExtractionJobsResponse = ExtractionJobsResponses[keyof ExtractionJobsResponses];
+
+export type ListScopesData = {
+    body?: never;
+    path: {
+        /**
+         * Org
+         *
+         * tenant (organisation) id
+         */
+        org: string;
+    };
+    query?: {
+        /**
+         * Contains
+         *
+         * only user ids holding this text
+         */
+        contains?: string | null;
+        /**
+         * Limit
+         *
+         * most users to return
+         */
+        limit?: number;
+        /**
+         * Offset
+         *
+         * users to skip, for paging
+         */
+        offset?: number;
+    };
+    url: '/v1/scopes/{org}';
+};
+
+export type ListScopesErrors = {
+    /**
+     * the body is not valid JSON, or Content-Length is not a number (invalid_input)
+     */
+    400: ErrorResponse;
+    /**
+     * missing or invalid API key (unauthorized)
+     */
+    401: ErrorResponse;
+    /**
+     * the key may not access this org (forbidden)
+     */
+    403: ErrorResponse;
+    /**
+     * request body over the limit (payload_too_large)
+     */
+    413: ErrorResponse;
+    /**
+     * invalid input; `field` names it (invalid_input)
+     */
+    422: ErrorResponse;
+    /**
+     * a fault of the server (internal), or a store written with another embedding model than the server's (embedder_mismatch; the message names the command that fixes it)
+     */
+    500: ErrorResponse;
+    /**
+     * the user's store is busy, or a write could not be stored right now; retry (store_busy, write_log)
+     */
+    503: ErrorResponse;
+    /**
+     * the server is out of storage space; nothing of the request was stored (storage_full)
+     */
+    507: ErrorResponse;
+};
+
+export type ListScopesError = ListScopesErrors[keyof ListScopesErrors];
+
+export type ListScopesResponses = {
+    /**
+     * Successful Response
+     */
+    200: ScopePage;
+};
+
+export type ListScopesResponse = ListScopesResponses[keyof ListScopesResponses];
+
+export type ListOrgsData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/v1/orgs';
+};
+
+export type ListOrgsResponses = {
+    /**
+     * Successful Response
+     */
+    200: OrgsResponse;
+};
+
+export type ListOrgsResponse = ListOrgsResponses[keyof ListOrgsResponses];
 
 export type HealthzData = {
     body?: never;
