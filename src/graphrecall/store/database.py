@@ -166,6 +166,17 @@ class BucketDatabase:
         with self.gate.shared():
             return _run(self.reader(), cypher, params)
 
+    def arrow(self, cypher: str, params: dict[str, Any] | None = None) -> Any:
+        """Run a read query over the whole bucket and return its rows as one pyarrow table: for reads of many
+        vectors, which as Python lists cost a Python number per component."""
+        with self.gate.shared():
+            result = self.reader().execute(cypher, params or {})
+            assert not isinstance(result, list)
+            try:
+                return result.get_as_arrow(chunk_size=100_000)
+            finally:
+                result.close()
+
     def query_each(self, cypher: str, param_sets: list[dict[str, Any]]) -> list[list[Any]]:
         """Run one read query once per parameter set, prepared once; the rows of all runs, in order.
 
@@ -416,6 +427,10 @@ class ScopeDatabase:
         """Run a read query confined to the scope (``$scope`` is bound to it) and return all rows."""
         return self.bucket.query(cypher, self._bind(cypher, params))
 
+    def arrow(self, cypher: str, params: dict[str, Any] | None = None) -> Any:
+        """``query`` with the rows as one pyarrow table (``BucketDatabase.arrow``)."""
+        return self.bucket.arrow(cypher, self._bind(cypher, params))
+
     def query_each(self, cypher: str, param_sets: list[dict[str, Any]]) -> list[list[Any]]:
         """``BucketDatabase.query_each`` confined to the scope."""
         return self.bucket.query_each(cypher, [self._bind(cypher, p) for p in param_sets])
@@ -559,8 +574,9 @@ def _typed(expr: str, arrow_type: Any) -> str:
         kuzu_type = "INT64"
     elif pa.types.is_floating(arrow_type):
         kuzu_type = "DOUBLE" if pa.types.is_float64(arrow_type) else "FLOAT"
-    elif pa.types.is_fixed_size_list(arrow_type):
-        kuzu_type = f"FLOAT[{arrow_type.list_size}]"
+    elif pa.types.is_fixed_size_list(arrow_type):  # a vector: FLOAT, or half precision's bits (store.vectors)
+        element = "INT16" if pa.types.is_int16(arrow_type.value_type) else "FLOAT"
+        kuzu_type = f"{element}[{arrow_type.list_size}]"
     elif pa.types.is_list(arrow_type) and pa.types.is_string(arrow_type.value_type):
         kuzu_type = "STRING[]"
     elif pa.types.is_boolean(arrow_type):

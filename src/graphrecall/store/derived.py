@@ -27,12 +27,15 @@ from graphrecall.index.lexical import Row
 from graphrecall.index.vector import F32
 from graphrecall.models import Round
 from graphrecall.store.schema import MATCH_SCOPE, owned
+from graphrecall.store.vectors import is_half, matrix
 
 
 class Readable(Protocol):
     """What a rebuild reads through: ``ScopeDatabase.query``."""
 
     def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]: ...
+
+    def arrow(self, cypher: str, params: dict[str, Any] | None = None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,10 @@ class KuzuSource:
     """``IndexSource`` over one scope of its bucket: rows read in pages ordered by id (a 100k-round rebuild never
     materializes a table in one result), marks as Kuzu last committed them."""
 
-    def __init__(self, db: Readable, marks: Mapping[str, int]) -> None:
+    def __init__(self, db: Readable, marks: Mapping[str, int], dim: int) -> None:
         self.db = db
         self.marks = marks
+        self.dim = dim
 
     def _pages(self, spec: Derived) -> Iterator[list[Any]]:
         """Every row of the scope, a page of internal offsets at a time. Why offsets: ``ORDER BY id SKIP/LIMIT``
@@ -114,9 +118,19 @@ class KuzuSource:
                 yield str(r[0]), str(r[1] or "")
 
     def vector_rows(self, name: str) -> Iterator[tuple[str, F32]]:
-        for r in self._pages(BY_NAME[name]):
-            if r[1] is not None:
-                yield str(r[0]), np.asarray(r[1], dtype=np.float32)
+        """Read as arrow a page at a time: a vector as a Python list costs a Python number per component."""
+        spec = BY_NAME[name]
+        pattern = f"{MATCH_SCOPE}MATCH {owned('n', spec.table)}"
+        offsets = sorted(int(r[0]) for r in self.db.query(f"{pattern} RETURN offset(ID(n))"))
+        for start in range(0, len(offsets), PAGE):
+            page = self.db.arrow(
+                f"{pattern} WHERE offset(ID(n)) >= $a AND offset(ID(n)) <= $b AND n.{spec.column} IS NOT NULL "
+                f"RETURN n.id AS id, n.{spec.column} AS v",
+                {"a": offsets[start], "b": offsets[min(len(offsets), start + PAGE) - 1]},
+            )
+            if page.num_rows:
+                mat = matrix(page.column("v"), self.dim)
+                yield from zip((str(i) for i in page.column("id").to_pylist()), mat, strict=True)
 
     def mark(self, name: str) -> str | None:
         return str(self.marks.get(BY_NAME[name].table, 0))
@@ -145,9 +159,10 @@ class DerivedIndexes:
             db_path,
             embedder_id=embedder_id,
             dim=dim,
-            source=KuzuSource(db, marks),
+            source=KuzuSource(db, marks, dim),
             lexical=[d.name for d in DERIVED if d.kind == "lexical"],
             vector=[d.name for d in DERIVED if d.kind == "vector"],
+            half=[d.name for d in DERIVED if d.kind == "vector" and is_half(d.table, d.column)],
             fresh=fresh,
         )
         return cls(ix, dim)
@@ -255,16 +270,17 @@ def round_from_payload(rid: str, payload: bytes) -> Round:
 
 
 def _vectors(added: Mapping[str, tuple[pa.Table, int]], ids: Sequence[str], column: str, dim: int) -> F32:
+    """The vectors of the added rows as written to Kuzu (half precision's bits decoded: ``store.vectors``)."""
     out = np.empty((len(ids), dim), dtype=np.float32)
     cache: dict[int, F32] = {}
     for j, rid in enumerate(ids):
         table, i = added[rid]
         mat = cache.get(id(table))
         if mat is None:
-            col = table.column(column).combine_chunks()
-            if col.null_count:
-                raise ValueError(f"column {column} has null vectors; indexed rows need one")
-            mat = np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
+            try:
+                mat = matrix(table.column(column), dim)
+            except ValueError as e:
+                raise ValueError(f"column {column}: {e}") from e
             cache[id(table)] = mat
         out[j] = mat[i]
     return out

@@ -26,6 +26,7 @@ from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy
 from graphrecall.store import schema
 from graphrecall.store.derived import parse_marks
 from graphrecall.store.recovery import recover
+from graphrecall.store.vectors import from_half, is_half
 from graphrecall.text import message_language
 
 log = logging.getLogger(__name__)
@@ -232,6 +233,9 @@ def write_legacy(path: Path, source: Any, *, embedder_id: str, dim: int, marks: 
         for table in schema.SCOPE_TABLES:
             columns = ", ".join(f"n.{c} AS {c}" for c in schema.column_names(table))
             frame = source.arrow(f"{source.nodes(table)} RETURN {columns}")
+            for c in frame.column_names:  # a bucket's half-precision vectors, as float32 (``store.vectors``)
+                if is_half(table, c) and frame.num_rows:
+                    frame = frame.set_column(frame.column_names.index(c), c, from_half(frame.column(c), dim))
             if frame.num_rows:
                 conn.execute(f"COPY {table} FROM frame")
         for rel in schema.rel_names():

@@ -11,12 +11,13 @@ import pyarrow as pa
 from graphrecall.embed.base import Vectors
 from graphrecall.models import Round, Session, utcnow
 from graphrecall.store import schema
-from graphrecall.store.arrow import TS, edge_table, vector_column
+from graphrecall.store.arrow import TS, edge_table
 from graphrecall.store.database import MATCH_SCOPE, ScopeDatabase, WriteTxn, owned
 from graphrecall.store.known import (
     existing_ids as existing_ids,  # the facade checks ids by table through here
 )
 from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
+from graphrecall.store.vectors import half_column, is_half, matrix
 from graphrecall.store.visibility import round_condition
 
 
@@ -135,8 +136,8 @@ def write_rounds(
                 "terms": [r.terms for r in rounds],
                 "at": pa.array([r.at for r in rounds], TS),
                 "message_ids": pa.array([r.message_ids for r in rounds], pa.list_(pa.string())),
-                "embedding": vector_column(user_vecs, dim),
-                "reply_embedding": vector_column(reply_vecs, dim),
+                "embedding": half_column(user_vecs, dim),
+                "reply_embedding": half_column(reply_vecs, dim),
             }
         ),
     )
@@ -162,7 +163,7 @@ def write_passages(txn: WriteTxn, owned: Sequence[tuple[str, Vectors | None]], d
                 "id": ids,
                 "round_id": owners,
                 "idx": pa.array([i for _, i in keys], pa.int64()),
-                "embedding": vector_column(np.concatenate([p for _, p in kept]), dim),
+                "embedding": half_column(np.concatenate([p for _, p in kept]), dim),
             }
         ),
     )
@@ -211,13 +212,31 @@ def exact_vector_search(
     db: ScopeDatabase, column: str, vec: Vectors, k: int, table: str = "Round"
 ) -> list[tuple[str, float]]:
     """The same ranking by a full scan in Kuzu, without an index: the reference the derived indexes are checked
-    against (tests, ``benchmarks/perf``, and the retriever's ``use_index=False``, which only they set)."""
+    against (tests, ``benchmarks/perf``, and the retriever's ``use_index=False``, which only they set). Cosine
+    similarity; a half-precision column (``store.vectors``) is read whole and scored here, since Kuzu's
+    ``array_cosine_similarity`` takes only float arrays."""
+    if is_half(table, column):
+        return _exact_half_search(db, table, column, vec, k)
     rows = db.query(
         f"{MATCH_SCOPE}MATCH {owned('r', table)} WITH r, array_cosine_similarity(r.{column}, $v) AS s RETURN r.id, s ORDER BY s DESC "
         "LIMIT $k",
         {"v": np.asarray(vec, dtype=np.float32).tolist(), "k": k},
     )
     return [(r[0], float(r[1])) for r in rows]
+
+
+def _exact_half_search(
+    db: ScopeDatabase, table: str, column: str, vec: Vectors, k: int
+) -> list[tuple[str, float]]:
+    frame = db.arrow(f"{MATCH_SCOPE}MATCH {owned('r', table)} RETURN r.id AS id, r.{column} AS v")
+    if frame.num_rows == 0 or k <= 0:
+        return []
+    q = np.asarray(vec, dtype=np.float32).reshape(-1)
+    mat = matrix(frame.column("v"), q.shape[0])
+    sims = (mat @ q) / np.maximum(np.linalg.norm(mat, axis=1) * np.linalg.norm(q), 1e-12)
+    ids = frame.column("id").to_pylist()
+    order = sorted(range(len(ids)), key=lambda i: (-float(sims[i]), ids[i]))[:k]
+    return [(ids[i], float(sims[i])) for i in order]
 
 
 def passage_scores(hits: Sequence[tuple[str, float]]) -> dict[str, float]:

@@ -63,22 +63,31 @@ description shares the scopes' table."""
 BUCKET_ROW = ".bucket"  # a user id never starts with a dot (``models.validate_identifier``)
 
 
-def _columns(dim: int) -> dict[str, str]:
-    """Each scope table's columns after its primary key, as in a database per scope (``legacy_node_tables``)."""
+def _columns(dim: int, *, legacy: bool = False) -> dict[str, str]:
+    """Each scope table's columns after its primary key. ``legacy``: as in a database per scope (schema 5,
+    ``legacy_node_tables``), where every vector is ``FLOAT[dim]``; a bucket keeps the vectors of rounds and passages
+    in half precision (``store.vectors``)."""
     vec = f"FLOAT[{dim}]"
+    half = vec if legacy else f"INT16[{dim}]"
     return {
         "Session": "id STRING, started_at TIMESTAMP, extract_status STRING, extract_error STRING, updated_at TIMESTAMP",
         "Message": "id STRING, session_id STRING, idx INT64, role STRING, text STRING, at TIMESTAMP, lang STRING",
         "Round": "id STRING, session_id STRING, idx INT64, text STRING, user_text STRING, terms STRING, at TIMESTAMP,"
-        f" message_ids STRING[], embedding {vec}, reply_embedding {vec}",
+        f" message_ids STRING[], embedding {half}, reply_embedding {half}",
         "Fact": "id STRING, text STRING, terms STRING, kind STRING, polarity STRING, confidence DOUBLE,"
         " valid_from TIMESTAMP, valid_to TIMESTAMP, recorded_at TIMESTAMP, expired_at TIMESTAMP,"
         f" last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}, reinforcement INT64",
         "Event": "id STRING, subject STRING, verb STRING, object STRING, text STRING, terms STRING,"
         f" time_start TIMESTAMP, time_end TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}",
         "Entity": f"id STRING, name STRING, norm STRING, type STRING, aliases STRING[], embedding {vec}",
-        "Passage": f"id STRING, round_id STRING, idx INT64, embedding {vec}",
+        "Passage": f"id STRING, round_id STRING, idx INT64, embedding {half}",
     }
+
+
+HALF_VECTORS: frozenset[tuple[str, str]] = frozenset(
+    (table, col.split()[0]) for table, cols in _columns(1).items() for col in cols.split(",") if "INT16[" in col
+)
+"""(table, column) of every vector a bucket stores in half precision (``store.vectors``)."""
 
 
 def column_names(table: str) -> list[str]:
@@ -105,7 +114,7 @@ def legacy_node_tables(dim: int) -> list[str]:
         " created_at TIMESTAMP, index_marks STRING)"
     ] + [
         f"CREATE NODE TABLE {t}({cols.replace('id STRING', 'id STRING PRIMARY KEY', 1)})"
-        for t, cols in _columns(dim).items()
+        for t, cols in _columns(dim, legacy=True).items()
     ]
 
 
