@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
 from graphrecall.models import Message, Role, validate_identifier
-from graphrecall.store.rows import MessageRow, RoundRow
+from graphrecall.store.rows import MessageRow, RoundRow, round_texts
 from graphrecall.text import index_terms, message_language
 
 ROLE_NAMES = ", ".join(r.value for r in Role)
@@ -85,9 +85,7 @@ def build_rounds(session_id: str, messages: Sequence[MessageRow]) -> list[RoundR
             groups[-1].append(m)
     rounds = []
     for i, g in enumerate(groups):
-        user = "\n".join(m.text for m in g if m.role == Role.user.value)
-        reply = "\n".join(m.text for m in g if m.role != Role.user.value)
-        text = "\n".join(f"{m.role}: {m.text}" for m in g)
+        text, user, reply = round_texts([(m.role, m.text) for m in g])
         rounds.append(
             RoundRow(
                 id=f"{session_id}@{i}",

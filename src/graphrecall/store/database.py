@@ -668,7 +668,8 @@ class WriteTxn:
         each row keyed by the scope's prefix and, for a row of an ``schema.ANCHORED`` table, owned by the scope's
         ``Scope`` node in the same statement (the scope invariant, module docstring); a message, round or passage is
         reached through the edge to its session or round, which the caller writes in the same transaction. An
-        indexed table's rows are indexed at commit.
+        indexed table's rows are indexed at commit, with the columns Kuzu does not keep (``schema.INDEX_ONLY``: a
+        round's texts, which are its messages').
 
         How: messages, rounds and passages in bulk (more than ``CREATE_MAX_ROWS``, or ``bulk``) are one ``COPY``;
         every other insert is ``CREATE`` statements, edges one statement per edge (``insert_rows``,
@@ -681,7 +682,8 @@ class WriteTxn:
         if data.num_rows == 0:
             return
         ends = schema.rel_ends(table)
-        keyed = _keyed(data, self.scope.prefix, ends is not None)
+        index_only = [c for c in schema.INDEX_ONLY.get(table, ()) if c in data.column_names]
+        keyed = _keyed(data.drop_columns(index_only), self.scope.prefix, ends is not None)
         if ends is not None:
             insert_edges(self._conn, table, keyed)
             self.created = True

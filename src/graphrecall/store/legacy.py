@@ -236,6 +236,8 @@ def write_legacy(path: Path, source: Any, *, embedder_id: str, dim: int, marks: 
             for c in frame.column_names:  # a bucket's half-precision vectors, as float32 (``store.vectors``)
                 if is_half(table, c) and frame.num_rows:
                     frame = frame.set_column(frame.column_names.index(c), c, from_half(frame.column(c), dim))
+            if table == "Round" and frame.num_rows:  # a bucket's rounds keep their texts in their messages
+                frame = _with_round_texts(frame, source)
             if frame.num_rows:
                 conn.execute(f"COPY {table} FROM frame")
         for rel in schema.rel_names():
@@ -252,3 +254,21 @@ def write_legacy(path: Path, source: Any, *, embedder_id: str, dim: int, marks: 
     finally:
         conn.close()
         db.close()
+
+
+def _with_round_texts(frame: Any, source: Any) -> Any:
+    """A bucket's rounds with the ``text`` and ``user_text`` columns of a database per scope, made from their
+    messages (``rows.round_texts``), in the legacy column order."""
+    import pyarrow as pa
+
+    from graphrecall.store.rows import round_texts_of
+
+    rows = source.arrow(
+        f"{source.nodes('Round')}-[:HAS_MESSAGE]->(m:Message) RETURN m.id AS id, m.role AS role, m.text AS text"
+    ).to_pylist()
+    messages = {r["id"]: (r["role"], r["text"] or "") for r in rows}
+    texts = [round_texts_of(ids or [], messages) for ids in frame.column("message_ids").to_pylist()]
+    columns = {c: frame.column(c) for c in frame.column_names}
+    columns["text"] = pa.array([t for t, _ in texts], pa.string())
+    columns["user_text"] = pa.array([u for _, u in texts], pa.string())
+    return pa.table({c: columns[c] for c in schema.column_names("Round", legacy=True)})

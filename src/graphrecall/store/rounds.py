@@ -16,7 +16,7 @@ from graphrecall.store.database import MATCH_SCOPE, ScopeDatabase, WriteTxn, own
 from graphrecall.store.known import (
     existing_ids as existing_ids,  # the facade checks ids by table through here
 )
-from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
+from graphrecall.store.rows import MessageRow, RoundRow, SessionRow, round_texts_of
 from graphrecall.store.vectors import half_column, is_half, matrix
 from graphrecall.store.visibility import round_condition
 
@@ -176,11 +176,14 @@ def rounds_without_passages(
     """``(id, user text)`` of rounds whose user side is longer than ``longer_than`` characters and that have no
     passages: stored before schema 4, or while a higher ``passage_from_chars`` was set (``Memory.backfill_passages``).
     At most ``limit``, by id, from the first id above ``after`` (a page's last id: a round that gets no passages,
-    one too short to split, is not read again); with ``among``, only those ids."""
+    one too short to split, is not read again); with ``among``, only those ids. A round's user side is its user
+    messages joined by newlines (``rows.round_texts``), so its length is theirs plus one per join."""
     only = " AND r.id IN $among" if among is not None else ""
     rows = db.query(
-        f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} WHERE r.id > $after AND size(r.user_text) > $n{only} "
-        "AND NOT EXISTS { MATCH (:Passage)-[:PASSAGE_OF]->(r) } RETURN r.id, r.user_text ORDER BY r.id LIMIT $k",
+        f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} WHERE r.id > $after{only} "
+        "AND NOT EXISTS { MATCH (:Passage)-[:PASSAGE_OF]->(r) } "
+        "MATCH (r)-[:HAS_MESSAGE]->(m:Message) WHERE m.role = 'user' "
+        "WITH r, sum(size(m.text)) + count(m) - 1 AS n WHERE n > $n RETURN r.id, r.message_ids ORDER BY r.id LIMIT $k",
         {
             "n": longer_than,
             "k": limit,
@@ -188,7 +191,18 @@ def rounds_without_passages(
             **({"among": list(among)} if among is not None else {}),
         },
     )
-    return [(r[0], r[1]) for r in rows]
+    texts = message_texts(db, [r[0] for r in rows])
+    return [(r[0], round_texts_of(r[1] or [], texts)[1]) for r in rows]
+
+
+def message_texts(db: ScopeDatabase, round_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Message id -> (role, text) of the messages of these rounds, whose texts are a round's (Kuzu keeps them once,
+    in ``Message``: ``schema.INDEX_ONLY``)."""
+    rows = db.query_each(
+        "MATCH (:Round {key: $k})-[:HAS_MESSAGE]->(m:Message) RETURN m.id, m.role, m.text",
+        [{"k": db.key(rid)} for rid in dict.fromkeys(round_ids)],
+    )
+    return {r[0]: (r[1], r[2] or "") for r in rows}
 
 
 def touch_sessions(txn: WriteTxn, messages: Sequence[MessageRow]) -> None:
@@ -281,17 +295,21 @@ def fetch_rounds(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
 def kuzu_rounds(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
     """Rounds by id from Kuzu. One primary-key lookup per id, on purpose: Kuzu 0.11.3 plans ``UNWIND $ids MATCH
     (r:Round {id: i})`` as a hash join over a scan of the whole table, which at 100k rounds exhausts a 64 MiB buffer
-    pool (and an ``IN`` filter scans too: ~420 ms); 30 point lookups take ~25 ms at 100k rounds (benchmarks/perf)."""
+    pool (and an ``IN`` filter scans too: ~420 ms); 30 point lookups take ~25 ms at 100k rounds (benchmarks/perf).
+    A round's texts are its messages' (``schema.INDEX_ONLY``), read along ``HAS_MESSAGE``. Searches read rounds from
+    the lexical index's stored documents, so this runs only for a round the index lacks."""
     rows = db.query_each(
-        "MATCH (r:Round {key: $k}) RETURN r.id, r.session_id, r.idx, r.text, r.user_text, r.at, r.message_ids",
+        "MATCH (r:Round {key: $k}) RETURN r.id, r.session_id, r.idx, r.at, r.message_ids",
         [{"k": db.key(rid)} for rid in dict.fromkeys(ids)],
     )
-    return {
-        r[0]: Round(
-            id=r[0], session_id=r[1], idx=r[2], text=r[3], user_text=r[4] or "", at=r[5], message_ids=r[6]
+    texts = message_texts(db, [r[0] for r in rows])
+    out: dict[str, Round] = {}
+    for rid, session_id, idx, at, message_ids in rows:
+        text, user = round_texts_of(message_ids or [], texts)
+        out[rid] = Round(
+            id=rid, session_id=session_id, idx=idx, text=text, user_text=user, at=at, message_ids=message_ids
         )
-        for r in rows
-    }
+    return out
 
 
 def list_sessions(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> list[Session]:

@@ -15,7 +15,7 @@ built once is shared by a write-log entry and the tail, so nothing may change it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -59,6 +59,23 @@ class MessageRow:
             idx=self.idx,
             lang=self.lang,
         )
+
+
+def round_texts(messages: Sequence[tuple[str, str]]) -> tuple[str, str, str]:
+    """A round's text (every message as ``role: text``), its user side and its reply side, from its messages'
+    (role, text) in order. The one definition: ingest makes rounds with it (``ingest.build_rounds``), and the store
+    makes a round's texts again from its messages with it (Kuzu keeps a round's text only in its messages:
+    ``round_texts_of``)."""
+    text = "\n".join(f"{role}: {body}" for role, body in messages)
+    user = "\n".join(body for role, body in messages if role == Role.user.value)
+    reply = "\n".join(body for role, body in messages if role != Role.user.value)
+    return text, user, reply
+
+
+def round_texts_of(message_ids: Sequence[str], messages: Mapping[str, tuple[str, str]]) -> tuple[str, str]:
+    """(text, user text) of a stored round from its message ids (in order) and its messages' (role, text) by id."""
+    text, user, _ = round_texts([messages[m] for m in message_ids if m in messages])
+    return text, user
 
 
 @dataclass(frozen=True)

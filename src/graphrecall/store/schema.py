@@ -65,14 +65,18 @@ BUCKET_ROW = ".bucket"  # a user id never starts with a dot (``models.validate_i
 
 def _columns(dim: int, *, legacy: bool = False) -> dict[str, str]:
     """Each scope table's columns after its primary key. ``legacy``: as in a database per scope (schema 5,
-    ``legacy_node_tables``), where every vector is ``FLOAT[dim]``; a bucket keeps the vectors of rounds and passages
-    in half precision (``store.vectors``)."""
+    ``legacy_node_tables``), where every vector is ``FLOAT[dim]`` and a round keeps its text and user text; a
+    bucket keeps the vectors of rounds and passages in half precision (``store.vectors``) and a round's texts only
+    in its messages (``store.rounds``)."""
     vec = f"FLOAT[{dim}]"
     half = vec if legacy else f"INT16[{dim}]"
+    texts = (
+        "text STRING, user_text STRING, " if legacy else ""
+    )  # a bucket's round has its text in its messages
     return {
         "Session": "id STRING, started_at TIMESTAMP, extract_status STRING, extract_error STRING, updated_at TIMESTAMP",
         "Message": "id STRING, session_id STRING, idx INT64, role STRING, text STRING, at TIMESTAMP, lang STRING",
-        "Round": "id STRING, session_id STRING, idx INT64, text STRING, user_text STRING, terms STRING, at TIMESTAMP,"
+        "Round": f"id STRING, session_id STRING, idx INT64, {texts}terms STRING, at TIMESTAMP,"
         f" message_ids STRING[], embedding {half}, reply_embedding {half}",
         "Fact": "id STRING, text STRING, terms STRING, kind STRING, polarity STRING, confidence DOUBLE,"
         " valid_from TIMESTAMP, valid_to TIMESTAMP, recorded_at TIMESTAMP, expired_at TIMESTAMP,"
@@ -84,15 +88,24 @@ def _columns(dim: int, *, legacy: bool = False) -> dict[str, str]:
     }
 
 
+INDEX_ONLY: dict[str, tuple[str, ...]] = {"Round": ("text", "user_text")}
+"""Columns a writer passes with a table's rows that Kuzu does not keep and the derived indexes do: a round's text
+and user text (the stored documents of ``round_terms``, read by every search) are its messages', joined
+(``rows.round_texts``), so Kuzu keeps them once, in ``Message.text``."""
+
 HALF_VECTORS: frozenset[tuple[str, str]] = frozenset(
-    (table, col.split()[0]) for table, cols in _columns(1).items() for col in cols.split(",") if "INT16[" in col
+    (table, col.split()[0])
+    for table, cols in _columns(1).items()
+    for col in cols.split(",")
+    if "INT16[" in col
 )
 """(table, column) of every vector a bucket stores in half precision (``store.vectors``)."""
 
 
-def column_names(table: str) -> list[str]:
-    """A scope table's columns after ``key`` (``id`` first), in their order."""
-    return [c.strip().split(" ")[0] for c in _columns(1)[table].split(",")]
+def column_names(table: str, *, legacy: bool = False) -> list[str]:
+    """A scope table's columns after ``key`` (``id`` first), in their order; ``legacy``: in a database per scope
+    (schema 5)."""
+    return [c.strip().split(" ")[0] for c in _columns(1, legacy=legacy)[table].split(",")]
 
 
 SCOPE_TABLES: tuple[str, ...] = ("Session", "Message", "Round", "Passage", "Fact", "Event", "Entity")
