@@ -59,6 +59,8 @@ def test_every_read_of_a_round_gives_the_texts_ingest_made(tmp_path: Path, resid
         with testing.database(m, SCOPE, create=False) as db:
             columns = {r[1] for r in db.query("CALL table_info('Round') RETURN *")}
             assert not columns & {"text", "user_text"} and "terms" in columns
+            tables = {r[1] for r in db.query("CALL show_tables() RETURN *")}
+            assert "HAS_MESSAGE" not in tables  # a round's messages: its session's that it names
             from_index = db.indexes.rounds(list(want))
             from_kuzu = q.kuzu_rounds(db, list(want))
             path = db.path

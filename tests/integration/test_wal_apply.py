@@ -72,8 +72,9 @@ def dump(db: ScopeDatabase) -> dict[str, Any]:
             f"{MATCH_SCOPE}MATCH {owned('m', 'Message')}-[:MSG_IN]->(s) RETURN m.id, m.idx, m.text, s.id ORDER BY m.id"
         ),
         "rounds": _rounds(db),
-        "round_edges": db.query(
-            f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}-[:HAS_MESSAGE]->(m) RETURN r.id, m.id ORDER BY r.id, m.id"
+        "round_messages": db.query(  # a round's messages: those of its session that it names
+            f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}-[:ROUND_IN]->(:Session)<-[:MSG_IN]-(m:Message) "
+            "WHERE list_contains(r.message_ids, m.id) RETURN r.id, m.id ORDER BY r.id, m.id"
         ),
         "in_session": db.query(
             f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}-[:ROUND_IN]->(s) RETURN r.id, s.id ORDER BY r.id"

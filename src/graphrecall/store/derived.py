@@ -132,9 +132,11 @@ class KuzuSource:
                 yield str(r[0]), str(r[1] or ""), encode_payload({c: values[c] for c in spec.payload})
 
     def _round_texts(self, page: dict[str, int]) -> dict[str, tuple[str, str]]:
-        """Message id -> (role, text) of the messages of a page of rounds: a round's texts are its messages'."""
+        """Message id -> (role, text) of the messages of a page of rounds' sessions: a round's texts are its
+        messages' (those its ``message_ids`` name)."""
         rows = self.db.query(
-            f"{_match('Round')} {_IN_PAGE} MATCH (n)-[:HAS_MESSAGE]->(m:Message) RETURN m.id, m.role, m.text",
+            f"{_match('Round')} {_IN_PAGE} MATCH (n)-[:ROUND_IN]->(s:Session) WITH DISTINCT s "
+            "MATCH (s)<-[:MSG_IN]-(m:Message) RETURN m.id, m.role, m.text",
             page,
         )
         return {str(r[0]): (str(r[1]), str(r[2] or "")) for r in rows}

@@ -75,7 +75,11 @@ def plan(
     event_ids = dict.fromkeys(events)
     for mid in p.messages:
         key = {"m": db.key(mid)}
-        for r in db.query("MATCH (r:Round)-[:HAS_MESSAGE]->(:Message {key: $m}) RETURN r.id", key):
+        for r in db.query(
+            "MATCH (m:Message {key: $m})-[:MSG_IN]->(:Session)<-[:ROUND_IN]-(r:Round) "
+            "WHERE list_contains(r.message_ids, m.id) RETURN r.id",
+            key,
+        ):
             rounds[r[0]] = None
         for r in db.query("MATCH (f:Fact)-[:FACT_FROM]->(:Message {key: $m}) RETURN f.id", key):
             fact_ids[r[0]] = None
@@ -150,10 +154,9 @@ def matching_ids(db: ScopeDatabase, table: str, index: str, terms: str, limit: i
 
 def round_messages(db: ScopeDatabase, round_ids: Sequence[str]) -> list[str]:
     rows = db.query_each(
-        "MATCH (:Round {key: $r})-[:HAS_MESSAGE]->(m:Message) RETURN m.id",
-        [{"r": db.key(r)} for r in round_ids],
+        "MATCH (r:Round {key: $r}) RETURN r.message_ids", [{"r": db.key(r)} for r in round_ids]
     )
-    return list(dict.fromkeys(r[0] for r in rows))
+    return list(dict.fromkeys(m for r in rows for m in r[0] or []))
 
 
 @dataclass

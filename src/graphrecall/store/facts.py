@@ -478,8 +478,8 @@ def source_rounds(db: ScopeDatabase, table: str, ids: Sequence[str]) -> dict[str
         return {}
     rel = "FACT_FROM" if table == "Fact" else "EVENT_FROM"
     rows = db.query(
-        f"{MATCH_SCOPE}MATCH {owned('x', table)}-[:{rel}]->(m:Message)<-[:HAS_MESSAGE]-(r:Round) WHERE x.id IN $ids "
-        "RETURN x.id, collect(DISTINCT r.id)",
+        f"{MATCH_SCOPE}MATCH {owned('x', table)}-[:{rel}]->(m:Message)-[:MSG_IN]->(:Session)<-[:ROUND_IN]-(r:Round) "
+        "WHERE x.id IN $ids AND list_contains(r.message_ids, m.id) RETURN x.id, collect(DISTINCT r.id)",
         {"ids": list(ids)},
     )
     return {r[0]: sorted(r[1]) for r in rows}

@@ -217,7 +217,7 @@ def write_legacy(path: Path, source: Any, *, embedder_id: str, dim: int, marks: 
     db = kuzu.Database(str(path))
     conn = kuzu.Connection(db)
     try:
-        for stmt in [*schema.legacy_node_tables(dim), *schema.REL_TABLES]:
+        for stmt in [*schema.legacy_node_tables(dim), *schema.LEGACY_REL_TABLES]:
             _run(conn, stmt)
         _run(
             conn,
@@ -250,6 +250,11 @@ def write_legacy(path: Path, source: Any, *, embedder_id: str, dim: int, marks: 
                 frame = pa.table({"from": edges.column("a"), "to": edges.column("b"), **{
                     p: edges.column(p) for p in schema.rel_props(rel)}})  # fmt: skip
                 conn.execute(f"COPY {rel} FROM frame")
+        rounds = source.arrow(f"{source.nodes('Round')} RETURN n.id AS id, n.message_ids AS m").to_pylist()
+        if rounds:  # a database per scope had an edge from each round to each of its messages
+            frame = pa.table({"from": [r["id"] for r in rounds for _ in r["m"] or []],
+                              "to": [m for r in rounds for m in r["m"] or []]})  # fmt: skip
+            conn.execute("COPY HAS_MESSAGE FROM frame")
         _run(conn, "CHECKPOINT")
     finally:
         conn.close()
@@ -264,7 +269,7 @@ def _with_round_texts(frame: Any, source: Any) -> Any:
     from graphrecall.store.rows import round_texts_of
 
     rows = source.arrow(
-        f"{source.nodes('Round')}-[:HAS_MESSAGE]->(m:Message) RETURN m.id AS id, m.role AS role, m.text AS text"
+        f"{source.nodes('Message', 'm')} RETURN m.id AS id, m.role AS role, m.text AS text"
     ).to_pylist()
     messages = {r["id"]: (r["role"], r["text"] or "") for r in rows}
     texts = [round_texts_of(ids or [], messages) for ids in frame.column("message_ids").to_pylist()]

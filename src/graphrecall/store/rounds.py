@@ -142,7 +142,6 @@ def write_rounds(
         ),
     )
     txn.copy("ROUND_IN", edge_table([(r.id, r.session_id) for r in rounds]))
-    txn.copy("HAS_MESSAGE", edge_table([(r.id, m) for r in rounds for m in r.message_ids]))
     if passages:
         write_passages(txn, list(zip((r.id for r in rounds), passages, strict=True)), dim)
 
@@ -182,8 +181,9 @@ def rounds_without_passages(
     rows = db.query(
         f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} WHERE r.id > $after{only} "
         "AND NOT EXISTS { MATCH (:Passage)-[:PASSAGE_OF]->(r) } "
-        "MATCH (r)-[:HAS_MESSAGE]->(m:Message) WHERE m.role = 'user' "
-        "WITH r, sum(size(m.text)) + count(m) - 1 AS n WHERE n > $n RETURN r.id, r.message_ids ORDER BY r.id LIMIT $k",
+        f"MATCH {schema.round_messages('r', 'm')} WHERE m.role = 'user' AND list_contains(r.message_ids, m.id) "
+        "WITH r, sum(size(m.text)) + count(m) - 1 AS n WHERE n > $n "
+        "RETURN r.id, r.message_ids, r.session_id ORDER BY r.id LIMIT $k",
         {
             "n": longer_than,
             "k": limit,
@@ -191,16 +191,16 @@ def rounds_without_passages(
             **({"among": list(among)} if among is not None else {}),
         },
     )
-    texts = message_texts(db, [r[0] for r in rows])
+    texts = message_texts(db, [r[2] for r in rows])
     return [(r[0], round_texts_of(r[1] or [], texts)[1]) for r in rows]
 
 
-def message_texts(db: ScopeDatabase, round_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
-    """Message id -> (role, text) of the messages of these rounds, whose texts are a round's (Kuzu keeps them once,
-    in ``Message``: ``schema.INDEX_ONLY``)."""
+def message_texts(db: ScopeDatabase, session_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Message id -> (role, text) of the messages of these sessions: what a round's texts are made of (Kuzu keeps
+    them once, in ``Message``: ``schema.INDEX_ONLY``; a round's messages are those its ``message_ids`` name)."""
     rows = db.query_each(
-        "MATCH (:Round {key: $k})-[:HAS_MESSAGE]->(m:Message) RETURN m.id, m.role, m.text",
-        [{"k": db.key(rid)} for rid in dict.fromkeys(round_ids)],
+        "MATCH (:Session {key: $k})<-[:MSG_IN]-(m:Message) RETURN m.id, m.role, m.text",
+        [{"k": db.key(sid)} for sid in sorted(set(session_ids))],
     )
     return {r[0]: (r[1], r[2] or "") for r in rows}
 
@@ -296,13 +296,13 @@ def kuzu_rounds(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
     """Rounds by id from Kuzu. One primary-key lookup per id, on purpose: Kuzu 0.11.3 plans ``UNWIND $ids MATCH
     (r:Round {id: i})`` as a hash join over a scan of the whole table, which at 100k rounds exhausts a 64 MiB buffer
     pool (and an ``IN`` filter scans too: ~420 ms); 30 point lookups take ~25 ms at 100k rounds (benchmarks/perf).
-    A round's texts are its messages' (``schema.INDEX_ONLY``), read along ``HAS_MESSAGE``. Searches read rounds from
+    A round's texts are its messages' (``schema.INDEX_ONLY``), read from its session. Searches read rounds from
     the lexical index's stored documents, so this runs only for a round the index lacks."""
     rows = db.query_each(
         "MATCH (r:Round {key: $k}) RETURN r.id, r.session_id, r.idx, r.at, r.message_ids",
         [{"k": db.key(rid)} for rid in dict.fromkeys(ids)],
     )
-    texts = message_texts(db, [r[0] for r in rows])
+    texts = message_texts(db, [r[1] for r in rows])
     out: dict[str, Round] = {}
     for rid, session_id, idx, at, message_ids in rows:
         text, user = round_texts_of(message_ids or [], texts)

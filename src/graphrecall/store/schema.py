@@ -185,7 +185,6 @@ def round_of_passage(passage_id: str) -> str:
 REL_TABLES: list[str] = [
     "CREATE REL TABLE MSG_IN(FROM Message TO Session)",
     "CREATE REL TABLE ROUND_IN(FROM Round TO Session)",
-    "CREATE REL TABLE HAS_MESSAGE(FROM Round TO Message)",
     "CREATE REL TABLE FACT_FROM(FROM Fact TO Message)",
     "CREATE REL TABLE ABOUT(FROM Fact TO Entity)",
     "CREATE REL TABLE SUPERSEDES(FROM Fact TO Fact, at TIMESTAMP, reason STRING)",
@@ -195,7 +194,21 @@ REL_TABLES: list[str] = [
     "CREATE REL TABLE RELATED(FROM Entity TO Entity, predicate STRING, fact_id STRING)",
     PASSAGE_REL,
 ]
-"""The edges between a scope's rows (the same in a bucket and in a database per scope); a bucket adds ``OWNS``."""
+"""The edges between a scope's rows in a bucket, besides ``OWNS``. A database per scope also had ``HAS_MESSAGE``
+(``LEGACY_REL_TABLES``)."""
+
+HAS_MESSAGE_REL = "CREATE REL TABLE HAS_MESSAGE(FROM Round TO Message)"
+LEGACY_REL_TABLES: list[str] = [*REL_TABLES, HAS_MESSAGE_REL]
+"""A database per scope's edges (schema 5, ``store.legacy``): a round had an edge to each of its messages. A bucket
+has none: the round's ``message_ids`` name them, and its session's ``MSG_IN`` edges reach them (``round_messages``),
+so the table, its ~4 MB of edge headers per bucket and two edge statements per chat turn are gone."""
+
+
+def round_messages(alias: str, messages: str) -> str:
+    """The pattern (after ``alias`` is bound to a round) that binds ``messages`` to the messages of its session; the
+    round's own are those whose id is in its ``message_ids`` (a filter the caller applies, in Cypher with
+    ``list_contains`` or in Python)."""
+    return f"({alias})-[:ROUND_IN]->(:Session)<-[:MSG_IN]-({messages}:Message)"
 
 
 # HNSW lower-layer degree of schema 1. Kuzu's default (60) made inserting a round's two vectors ~3.8 ms; 32 halved
