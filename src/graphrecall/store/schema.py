@@ -26,6 +26,13 @@ ADD`` with ``''``, then every message's language detected from its text: ~0.6 s 
 model's ~1.3 s load, docs/architecture.md). Rounds have no language column: a round's user side is its user message
 (``message_ids``), whose language is stored, and nothing reads a round's language to rank it (its ``terms`` are
 analysed per script and per text as before, ``text.tokenize``).
+
+Schema 6 is a bucket's (many scopes per database: ``store.database``, docs/architecture.md "Storage: buckets"), and
+it keeps fewer bytes per round (docs/benchmarks.md "Bytes per round in a bucket"): the vectors of rounds and passages
+in half precision (``INT16[dim]`` of binary16 bits, ``store.vectors``), a round's text and user text only in its
+messages (``INDEX_ONLY``), and no ``HAS_MESSAGE`` edge (``LEGACY_REL_TABLES``: a round's messages are those of its
+session that its ``message_ids`` name). A database per scope keeps the schema 5 layout (``legacy=True``), which
+``store.move`` converts when it moves one into its bucket.
 """
 
 from __future__ import annotations
