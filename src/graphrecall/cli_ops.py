@@ -211,7 +211,8 @@ def fact_line(f: Any) -> str:
     until = f" until {minute(f.valid_to)}" if f.valid_to else ""
     mark = "" if f.current else f"  [superseded by {f.superseded_by}]"
     neg = " (not)" if f.polarity == "negative" else ""
-    return f"{f.id}  {when}{until}  {f.kind.value:<12} {f.text}{neg}{mark}"
+    key = f"  [key {f.key}]" if getattr(f, "key", None) else ""
+    return f"{f.id}  {when}{until}  {f.kind.value:<12} {f.text}{neg}{key}{mark}"
 
 
 def _facts(scope: Scope, p: Any, facts: Any) -> None:

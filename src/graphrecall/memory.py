@@ -343,11 +343,13 @@ class Memory:
 
     def add_fact(
         self, scope: ScopeLike, text: str, *, kind: FactKind | str = FactKind.other, entities: Sequence[str] | None = None,
-        valid_from: When = None, source: str | None = None,
+        valid_from: When = None, source: str | None = None, key: str | None = None,
     ) -> AddedFact:  # fmt: skip
         """Store a fact the application already knows, versioned like an extracted fact: by the LLM when one is
         configured, else only the same or a near-identical text of the same kind about the same entities
-        reinforces or replaces a stored fact (docs/months.md). ``source``: a session it comes from, or a label."""
+        reinforces or replaces a stored fact (docs/months.md). ``source``: a session it comes from, or a label.
+        ``key``: the application's name for what it states (``"preferred_language"``): the current fact of the
+        same kind and key is replaced by this one, deterministically, and stays in history."""
         s, p = self._check(ops.ADD_FACT, scope, locals())
         return self._s.knowledge.add_fact(s, p)
 

@@ -272,6 +272,11 @@ class Fact(BaseModel):
         description="how many times the fact was observed: said again (extraction), added again (add_fact) or "
         "merged from duplicates (consolidate); with last_seen it feeds the salience score",
     )
+    key: str | None = Field(
+        default=None,
+        description="the application's key, for a fact added with one (add_fact key=...): the next fact of the same "
+        "kind and key replaces it",
+    )
 
     @property
     def current(self) -> bool:
@@ -310,12 +315,13 @@ class AddedFact(BaseModel):
     ``decision``: NEW (stored), DUPLICATE (not stored again: ``fact`` is the stored one, reinforced), UPDATE or
     CONTRADICT (stored; ``superseded`` names the fact it replaced, which keeps its row with ``valid_to``).
     ``decided_by``: ``llm`` (the extractor's versioning call), ``rule`` (no LLM needed: no candidate, the same
-    text, or a near-identical one) or ``default`` (the LLM gave no usable answer: NEW)."""
+    text, or a near-identical one), ``key`` (added with a key: the current fact of that kind and key, if any, is
+    replaced, or reinforced by the same text) or ``default`` (the LLM gave no usable answer: NEW)."""
 
     fact: Fact
     decision: VersionDecision
     superseded: str | None = None
-    decided_by: Literal["llm", "rule", "default"]
+    decided_by: Literal["llm", "rule", "key", "default"]
     reason: str = ""
 
 

@@ -556,6 +556,13 @@ class AddFactParams(Params):
         description="a session of this user it comes from (its date is when it was said) or a label such as "
         "'crm' (said now); omitted = 'app'",
     )
+    key: Text | None = Field(
+        default=None,
+        max_length=200,
+        description="the application's name for what the fact states ('preferred_language', a settings field, a CRM "
+        "column): the current fact of the same kind and key is replaced by this one, by that rule alone (no LLM, no "
+        "similarity), and stays in history; the same text again reinforces it",
+    )
 
 
 class EraseParams(Params):

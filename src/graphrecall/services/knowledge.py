@@ -260,6 +260,7 @@ class KnowledgeService:
                 session_id=p.source or "app",
                 valid_from=p.valid_from,
                 entities=list(p.entities or []),
+                key=" ".join(p.key.split()) if p.key is not None else None,
             )
             plan = plan_known_fact(db, self.embedder, known, self.extraction, extractor=extractor)
             with db.write() as txn:
@@ -274,7 +275,13 @@ class KnowledgeService:
             fact=fact,
             decision=v.decision,
             superseded=replaced if v.decision in ("UPDATE", "CONTRADICT") else None,
-            decided_by="llm" if v.by == "llm" else "rule" if v.by == "rule" else "default",
+            decided_by="llm"
+            if v.by == "llm"
+            else "rule"
+            if v.by == "rule"
+            else "key"
+            if v.by == "key"
+            else "default",
             reason=v.reason,
         )
 

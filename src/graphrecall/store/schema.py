@@ -73,12 +73,18 @@ def _columns(dim: int) -> dict[str, str]:
         f" message_ids STRING[], embedding {vec}, reply_embedding {vec}",
         "Fact": "id STRING, text STRING, terms STRING, kind STRING, polarity STRING, confidence DOUBLE,"
         " valid_from TIMESTAMP, valid_to TIMESTAMP, recorded_at TIMESTAMP, expired_at TIMESTAMP,"
-        f" last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}, reinforcement INT64",
+        f" last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}, reinforcement INT64,"
+        " fact_key STRING",
         "Event": "id STRING, subject STRING, verb STRING, object STRING, text STRING, terms STRING,"
         f" time_start TIMESTAMP, time_end TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}",
         "Entity": f"id STRING, name STRING, norm STRING, type STRING, aliases STRING[], embedding {vec}",
         "Passage": f"id STRING, round_id STRING, idx INT64, embedding {vec}",
     }
+
+
+NEW_IN_BUCKETS: dict[str, tuple[str, ...]] = {"Fact": ("fact_key",)}
+"""Columns a database per scope (schema 5, ``legacy_node_tables``) did not have: a move from one reads them as NULL
+(``store.move``). ``Fact.fact_key``: the application's key of a fact added with one (``add_fact(key=...)``)."""
 
 
 def column_names(table: str) -> list[str]:
@@ -104,9 +110,13 @@ def legacy_node_tables(dim: int) -> list[str]:
         "CREATE NODE TABLE Meta(key STRING PRIMARY KEY, schema_version INT64, embedder_id STRING, dim INT64,"
         " created_at TIMESTAMP, index_marks STRING)"
     ] + [
-        f"CREATE NODE TABLE {t}({cols.replace('id STRING', 'id STRING PRIMARY KEY', 1)})"
+        f"CREATE NODE TABLE {t}({_without(cols, NEW_IN_BUCKETS.get(t, ())).replace('id STRING', 'id STRING PRIMARY KEY', 1)})"
         for t, cols in _columns(dim).items()
     ]
+
+
+def _without(columns: str, names: tuple[str, ...]) -> str:
+    return ",".join(c for c in columns.split(",") if c.strip().split(" ")[0] not in names)
 
 
 PASSAGE_TABLE = "CREATE NODE TABLE Passage(id STRING PRIMARY KEY, round_id STRING, idx INT64, embedding {vec})"  # schema 3 -> 4 of a database per scope (``store.legacy``)

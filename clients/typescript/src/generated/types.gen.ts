@@ -40,6 +40,12 @@ export type AddFactParams = {
      * a session of this user it comes from (its date is when it was said) or a label such as 'crm' (said now); omitted = 'app'
      */
     source?: string | null;
+    /**
+     * Key
+     *
+     * the application's name for what the fact states ('preferred_language', a settings field, a CRM column): the current fact of the same kind and key is replaced by this one, by that rule alone (no LLM, no similarity), and stays in history; the same text again reinforces it
+     */
+    key?: string | null;
 };
 
 /**
@@ -109,7 +115,8 @@ export type AddSessionParams = {
  * ``decision``: NEW (stored), DUPLICATE (not stored again: ``fact`` is the stored one, reinforced), UPDATE or
  * CONTRADICT (stored; ``superseded`` names the fact it replaced, which keeps its row with ``valid_to``).
  * ``decided_by``: ``llm`` (the extractor's versioning call), ``rule`` (no LLM needed: no candidate, the same
- * text, or a near-identical one) or ``default`` (the LLM gave no usable answer: NEW).
+ * text, or a near-identical one), ``key`` (added with a key: the current fact of that kind and key, if any, is
+ * replaced, or reinforced by the same text) or ``default`` (the LLM gave no usable answer: NEW).
  */
 export type AddedFact = {
     fact: Fact;
@@ -124,7 +131,7 @@ export type AddedFact = {
     /**
      * Decided By
      */
-    decided_by: 'llm' | 'rule' | 'default';
+    decided_by: 'llm' | 'rule' | 'key' | 'default';
     /**
      * Reason
      */
@@ -957,6 +964,12 @@ export type Fact = {
      * how many times the fact was observed: said again (extraction), added again (add_fact) or merged from duplicates (consolidate); with last_seen it feeds the salience score
      */
     reinforcement?: number;
+    /**
+     * Key
+     *
+     * the application's key, for a fact added with one (add_fact key=...): the next fact of the same kind and key replaces it
+     */
+    key?: string | null;
 };
 
 /**
