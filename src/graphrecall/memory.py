@@ -37,6 +37,7 @@ from graphrecall.models import (
     ExtractionResult,
     Fact,
     FactKind,
+    FeedbackResult,
     Hit,
     HitKind,
     ImportResult,
@@ -397,6 +398,16 @@ class Memory:
         """Mark ``old_id`` as superseded by ``new_id`` by hand; returns the updated old fact."""
         s, p = self._check(ops.SUPERSEDE, scope, locals())
         return self._s.knowledge.supersede(s, p)
+
+    def feedback(
+        self, scope: ScopeLike, item_id: str, *, useful: bool, note: str | None = None
+    ) -> FeedbackResult:
+        """Say that a hit (a round, fact or event id from ``search``/``context``) or a fact was useful or wrong.
+        A fact marked useful is reinforced (its salience rises) and any dispute lifted; marked wrong it is disputed:
+        kept, shown as such, left out of the profile until marked useful. A round or event keeps a net count that
+        ranking reads only with ``RetrievalConfig.feedback_weight`` > 0 (off: docs/months.md "Feedback")."""
+        s, p = self._check(ops.FEEDBACK, scope, locals())
+        return self._s.knowledge.feedback(s, p)
 
     def facts(
         self, scope: ScopeLike, *, as_of: When = None, include_superseded: bool = False, limit: int = 100,

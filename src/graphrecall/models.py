@@ -277,6 +277,12 @@ class Fact(BaseModel):
         description="the application's key, for a fact added with one (add_fact key=...): the next fact of the same "
         "kind and key replaces it",
     )
+    disputed_at: UtcDateTime | None = Field(
+        default=None,
+        description="when feedback said the fact is wrong (feedback useful=false); a disputed fact is left out of "
+        "the profile until feedback marks it useful",
+    )
+    dispute_note: str | None = None
 
     @property
     def current(self) -> bool:
@@ -307,6 +313,19 @@ class Entity(BaseModel):
 
 
 VersionDecision = Literal["NEW", "DUPLICATE", "UPDATE", "CONTRADICT"]
+
+
+class FeedbackResult(BaseModel):
+    """What ``Memory.feedback`` recorded. ``kind``: what the id named. For a fact: its ``reinforcement`` and
+    whether it is now ``disputed``; for a round or an event: its net ``feedback`` count (useful minus wrong), which
+    ranking reads only with ``RetrievalConfig.feedback_weight`` above 0."""
+
+    id: str
+    kind: Literal["fact", "round", "event"]
+    useful: bool
+    reinforcement: int | None = None
+    disputed: bool = False
+    feedback: int | None = None
 
 
 class AddedFact(BaseModel):

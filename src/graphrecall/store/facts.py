@@ -31,7 +31,7 @@ from graphrecall.store.visibility import event_condition, fact_condition
 
 FACT_COLS = (
     "f.id, f.text, f.kind, f.polarity, f.confidence, f.valid_from, f.valid_to, f.recorded_at, f.expired_at, "
-    "f.last_seen, f.session_id, f.message_ids, f.reinforcement, f.fact_key"
+    "f.last_seen, f.session_id, f.message_ids, f.reinforcement, f.fact_key, f.disputed_at, f.dispute_note"
 )
 
 
@@ -341,6 +341,8 @@ def _fact(r: Sequence[Any], superseded_by: str | None, entity_ids: Sequence[str]
         superseded_by=superseded_by,
         reinforcement=max(1, int(r[12] if r[12] is not None else 1)),
         key=r[13],
+        disputed_at=r[14],
+        dispute_note=r[15],
     )
 
 
@@ -352,7 +354,7 @@ def _facts_query(db: ScopeDatabase, where: str, params: dict[str, Any], tail: st
         f"RETURN {FACT_COLS}, min(n.id), collect(DISTINCT e.id) {tail}",
         params,
     )
-    return [_fact(r, r[14], r[15] or []) for r in rows]
+    return [_fact(r, r[16], r[17] or []) for r in rows]
 
 
 def get_facts(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Fact]:

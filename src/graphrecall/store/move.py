@@ -55,7 +55,7 @@ class LegacySource:
 
     def column(self, table: str, name: str, alias: str = "n") -> str:
         if name in schema.NEW_IN_BUCKETS.get(table, ()):
-            return f"CAST(NULL AS STRING) AS {name}"  # not in a schema-5 table
+            return f"CAST(NULL AS {schema.NEW_COLUMN_TYPES[name]}) AS {name}"  # not in a schema-5 table
         return f"{alias}.{name} AS {name}"
 
 
