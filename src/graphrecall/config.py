@@ -36,6 +36,7 @@ class ListName(StrEnum):
     event = "event"  # rounds holding the sources of the best events
     entity = "entity"  # rounds holding the facts and events of the entities the question names
     in_range = "in_range"  # rounds inside the question's time range, by similarity
+    other_language = "other_language"  # dense candidates in another language, by similarity
 
 
 DEFAULT_WEIGHTS: dict[str, float] = {
@@ -52,6 +53,7 @@ OWN_KNOB: dict[str, str] = {
     ListName.bm25_tail.value: "it weighs like bm25: the same signal over the rounds not yet in Kuzu",
     ListName.recency.value: "its weight is recency_weight",
     ListName.in_range.value: "its weight is in_range_weight",
+    ListName.other_language.value: "its weight is other_language_weight",
 }
 
 
@@ -141,6 +143,16 @@ class RetrievalConfig(BaseModel):
         "scope's lists rank it below where the flat time_boost can lift it (0: off). 0.5: LongMemEval dev "
         "temporal-reasoning session recall_all@10 0.939 -> 0.970 with no metric lower, LoCoMo dev evidence recall@10 "
         "0.720 -> 0.728 (docs/benchmarks.md 'Rounds inside the question's time range')",
+    )
+    other_language_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="weight of a list of the best `user_pool` dense candidates whose user side is written in another "
+        "language than the question (text.language_of of each), ranked by vector similarity among themselves: "
+        "the vote the BM25 lists give rounds in the question's language, which they cannot give a round in "
+        "another script or language (0: off). Scaled down in a small scope like the BM25 lists. A scope in the "
+        "question's language only has no candidate for it, so its rankings do not move (docs/benchmarks.md "
+        "'Languages', 'A dense list for rounds in another language')",
     )
     recency_weight: float = Field(
         default=0.0,
@@ -240,6 +252,8 @@ class RetrievalConfig(BaseModel):
             return self.recency_weight
         if name == ListName.in_range:
             return self.in_range_weight
+        if name == ListName.other_language:
+            return self.other_language_weight
         return self.weights[name]
 
 
