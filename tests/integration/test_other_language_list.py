@@ -61,6 +61,8 @@ def test_other_language() -> None:
     assert not other_language("de", "Ich wohne jetzt mit meiner Frau in München")
     assert not other_language("zh", "我现在住在成都")
     assert not other_language("en", "I moved to Berlin with my wife last year")
+    # a text that switches languages is the question's as language_of reads it (Cyrillic against Latin words)
+    assert not other_language("ru", "my cat Кекс threw up on the carpet again, это уже третий раз за неделю")
     # a Latin text the detector cannot place reads as English: never another language to a Latin question
     assert not other_language("es", "Sí, claro")
     assert not other_language("de", "ok thanks")
@@ -80,6 +82,16 @@ def test_the_answer_in_the_other_language_gets_the_lexical_lists_vote(
     assert [sid for sid, _, _ in ranked] == ["ru", "en"]
     signals = {sid: sig for sid, _, sig in ranked}
     assert signals["ru"]["other_language"] > 0 and "other_language" not in signals["en"]
+
+
+def test_a_few_rounds_in_another_language_get_no_list(open_memory: Opener) -> None:
+    """One Russian round among three: a third of the candidates, below a min share of a half."""
+    sessions = (ENGLISH, RUSSIAN, ENGLISH_TOO)
+    off = open_memory("few-off", sessions, other_language_weight=0.0)
+    gated = open_memory("few-gated", sessions, other_language_weight=1.7, other_language_min_share=0.5)
+    taken = open_memory("few-taken", sessions, other_language_weight=1.7, other_language_min_share=0.3)
+    assert _ranked(gated) == _ranked(off)
+    assert any("other_language" in sig for _, _, sig in _ranked(taken))
 
 
 def test_a_scope_in_the_questions_language_does_not_move(open_memory: Opener) -> None:

@@ -312,7 +312,9 @@ class OtherLanguageList(Generator):
     Latin-language cues, no model for an English text (``other_language``). ``Message.lang`` (stored) is another detector's answer
     (py3langid on every text, ``''`` when unsure) and would be a query per search. A round without a user side
     has no language and is left out. In a scope whose candidates are all in the question's language the list is
-    empty, so nothing moves."""
+    empty, so nothing moves; and it is left out when fewer than ``other_language_min_share`` of the candidates are
+    in another language (a mostly English scope with two French rounds: ranked among themselves, those two would
+    take the list's first places whatever their similarity)."""
 
     produces = (ListName.other_language,)
     reads = "the user side of the best user_pool dense candidates (rows in the pool)"
@@ -328,7 +330,7 @@ class OtherLanguageList(Generator):
                 for rid, score in s.lists[ListName.vector][: s.config.user_pool]
                 if rid in s.pool and s.pool[rid].user_text and other_language(lang, s.pool[rid].user_text)
             ]
-        if ranked:
+        if ranked and len(ranked) >= s.config.other_language_min_share * len(ids):
             s.add(ListName.other_language, ranked)
 
 
