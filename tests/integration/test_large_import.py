@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.perf import entities as bench
+
 from graphrecall import Memory, Scope, Settings
 from graphrecall.embed import HashingEmbedder
 from graphrecall.store.database import ANCHORED_COPY_FROM
@@ -25,7 +26,11 @@ def test_an_import_past_the_copy_threshold_is_whole_owned_and_apart(tmp_path: Pa
         result = mem.import_scope(bench.SCOPE, doc)
         assert result.facts == len(doc.facts)
         stats = mem.stats(bench.SCOPE)
-        assert (stats.facts, stats.events, stats.entities) == (len(doc.facts), len(doc.events), len(doc.entities))
+        assert (stats.facts, stats.events, stats.entities) == (
+            len(doc.facts),
+            len(doc.events),
+            len(doc.entities),
+        )
         assert len(mem.facts(bench.SCOPE, limit=1000)) == 1000  # reached from the scope (OWNS)
         assert mem.facts(neighbour) == [] and mem.entities(neighbour) == []
         fact = doc.facts[7]
