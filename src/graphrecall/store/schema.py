@@ -63,6 +63,11 @@ description shares the scopes' table."""
 BUCKET_ROW = ".bucket"  # a user id never starts with a dot (``models.validate_identifier``)
 
 
+def scope_columns() -> list[str]:
+    """The ``Scope`` table's columns, ``key`` first, in their order."""
+    return [c.strip().split(" ")[0] for c in SCOPE_TABLE.split("(", 1)[1].rstrip(")").split(",")]
+
+
 def _columns(dim: int) -> dict[str, str]:
     """Each scope table's columns after its primary key, as in a database per scope (``legacy_node_tables``)."""
     vec = f"FLOAT[{dim}]"
@@ -96,6 +101,12 @@ def node_tables(dim: int) -> list[str]:
     return [SCOPE_TABLE] + [
         f"CREATE NODE TABLE {t}(key STRING PRIMARY KEY, {cols})" for t, cols in _columns(dim).items()
     ]
+
+
+def bucket_tables(dim: int) -> list[str]:
+    """Every statement that creates a bucket's tables (DDL runs in auto-commit mode: Kuzu allows none in a manual
+    transaction)."""
+    return [*node_tables(dim), *REL_TABLES, OWNS_REL]
 
 
 def legacy_node_tables(dim: int) -> list[str]:
