@@ -88,7 +88,7 @@ def compact(bucket: BucketDatabase, *, on_step: OnStep | None = None) -> Compact
         edges=sum(n for t, n in counts.items() if ":" in t),
         seconds=time.perf_counter() - t0,
     )
-    log.warning(
+    log.info(
         "compacted bucket %s: %.1f MB -> %.1f MB in %.2f s (%d rows, %d edges copied)",
         path,
         done.bytes_before / 1e6,
