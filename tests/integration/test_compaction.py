@@ -77,6 +77,31 @@ def test_the_free_space_measured_is_what_a_rewrite_gives_back_at_least(
         after.close()
 
 
+def test_after_a_rewrite_the_growth_since_it_is_measured_too(root: Path) -> None:
+    path = cs.bucket_path(root)
+    with cs.open_memory(root) as m:
+        pool = m._s.access.pool
+        pool.compact(path)
+        for i in range(3):  # churn by small writes: sessions added, then erased
+            m.add_sessions(cs.DAN, cs.sessions(cs.DAN, 5, start=100 + 10 * i))
+            m.erase(cs.DAN, session_ids=[f"s{100 + 10 * i + j}" for j in range(5)])
+        found = pool.free_space(cs.DAN)
+        assert found is not None
+        seen = found[1]
+        assert seen.since_rewrite_bytes is not None
+        assert seen.since_rewrite_bytes > seen.free_pages_bytes + seen.dead_rows_bytes + seen.header_bytes
+        done = pool.compact(path)
+    given_back = done.bytes_before - done.bytes_after
+    assert abs(seen.free_bytes - given_back) < 0.1 * given_back  # what the rewrite gave back (exactly, here)
+    shutil.copy(path, root / "copy.kuzu")
+    (root / "copy.kuzu").replace(path)  # another file in its place (a restored copy): the record is not its
+    bucket = BucketDatabase(path, embedder_id=f"hashing-{cs.DIM}", dim=cs.DIM)
+    try:
+        assert freespace.measure(bucket).since_rewrite_bytes is None
+    finally:
+        bucket.close()
+
+
 def test_the_bucket_writes_on_after_compaction_and_hands_out_no_prefix_twice(root: Path) -> None:
     def prefixes() -> dict[str, str]:
         rows = [[json.loads(v) for v in row] for row in cs.dump(root)["Scope"]]

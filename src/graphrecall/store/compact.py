@@ -34,7 +34,7 @@ from typing import Any
 import kuzu
 
 from graphrecall.config import BUFFER_POOL_BYTES
-from graphrecall.store import compact_swap, schema
+from graphrecall.store import compact_swap, freespace, schema
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, BucketDatabase
 from graphrecall.store.database import _drain as drain
 
@@ -71,39 +71,45 @@ def compact(bucket: BucketDatabase, *, on_step: OnStep | None = None) -> Compact
             with bucket.write_lock:
                 bucket.checkpoint()  # the old file alone holds every commit (and closes cleanly)
                 before = path.stat().st_size
-                counts = rewrite(bucket, compact_swap.new_file(path), step)
+                done = rewrite(bucket, compact_swap.new_file(path), step)
                 step("copied")
                 bucket.close()
             step("closed")
-            about = {"bucket": path.name, "bytes_before": before, "counts": counts, "work": work.name}
+            about = {"bucket": path.name, "bytes_before": before, "counts": done.counts, "work": work.name}
             compact_swap.commit(path, about, on_journal=lambda: step("journal"))
             step("renamed")
     finally:
         bucket.close()
-    done = Compacted(
+    freespace.record_rewrite(path, done.counts, done.table_bytes)
+    result = Compacted(
         path=path,
         bytes_before=before,
         bytes_after=path.stat().st_size,
-        rows=sum(n for t, n in counts.items() if ":" not in t),
-        edges=sum(n for t, n in counts.items() if ":" in t),
+        rows=sum(n for t, n in done.counts.items() if ":" not in t),
+        edges=sum(n for t, n in done.counts.items() if ":" in t),
         seconds=time.perf_counter() - t0,
     )
     log.info(
         "compacted bucket %s: %.1f MB -> %.1f MB in %.2f s (%d rows, %d edges copied)",
         path,
-        done.bytes_before / 1e6,
-        done.bytes_after / 1e6,
-        done.seconds,
-        done.rows,
-        done.edges,
+        result.bytes_before / 1e6,
+        result.bytes_after / 1e6,
+        result.seconds,
+        result.rows,
+        result.edges,
     )
-    return done
+    return result
 
 
-def rewrite(source: BucketDatabase, dest: Path, step: OnStep | None = None) -> dict[str, int]:
-    """Every row and edge of ``source`` copied into a new database at ``dest``, then counted on both sides; the
-    counts (``Table`` for rows, ``REL:From:To`` for edges), or ``RuntimeError`` when a table differs. ``dest`` is
-    closed on return."""
+@dataclass(frozen=True)
+class Rewrite:
+    counts: dict[str, int]  # rows by table, edges by ``REL:From:To`` (``freespace.counts``)
+    table_bytes: dict[str, int]  # column pages of each node table in the rewrite
+
+
+def rewrite(source: BucketDatabase, dest: Path, step: OnStep | None = None) -> Rewrite:
+    """Every row and edge of ``source`` copied into a new database at ``dest``, then counted on both sides
+    (``RuntimeError`` when a table differs). ``dest`` is closed on return."""
     tick = step or (lambda _: None)
     windows = _Windows(source)
     db = kuzu.Database(str(dest), buffer_pool_size=BUFFER_POOL_BYTES, max_db_size=DEFAULT_MAX_DB_SIZE)
@@ -118,7 +124,7 @@ def rewrite(source: BucketDatabase, dest: Path, step: OnStep | None = None) -> d
                 frame = _arrow(source, f"MATCH (n:{table}) {_WITHIN.format(a='n')} RETURN {ret}", lo, hi)
                 _copy(conn, table, frame, "")
                 tick("page")
-        for rel, src, dst in _edge_tables():
+        for rel, src, dst in schema.edge_tables():
             props = "".join(f", r.{p} AS {p}" for p in schema.rel_props(rel)) if rel != "OWNS" else ""
             pair = f" (from='{src}', to='{dst}')" if rel == "OWNS" else ""
             for lo, hi in windows(src, EDGE_PAGE):
@@ -132,30 +138,21 @@ def rewrite(source: BucketDatabase, dest: Path, step: OnStep | None = None) -> d
                 _copy(conn, rel, frame, pair)
                 tick("page")
         drain(conn.execute("CHECKPOINT"))
-        counts = _counts(lambda q: drain(conn.execute(q)))
+        counts = freespace.counts(lambda q: drain(conn.execute(q)))
+        sizes = freespace.table_bytes(lambda q: drain(conn.execute(q)))
     finally:
         conn.close()
         db.close()
-    old = _counts(source.query)
+    old = freespace.counts(source.query)
     wrong = {t: (n, counts.get(t)) for t, n in old.items() if counts.get(t) != n}
     if wrong:
         raise RuntimeError(
             f"bucket {source.path}: the rewrite differs from it (table: (rows, copied)): {wrong}"
         )
-    return counts
+    return Rewrite(counts=counts, table_bytes=sizes)
 
 
 _WITHIN = "WHERE offset(ID({a})) >= $lo AND offset(ID({a})) <= $hi"
-
-
-def _edge_tables() -> Iterator[tuple[str, str, str]]:
-    """(relationship table, from, to) for every pair of a bucket's relationship tables, ``OWNS`` per target."""
-    for rel in schema.rel_names():
-        ends = schema.rel_ends(rel)
-        assert ends is not None, rel
-        yield rel, ends[0], ends[1]
-    for table in schema.ANCHORED:
-        yield "OWNS", "Scope", table
 
 
 class _Windows:
@@ -190,10 +187,3 @@ def _copy(conn: kuzu.Connection, table: str, frame: Any, options: str) -> None:
     if frame.num_rows:
         # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
         drain(conn.execute(f"COPY {table} FROM frame{options}"))
-
-
-def _counts(query: Callable[[str], list[list[Any]]]) -> dict[str, int]:
-    out = {t: int(query(f"MATCH (n:{t}) RETURN count(n)")[0][0]) for t in ("Scope", *schema.SCOPE_TABLES)}
-    for rel, src, dst in _edge_tables():
-        out[f"{rel}:{src}:{dst}"] = int(query(f"MATCH (:{src})-[r:{rel}]->(:{dst}) RETURN count(r)")[0][0])
-    return out

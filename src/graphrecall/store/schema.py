@@ -231,3 +231,13 @@ def rel_props(table: str) -> list[str]:
 def rel_names() -> list[str]:
     """Every relationship table between a scope's rows."""
     return [stmt.removeprefix("CREATE REL TABLE ").split("(", 1)[0] for stmt in REL_TABLES]
+
+
+def edge_tables() -> list[tuple[str, str, str]]:
+    """(relationship table, from, to) for every pair of a bucket's relationship tables: those between a scope's rows,
+    then ``OWNS`` once per anchored table."""
+    out = []
+    for rel in rel_names():
+        src, dst = rel_ends(rel) or ("", "")
+        out.append((rel, src, dst))
+    return out + [("OWNS", "Scope", t) for t in ANCHORED]
