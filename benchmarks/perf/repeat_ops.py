@@ -15,11 +15,15 @@ dimension), the model is scripted (``graphrecall.llm.ScriptedLLM``), so no model
   compacted once its free share passes ``Settings.compact_free_fraction``, ``--bound``). The maintenance clock moves
   5 minutes per cycle, so each pass measures the bucket anew.
 
+And ``ingest``: one user bulk-ingests ``--ingest`` rounds (sessions of 10 turns, 500 sessions per call, as
+``benchmarks/perf/buckets.py`` does), then its bucket is measured and compacted: what a write-once bucket holds
+beyond its rows, and how much of it the estimate finds.
+
 Data written: the bytes of every table of rows and edges the operations inserted (the arrow tables that
 ``WriteTxn.copy`` receives: texts, vectors, keys). Files: the scope's bucket, its derived indexes and its write log;
 the store is closed before the first and the last measurement (in between: the files as they stand).
 
-    python -m benchmarks.perf.repeat_ops --cycles 100 --out benchmarks/results/repeat_ops
+    python -m benchmarks.perf.repeat_ops --cycles 100 --ingest 2000 --out benchmarks/results/repeat_ops
 """
 
 from __future__ import annotations
@@ -192,6 +196,40 @@ def run(root: Path, cycles: int, sessions: int, maintain: bool, bound: float) ->
     }
 
 
+def ingest(root: Path, rounds: int) -> dict[str, Any]:
+    shutil.rmtree(root, ignore_errors=True)
+    t0 = datetime(2024, 1, 1)
+    sessions = [
+        {"session_id": f"s{i}", "date": (t0 + timedelta(hours=i)).isoformat(),
+         "messages": [m for j in range(10) for m in (
+             {"role": "user", "content": f"Turn {i * 10 + j}: I walked the dog past bakery {j} and bought rye."},
+             {"role": "assistant", "content": f"Was bakery {j} the one with the sourdough you liked?"})]}
+        for i in range(max(1, rounds // 10))
+    ]  # fmt: skip
+    with counting() as written, _open(root, 0.99) as m:
+        t = time.perf_counter()
+        for start in range(0, len(sessions), 500):
+            m.add_sessions(SCOPE, sessions[start : start + 500], batch_sessions=500)
+        seconds = time.perf_counter() - t
+        pool = m._s.access.pool
+        found = pool.free_space(SCOPE)
+        assert found is not None
+        path, free = found
+        done = pool.compact(path)
+    out = {
+        "rounds": rounds,
+        "ingest_s": seconds,
+        "written_bytes": written[0],
+        "bytes_before": done.bytes_before,
+        "bytes_after": done.bytes_after,
+        "estimated_free_bytes": free.free_bytes,
+        "compaction_s": done.seconds,
+    }
+    print(f"  {rounds:,} rounds: bucket {done.bytes_before / MB:.1f} -> {done.bytes_after / MB:.1f} MB in "
+          f"{done.seconds:.1f} s; the estimate found {free.free_bytes / MB:.1f} MB free", flush=True)  # fmt: skip
+    return out
+
+
 def report(res: dict[str, Any]) -> str:
     lines = [
         "| run | files before | files after | growth (bucket / indexes / log) | data written | growth / written | "
@@ -218,6 +256,13 @@ def report(res: dict[str, Any]) -> str:
         for c in r["compactions"]:
             lines.append(f"- cycle {c['cycle']}: {c['bytes'] / MB:.1f} -> {(c['bytes_after'] or 0) / MB:.1f} MB in "
                          f"{c['seconds']} s ({c['free_fraction']:.0%} free by the estimate)")  # fmt: skip
+    g = res.get("ingest")
+    if g:
+        freed = g["bytes_before"] - g["bytes_after"]
+        lines += ["", f"Bulk ingest of {g['rounds']:,} rounds ({g['written_bytes'] / MB:.1f} MB written): bucket "
+                  f"{g['bytes_before'] / MB:.1f} MB, compacted to {g['bytes_after'] / MB:.1f} MB in "
+                  f"{g['compaction_s']:.1f} s; the estimate found {g['estimated_free_bytes'] / MB:.1f} MB of the "
+                  f"{freed / MB:.1f} MB given back"]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -227,7 +272,10 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=3, help="sessions per import")
     ap.add_argument("--bound", type=float, default=Settings().compact_free_fraction,
                     help="compact_free_fraction for the run with compaction (default: the setting's, %(default)s)")  # fmt: skip
-    ap.add_argument("--runs", default="without,with", help="which runs (default: %(default)s)")
+    ap.add_argument("--runs", default="without,with,ingest", help="which runs (default: %(default)s)")
+    ap.add_argument(
+        "--ingest", type=int, default=2000, help="rounds of the bulk ingest (default: %(default)s)"
+    )
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/repeat_ops"))
     ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temporary one)")
     a = ap.parse_args()
@@ -236,8 +284,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = a.work or Path(tmp)
         for name in a.runs.split(","):
-            print(f"{name} compaction:", flush=True)
-            res[name] = run(work / name, a.cycles, a.sessions, name == "with", a.bound)
+            print(f"{name}{'' if name == 'ingest' else ' compaction'}:", flush=True)
+            if name == "ingest":
+                res[name] = ingest(work / name, a.ingest)
+            else:
+                res[name] = run(work / name, a.cycles, a.sessions, name == "with", a.bound)
     save_report(a.out, "repeat_ops", res, report(res), run_record)
 
 
