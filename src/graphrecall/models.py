@@ -272,6 +272,17 @@ class Fact(BaseModel):
         description="how many times the fact was observed: said again (extraction), added again (add_fact) or "
         "merged from duplicates (consolidate); with last_seen it feeds the salience score",
     )
+    key: str | None = Field(
+        default=None,
+        description="the application's key, for a fact added with one (add_fact key=...): the next fact of the same "
+        "kind and key replaces it",
+    )
+    disputed_at: UtcDateTime | None = Field(
+        default=None,
+        description="when feedback said the fact is wrong (feedback useful=false); a disputed fact is left out of "
+        "the profile until feedback marks it useful",
+    )
+    dispute_note: str | None = None
 
     @property
     def current(self) -> bool:
@@ -304,18 +315,32 @@ class Entity(BaseModel):
 VersionDecision = Literal["NEW", "DUPLICATE", "UPDATE", "CONTRADICT"]
 
 
+class FeedbackResult(BaseModel):
+    """What ``Memory.feedback`` recorded. ``kind``: what the id named. For a fact: its ``reinforcement`` and
+    whether it is now ``disputed``; for a round or an event: its net ``feedback`` count (useful minus wrong), which
+    ranking reads only with ``RetrievalConfig.feedback_weight`` above 0."""
+
+    id: str
+    kind: Literal["fact", "round", "event"]
+    useful: bool
+    reinforcement: int | None = None
+    disputed: bool = False
+    feedback: int | None = None
+
+
 class AddedFact(BaseModel):
     """What ``Memory.add_fact`` did with a fact the application already knew.
 
     ``decision``: NEW (stored), DUPLICATE (not stored again: ``fact`` is the stored one, reinforced), UPDATE or
     CONTRADICT (stored; ``superseded`` names the fact it replaced, which keeps its row with ``valid_to``).
     ``decided_by``: ``llm`` (the extractor's versioning call), ``rule`` (no LLM needed: no candidate, the same
-    text, or a near-identical one) or ``default`` (the LLM gave no usable answer: NEW)."""
+    text, or a near-identical one), ``key`` (added with a key: the current fact of that kind and key, if any, is
+    replaced, or reinforced by the same text) or ``default`` (the LLM gave no usable answer: NEW)."""
 
     fact: Fact
     decision: VersionDecision
     superseded: str | None = None
-    decided_by: Literal["llm", "rule", "default"]
+    decided_by: Literal["llm", "rule", "key", "default"]
     reason: str = ""
 
 

@@ -666,7 +666,7 @@ class WriteTxn:
         if data.num_rows == 0:
             return
         ends = schema.rel_ends(table)
-        keyed = _keyed(data, self.scope.prefix, ends is not None)
+        keyed = _keyed(_unset_as_null(table, data), self.scope.prefix, ends is not None)
         if ends is not None:
             insert_edges(self._conn, table, keyed)
             self.created = True
@@ -682,6 +682,25 @@ class WriteTxn:
             self.changes.append(Change(table, added=data))
         if table in KNOWN_TABLES:
             self.ids_added.setdefault(table, []).extend(data.column("id").to_pylist())
+
+
+_ARROW_TYPES = {"STRING": "string", "INT64": "int64", "TIMESTAMP": "timestamp"}
+
+
+def _unset_as_null(table: str, data: Any) -> Any:
+    """``data`` with the columns that writers of earlier code did not know and do not set
+    (``schema.NEW_IN_BUCKETS``, the table's last columns) appended as NULL, so every ``COPY`` and ``CREATE`` names
+    the table's full row; a column the writer set is kept."""
+    import pyarrow as pa
+
+    for name in schema.NEW_IN_BUCKETS.get(table, ()):
+        if name not in data.column_names:
+            kind = _ARROW_TYPES[schema.NEW_COLUMN_TYPES[name]]
+            arrow_type = (
+                pa.timestamp("us") if kind == "timestamp" else getattr(pa, kind)()
+            )  # as store.arrow.TS
+            data = data.append_column(name, pa.nulls(data.num_rows, arrow_type))
+    return data
 
 
 def _keyed(data: Any, prefix: str, edges: bool) -> Any:

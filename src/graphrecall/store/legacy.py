@@ -230,7 +230,8 @@ def write_legacy(path: Path, source: Any, *, embedder_id: str, dim: int, marks: 
             },
         )
         for table in schema.SCOPE_TABLES:
-            columns = ", ".join(f"n.{c} AS {c}" for c in schema.column_names(table))
+            new = schema.NEW_IN_BUCKETS.get(table, ())
+            columns = ", ".join(f"n.{c} AS {c}" for c in schema.column_names(table) if c not in new)
             frame = source.arrow(f"{source.nodes(table)} RETURN {columns}")
             if frame.num_rows:
                 conn.execute(f"COPY {table} FROM frame")

@@ -75,15 +75,34 @@ def _columns(dim: int) -> dict[str, str]:
         "Session": "id STRING, started_at TIMESTAMP, extract_status STRING, extract_error STRING, updated_at TIMESTAMP",
         "Message": "id STRING, session_id STRING, idx INT64, role STRING, text STRING, at TIMESTAMP, lang STRING",
         "Round": "id STRING, session_id STRING, idx INT64, text STRING, user_text STRING, terms STRING, at TIMESTAMP,"
-        f" message_ids STRING[], embedding {vec}, reply_embedding {vec}",
+        f" message_ids STRING[], embedding {vec}, reply_embedding {vec}, feedback INT64",
         "Fact": "id STRING, text STRING, terms STRING, kind STRING, polarity STRING, confidence DOUBLE,"
         " valid_from TIMESTAMP, valid_to TIMESTAMP, recorded_at TIMESTAMP, expired_at TIMESTAMP,"
-        f" last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}, reinforcement INT64",
+        f" last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}, reinforcement INT64,"
+        " fact_key STRING, disputed_at TIMESTAMP, dispute_note STRING",
         "Event": "id STRING, subject STRING, verb STRING, object STRING, text STRING, terms STRING,"
-        f" time_start TIMESTAMP, time_end TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}",
+        f" time_start TIMESTAMP, time_end TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec},"
+        " feedback INT64",
         "Entity": f"id STRING, name STRING, norm STRING, type STRING, aliases STRING[], embedding {vec}",
         "Passage": f"id STRING, round_id STRING, idx INT64, embedding {vec}",
     }
+
+
+NEW_IN_BUCKETS: dict[str, tuple[str, ...]] = {
+    "Round": ("feedback",),
+    "Fact": ("fact_key", "disputed_at", "dispute_note"),
+    "Event": ("feedback",),
+}
+"""Columns a database per scope (schema 5, ``legacy_node_tables``) did not have: a move from one reads them as NULL
+(``store.move``, with ``NEW_COLUMN_TYPES``). ``Fact.fact_key``: the application's key of a fact added with one
+(``add_fact(key=...)``); ``disputed_at``/``dispute_note`` and ``feedback`` (a round's or an event's net count of
+useful minus wrong): what ``Memory.feedback`` records (``store.feedback``)."""
+NEW_COLUMN_TYPES = {
+    "fact_key": "STRING",
+    "dispute_note": "STRING",
+    "disputed_at": "TIMESTAMP",
+    "feedback": "INT64",
+}
 
 
 def column_names(table: str) -> list[str]:
@@ -115,9 +134,13 @@ def legacy_node_tables(dim: int) -> list[str]:
         "CREATE NODE TABLE Meta(key STRING PRIMARY KEY, schema_version INT64, embedder_id STRING, dim INT64,"
         " created_at TIMESTAMP, index_marks STRING)"
     ] + [
-        f"CREATE NODE TABLE {t}({cols.replace('id STRING', 'id STRING PRIMARY KEY', 1)})"
+        f"CREATE NODE TABLE {t}({_without(cols, NEW_IN_BUCKETS.get(t, ())).replace('id STRING', 'id STRING PRIMARY KEY', 1)})"
         for t, cols in _columns(dim).items()
     ]
+
+
+def _without(columns: str, names: tuple[str, ...]) -> str:
+    return ",".join(c for c in columns.split(",") if c.strip().split(" ")[0] not in names)
 
 
 PASSAGE_TABLE = "CREATE NODE TABLE Passage(id STRING PRIMARY KEY, round_id STRING, idx INT64, embedding {vec})"  # schema 3 -> 4 of a database per scope (``store.legacy``)
