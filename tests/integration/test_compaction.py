@@ -162,3 +162,18 @@ def test_a_request_that_holds_the_bucket_makes_compaction_give_up(root: Path) ->
         assert path.stat().st_size == size and not compact_swap.work_dir(path).exists()
         assert [h.id for h in m.search(cs.BOB, "bakery", k=1)]  # the bucket serves as before
         assert pool.compact(path).bytes_after < size  # once it is let go
+
+
+def test_a_column_the_rewrite_does_not_know_stops_it_before_anything_is_lost(root: Path) -> None:
+    path = cs.bucket_path(root)
+    bucket = BucketDatabase(path, embedder_id=f"hashing-{cs.DIM}", dim=cs.DIM)
+    try:
+        bucket.writer.execute("ALTER TABLE Fact ADD surprise STRING DEFAULT 'kept'")
+        bucket.checkpoint()
+    finally:
+        bucket.close()
+    rows, size = cs.dump(root), path.stat().st_size
+    with cs.open_memory(root) as m, pytest.raises(RuntimeError, match="a rewrite copies"):
+        m._s.access.pool.compact(path)
+    assert path.stat().st_size == size and not compact_swap.work_dir(path).exists()
+    assert cs.dump(root) == rows

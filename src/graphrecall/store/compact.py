@@ -111,6 +111,7 @@ def rewrite(source: BucketDatabase, dest: Path, step: OnStep | None = None) -> R
     """Every row and edge of ``source`` copied into a new database at ``dest``, then counted on both sides
     (``RuntimeError`` when a table differs). ``dest`` is closed on return."""
     tick = step or (lambda _: None)
+    _check_schema(source)
     windows = _Windows(source)
     db = kuzu.Database(str(dest), buffer_pool_size=BUFFER_POOL_BYTES, max_db_size=DEFAULT_MAX_DB_SIZE)
     conn = kuzu.Connection(db)
@@ -118,8 +119,7 @@ def rewrite(source: BucketDatabase, dest: Path, step: OnStep | None = None) -> R
         for stmt in schema.bucket_tables(source.dim):
             drain(conn.execute(stmt))
         for table in ("Scope", *schema.SCOPE_TABLES):
-            columns = schema.scope_columns() if table == "Scope" else ["key", *schema.column_names(table)]
-            ret = ", ".join(f"n.{c} AS {c}" for c in columns)
+            ret = ", ".join(f"n.{c} AS {c}" for c in _columns(table))
             for lo, hi in windows(table, PAGE):
                 frame = _arrow(source, f"MATCH (n:{table}) {_WITHIN.format(a='n')} RETURN {ret}", lo, hi)
                 _copy(conn, table, frame, "")
@@ -150,6 +150,33 @@ def rewrite(source: BucketDatabase, dest: Path, step: OnStep | None = None) -> R
             f"bucket {source.path}: the rewrite differs from it (table: (rows, copied)): {wrong}"
         )
     return Rewrite(counts=counts, table_bytes=sizes)
+
+
+def _columns(table: str) -> list[str]:
+    return schema.scope_columns() if table == "Scope" else ["key", *schema.column_names(table)]
+
+
+def _check_schema(source: BucketDatabase) -> None:
+    """Refuse a bucket holding a table or a column that the rewrite would not copy (a schema this code does not
+    write: the rewrite would lose it), rather than trust that the schema version says it all."""
+    found = {str(r[0]) for r in source.query("CALL show_tables() RETURN name")}
+    known = {"Scope", *schema.SCOPE_TABLES, *schema.rel_names(), "OWNS"}
+    if found != known:
+        raise RuntimeError(
+            f"bucket {source.path}: tables {sorted(found ^ known)} are not what a rewrite copies"
+        )
+    for table in ("Scope", *schema.SCOPE_TABLES):
+        have = [str(r[0]) for r in source.query(f"CALL table_info('{table}') RETURN name")]
+        if have != _columns(table):
+            raise RuntimeError(
+                f"bucket {source.path}: {table} has columns {have}, a rewrite copies {_columns(table)}"
+            )
+    for rel in schema.rel_names():
+        have = [str(r[0]) for r in source.query(f"CALL table_info('{rel}') RETURN name")]
+        if have != schema.rel_props(rel):
+            raise RuntimeError(
+                f"bucket {source.path}: {rel} has properties {have}, a rewrite copies those of the schema"
+            )
 
 
 _WITHIN = "WHERE offset(ID({a})) >= $lo AND offset(ID({a})) <= $hi"
