@@ -3,9 +3,9 @@
 Why. Kuzu 0.11.3 reuses little of what it frees: a checkpoint writes changed column chunks and edge lists anew, an
 erased user's rows keep their slots, edge headers grow to a whole node group, so a bucket's file grows with the
 operations it served rather than the data it holds (``store.freespace`` measures it; docs/benchmarks.md
-"Compaction": a scope's bucket grew from 9.8 to 56 MB over 100 rounds of import, erase, consolidate and add_fact, and
-a bulk ingest of 2,000 rounds left 62 MB that a rewrite holds in 21). A fresh file written by ``COPY`` holds the
-rows and little else.
+"Compaction": a scope's bucket grew from 9.2 to 61 MB over 100 rounds of import, erase, consolidate and add_fact that
+wrote 1.3 MB, and a bulk ingest of 2,000 rounds left 26 MB that a rewrite holds in 18.6). A fresh file written by
+``COPY`` holds the rows and little else.
 
 What is copied: every row of every table, the bucket's own ``Scope`` row (its schema, embedder and ``next_prefix``,
 so no prefix is handed out twice) and every scope's (its prefix and its derived indexes' marks) with the rest,
