@@ -18,6 +18,8 @@ from pathlib import Path
 
 from tests import compaction_store as cs
 
+from graphrecall import testing
+
 
 def main() -> None:
     root, step, nth, mode = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -37,7 +39,7 @@ def main() -> None:
 
     with cs.open_memory(root) as m:
         print("ready", flush=True)
-        m._s.access.pool.compact(cs.bucket_path(root), on_step=on_step)
+        testing.pool(m).compact(cs.bucket_path(root), on_step=on_step)
         print("done", flush=True)
 
 

@@ -211,7 +211,7 @@ def ingest(root: Path, rounds: int) -> dict[str, Any]:
         for start in range(0, len(sessions), 500):
             m.add_sessions(SCOPE, sessions[start : start + 500], batch_sessions=500)
         seconds = time.perf_counter() - t
-        pool = m._s.access.pool
+        pool = testing.pool(m)
         found = pool.free_space(SCOPE)
         assert found is not None
         path, free = found

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tests import compaction_store as cs
 
-from graphrecall import Scope
+from graphrecall import Scope, testing
 from graphrecall.errors import StoreBusy
 from graphrecall.store import compact_swap, freespace
 from graphrecall.store.database import BucketDatabase
@@ -49,7 +49,7 @@ def test_a_compacted_bucket_holds_every_row_and_edge_in_a_smaller_file(root: Pat
     path = cs.bucket_path(root)
     with cs.open_memory(root) as m:
         before = cs.reads(m)
-        done = m._s.access.pool.compact(path)
+        done = testing.pool(m).compact(path)
         assert cs.reads(m) == before  # views reopened on the new file
     assert done.bytes_after == path.stat().st_size < done.bytes_before / 3  # measured: 78 MB -> 14 MB
     assert done.rows == sum(len(rows[t]) for t in ("Scope", "Session", "Message", "Round", "Passage", "Fact",
@@ -67,7 +67,7 @@ def test_the_free_space_measured_is_what_a_rewrite_gives_back_at_least(
     assert measured.file_bytes == cs.bucket_path(root).stat().st_size
     assert measured.free_fraction > 0.5  # churned: most of the file is free
     with cs.open_memory(root) as m:
-        done = m._s.access.pool.compact(cs.bucket_path(root))
+        done = testing.pool(m).compact(cs.bucket_path(root))
     assert measured.free_bytes <= done.bytes_before - done.bytes_after  # a lower bound
     assert measured.free_bytes >= 0.6 * (done.bytes_before - done.bytes_after)  # and most of it (73% here)
     after = BucketDatabase(cs.bucket_path(root), embedder_id=f"hashing-{cs.DIM}", dim=cs.DIM)
@@ -80,7 +80,7 @@ def test_the_free_space_measured_is_what_a_rewrite_gives_back_at_least(
 def test_after_a_rewrite_the_growth_since_it_is_measured_too(root: Path) -> None:
     path = cs.bucket_path(root)
     with cs.open_memory(root) as m:
-        pool = m._s.access.pool
+        pool = testing.pool(m)
         pool.compact(path)
         for i in range(3):  # churn by small writes: sessions added, then erased
             m.add_sessions(cs.DAN, cs.sessions(cs.DAN, 5, start=100 + 10 * i))
@@ -110,7 +110,7 @@ def test_the_bucket_writes_on_after_compaction_and_hands_out_no_prefix_twice(roo
     before = prefixes()
     fay = Scope(org_id=cs.ORG, user_id="fay")
     with cs.open_memory(root) as m:
-        m._s.access.pool.compact(cs.bucket_path(root))
+        testing.pool(m).compact(cs.bucket_path(root))
         m.add_sessions(fay, cs.sessions(fay, 3))
         m.add_fact(cs.ANN, "The user likes compaction.")
         m.erase(cs.BOB, session_ids=["s1"])
@@ -126,7 +126,7 @@ def test_the_bucket_writes_on_after_compaction_and_hands_out_no_prefix_twice(roo
 def test_requests_for_the_bucket_wait_while_it_is_compacted(root: Path) -> None:
     with cs.open_memory(root) as m:
         expected = [h.id for h in m.search(cs.ANN, "bakery rye", k=5)]
-        pool = m._s.access.pool
+        pool = testing.pool(m)
         copying, go_on = threading.Event(), threading.Event()
 
         def pause(step: str) -> None:
@@ -156,7 +156,7 @@ def test_a_request_that_holds_the_bucket_makes_compaction_give_up(root: Path) ->
     path = cs.bucket_path(root)
     size = path.stat().st_size
     with cs.open_memory(root) as m:
-        pool = m._s.access.pool
+        pool = testing.pool(m)
         with pool.acquire(cs.ANN), pytest.raises(StoreBusy, match="still in use"):
             pool.compact(path, wait_seconds=0.2)
         assert path.stat().st_size == size and not compact_swap.work_dir(path).exists()
@@ -174,6 +174,6 @@ def test_a_column_the_rewrite_does_not_know_stops_it_before_anything_is_lost(roo
         bucket.close()
     rows, size = cs.dump(root), path.stat().st_size
     with cs.open_memory(root) as m, pytest.raises(RuntimeError, match="a rewrite copies"):
-        m._s.access.pool.compact(path)
+        testing.pool(m).compact(path)
     assert path.stat().st_size == size and not compact_swap.work_dir(path).exists()
     assert cs.dump(root) == rows
