@@ -671,7 +671,8 @@ class WriteTxn:
             insert_edges(self._conn, table, keyed)
             self.created = True
         elif table in schema.ANCHORED or (self.create_small and data.num_rows <= CREATE_MAX_ROWS):
-            insert_rows(self._conn, table, keyed, self.scope.user_id)
+            if insert_rows(self._conn, table, keyed, self.scope.user_id):
+                self.copied = True
             self.created = True
         else:
             # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
@@ -714,9 +715,28 @@ def _keyed(data: Any, prefix: str, edges: bool) -> Any:
     return keyed.set_column(1, "to", pa.array([prefix + i for i in data.column("to").to_pylist()]))
 
 
-def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> None:
+ANCHORED_COPY_FROM = 2_000
+"""Rows of an anchored table from which ``insert_rows`` uses ``COPY`` (then one ``OWNS`` edge per row): Kuzu 0.11.3
+keeps the rows of ``CREATE`` statements in the transaction's memory, and an import of 10,000 entities, 20,000
+facts and 2,000 events in one transaction filled a 256 MiB buffer pool at commit ("Unable to allocate memory"),
+while the same rows by ``COPY`` committed (benchmarks/perf/entities.py). Below it ``CREATE`` is cheaper: a ``COPY``
+makes its commit checkpoint."""
+
+
+def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> bool:
     """``CREATE`` keyed rows of a scope table, ``CREATE_CHUNK`` per statement; a row of an anchored table with
-    its ``OWNS`` edge from the scope's ``Scope`` node (``user_id``), in the same statement."""
+    its ``OWNS`` edge from the scope's ``Scope`` node (``user_id``), in the same statement; from
+    ``ANCHORED_COPY_FROM`` rows of an anchored table, a ``COPY`` of the rows and then their ``OWNS`` edges one by one
+    (never a ``COPY`` of edges: ``WriteTxn.copy``). Returns whether it ran a ``COPY``."""
+    if table in schema.ANCHORED and keyed.num_rows >= ANCHORED_COPY_FROM:
+        frame = keyed  # noqa: F841  (COPY reads it by name)
+        _drain(conn.execute(f"COPY {table} FROM frame"))
+        owns = conn.prepare(
+            f"MATCH (sc:Scope {{key: $scope}}), (n:{table} {{key: $k}}) CREATE (sc)-[:OWNS]->(n)"
+        )
+        for k in keyed.column("key").to_pylist():
+            _drain(conn.execute(owns, {"scope": user_id, "k": k}))
+        return True
     props = ", ".join(f"{c}: {_typed(f'r.{c}', keyed.schema.field(c).type)}" for c in keyed.column_names)
     if table in schema.ANCHORED:  # starts from the Scope node (a key lookup)
         stmt = (
@@ -727,6 +747,7 @@ def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> 
     for start in range(0, keyed.num_rows, CREATE_CHUNK):
         rows = keyed.slice(start, CREATE_CHUNK).to_pylist()
         _run(conn, stmt, {"rows": rows, "scope": user_id} if table in schema.ANCHORED else {"rows": rows})
+    return False
 
 
 def insert_edges(conn: kuzu.Connection, table: str, keyed: Any) -> None:
