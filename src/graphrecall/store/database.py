@@ -49,7 +49,7 @@ from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.errors import SchemaMismatch, StoreBusy
 from graphrecall.index import index_dir
 from graphrecall.models import utcnow
-from graphrecall.store import schema
+from graphrecall.store import compact_swap, schema
 from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
 from graphrecall.store.known import KNOWN_TABLES, KnownIds
 from graphrecall.store.recovery import recover
@@ -120,6 +120,7 @@ class BucketDatabase:
     ) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        compact_swap.finish(path)  # a compaction a killed process left: its rewrite in place, or thrown away
         self.recovered_wal = recover(path)
         try:
             self._db = kuzu.Database(str(path), buffer_pool_size=buffer_pool_size, max_db_size=max_db_size)
@@ -316,7 +317,7 @@ class BucketDatabase:
     def _create_schema(self) -> None:
         with self.write_lock:
             # DDL runs in auto-commit mode (Kuzu does not allow it in one manual transaction).
-            for stmt in [*schema.node_tables(self.dim), *schema.REL_TABLES, schema.OWNS_REL]:
+            for stmt in schema.bucket_tables(self.dim):
                 _run(self.writer, stmt)
             _run(
                 self.writer,

@@ -63,6 +63,11 @@ description shares the scopes' table."""
 BUCKET_ROW = ".bucket"  # a user id never starts with a dot (``models.validate_identifier``)
 
 
+def scope_columns() -> list[str]:
+    """The ``Scope`` table's columns, ``key`` first, in their order."""
+    return [c.strip().split(" ")[0] for c in SCOPE_TABLE.split("(", 1)[1].rstrip(")").split(",")]
+
+
 def _columns(dim: int) -> dict[str, str]:
     """Each scope table's columns after its primary key, as in a database per scope (``legacy_node_tables``)."""
     vec = f"FLOAT[{dim}]"
@@ -115,6 +120,12 @@ def node_tables(dim: int) -> list[str]:
     return [SCOPE_TABLE] + [
         f"CREATE NODE TABLE {t}(key STRING PRIMARY KEY, {cols})" for t, cols in _columns(dim).items()
     ]
+
+
+def bucket_tables(dim: int) -> list[str]:
+    """Every statement that creates a bucket's tables (DDL runs in auto-commit mode: Kuzu allows none in a manual
+    transaction)."""
+    return [*node_tables(dim), *REL_TABLES, OWNS_REL]
 
 
 def legacy_node_tables(dim: int) -> list[str]:
@@ -243,3 +254,13 @@ def rel_props(table: str) -> list[str]:
 def rel_names() -> list[str]:
     """Every relationship table between a scope's rows."""
     return [stmt.removeprefix("CREATE REL TABLE ").split("(", 1)[0] for stmt in REL_TABLES]
+
+
+def edge_tables() -> list[tuple[str, str, str]]:
+    """(relationship table, from, to) for every pair of a bucket's relationship tables: those between a scope's rows,
+    then ``OWNS`` once per anchored table."""
+    out = []
+    for rel in rel_names():
+        src, dst = rel_ends(rel) or ("", "")
+        out.append((rel, src, dst))
+    return out + [("OWNS", "Scope", t) for t in ANCHORED]
