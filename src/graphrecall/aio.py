@@ -165,6 +165,7 @@ class AsyncMemory:
     retry_extraction = _threaded(Memory.retry_extraction)
     wait_for_extraction = _threaded(Memory.wait_for_extraction)
     add_fact = _threaded(Memory.add_fact)
+    feedback = _threaded(Memory.feedback)
     consolidate = _threaded(Memory.consolidate)
     maintain = _threaded(Memory.maintain)
     report = _threaded(Memory.report)

@@ -211,7 +211,9 @@ def fact_line(f: Any) -> str:
     until = f" until {minute(f.valid_to)}" if f.valid_to else ""
     mark = "" if f.current else f"  [superseded by {f.superseded_by}]"
     neg = " (not)" if f.polarity == "negative" else ""
-    return f"{f.id}  {when}{until}  {f.kind.value:<12} {f.text}{neg}{mark}"
+    key = f"  [key {f.key}]" if getattr(f, "key", None) else ""
+    disputed = "  [disputed]" if getattr(f, "disputed_at", None) else ""
+    return f"{f.id}  {when}{until}  {f.kind.value:<12} {f.text}{neg}{key}{disputed}{mark}"
 
 
 def _facts(scope: Scope, p: Any, facts: Any) -> None:
@@ -229,6 +231,14 @@ def _add_fact(scope: Scope, p: Any, r: Any) -> None:
     print(fact_line(r.fact))
     replaced = f"; replaces {r.superseded}" if r.superseded else ""
     print(f"({r.decision} by {r.decided_by}{replaced}: {r.reason})", file=sys.stderr)
+
+
+def _feedback(scope: Scope, p: Any, r: Any) -> None:
+    if r.kind == "fact":
+        state = "disputed" if r.disputed else f"reinforced ({r.reinforcement} observations)"
+        print(f"{r.id}  fact {state}")
+    else:
+        print(f"{r.id}  {r.kind} feedback {r.feedback:+d}")
 
 
 def _entities(scope: Scope, p: Any, found: Any) -> None:
@@ -340,6 +350,7 @@ RENDER: dict[str, Render] = {
     "history": _facts,
     "supersede": _supersede,
     "add_fact": _add_fact,
+    "feedback": _feedback,
     "consolidate": _consolidate,
     "entities": _entities,
     "events": _events,

@@ -11,6 +11,7 @@ a ``MemoryEvent`` after each change below; the HTTP server turns them into signe
 | ``extraction.done`` | a session's extraction was written | ``session_id``, ``facts_added``, ``facts_superseded``, ``events_added`` |
 | ``extraction.failed`` | a session's extraction failed | ``session_id``, ``retry_later`` (the model could not answer now) |
 | ``fact.superseded`` | a fact stopped being current: replaced by ``add_fact``, ``supersede`` or ``consolidate`` | ``fact_id``, ``superseded_by``, ``by`` |
+| ``feedback.given`` | ``feedback`` marked a fact, round or event useful or wrong | ``item_id``, ``kind``, ``useful`` |
 | ``memory.erased`` | ``erase`` removed part of a scope | counts per kind (``sessions``, ``messages``, ``facts``, ...) |
 | ``scope.erased`` | ``forget`` removed a whole scope | nothing more |
 
@@ -40,6 +41,7 @@ EventType = Literal[
     "extraction.done",
     "extraction.failed",
     "fact.superseded",
+    "feedback.given",
     "memory.erased",
     "scope.erased",
 ]

@@ -181,6 +181,7 @@ def graph_write(doc: ScopeExport, embedder: Embedder) -> fq.ExtractionWrite:
             entity_ids=list(f.entity_ids),
             vec=v,
             reinforcement=f.reinforcement,
+            key=f.key,
         )
         for f, v in zip(doc.facts, vecs[n_ent : n_ent + n_fact], strict=True)
     ]

@@ -37,6 +37,7 @@ from graphrecall.models import (
     ExtractionResult,
     Fact,
     FactKind,
+    FeedbackResult,
     Hit,
     HitKind,
     ImportResult,
@@ -343,11 +344,13 @@ class Memory:
 
     def add_fact(
         self, scope: ScopeLike, text: str, *, kind: FactKind | str = FactKind.other, entities: Sequence[str] | None = None,
-        valid_from: When = None, source: str | None = None,
+        valid_from: When = None, source: str | None = None, key: str | None = None,
     ) -> AddedFact:  # fmt: skip
         """Store a fact the application already knows, versioned like an extracted fact: by the LLM when one is
         configured, else only the same or a near-identical text of the same kind about the same entities
-        reinforces or replaces a stored fact (docs/months.md). ``source``: a session it comes from, or a label."""
+        reinforces or replaces a stored fact (docs/months.md). ``source``: a session it comes from, or a label.
+        ``key``: the application's name for what it states (``"preferred_language"``): the current fact of the
+        same kind and key is replaced by this one, deterministically, and stays in history."""
         s, p = self._check(ops.ADD_FACT, scope, locals())
         return self._s.knowledge.add_fact(s, p)
 
@@ -395,6 +398,16 @@ class Memory:
         """Mark ``old_id`` as superseded by ``new_id`` by hand; returns the updated old fact."""
         s, p = self._check(ops.SUPERSEDE, scope, locals())
         return self._s.knowledge.supersede(s, p)
+
+    def feedback(
+        self, scope: ScopeLike, item_id: str, *, useful: bool, note: str | None = None
+    ) -> FeedbackResult:
+        """Say that a hit (a round, fact or event id from ``search``/``context``) or a fact was useful or wrong.
+        A fact marked useful is reinforced (its salience rises) and any dispute lifted; marked wrong it is disputed:
+        kept, shown as such, left out of the profile until marked useful. A round or event keeps a net count that
+        ranking reads only with ``RetrievalConfig.feedback_weight`` > 0 (off: docs/months.md "Feedback")."""
+        s, p = self._check(ops.FEEDBACK, scope, locals())
+        return self._s.knowledge.feedback(s, p)
 
     def facts(
         self, scope: ScopeLike, *, as_of: When = None, include_superseded: bool = False, limit: int = 100,

@@ -272,6 +272,17 @@ class Fact(BaseModel):
         description="how many times the fact was observed: said again (extraction), added again (add_fact) or "
         "merged from duplicates (consolidate); with last_seen it feeds the salience score",
     )
+    key: str | None = Field(
+        default=None,
+        description="the application's key, for a fact added with one (add_fact key=...): the next fact of the same "
+        "kind and key replaces it",
+    )
+    disputed_at: UtcDateTime | None = Field(
+        default=None,
+        description="when feedback said the fact is wrong (feedback useful=false); a disputed fact is left out of "
+        "the profile until feedback marks it useful",
+    )
+    dispute_note: str | None = None
 
     @property
     def current(self) -> bool:
@@ -304,18 +315,32 @@ class Entity(BaseModel):
 VersionDecision = Literal["NEW", "DUPLICATE", "UPDATE", "CONTRADICT"]
 
 
+class FeedbackResult(BaseModel):
+    """What ``Memory.feedback`` recorded. ``kind``: what the id named. For a fact: its ``reinforcement`` and
+    whether it is now ``disputed``; for a round or an event: its net ``feedback`` count (useful minus wrong), which
+    ranking reads only with ``RetrievalConfig.feedback_weight`` above 0."""
+
+    id: str
+    kind: Literal["fact", "round", "event"]
+    useful: bool
+    reinforcement: int | None = None
+    disputed: bool = False
+    feedback: int | None = None
+
+
 class AddedFact(BaseModel):
     """What ``Memory.add_fact`` did with a fact the application already knew.
 
     ``decision``: NEW (stored), DUPLICATE (not stored again: ``fact`` is the stored one, reinforced), UPDATE or
     CONTRADICT (stored; ``superseded`` names the fact it replaced, which keeps its row with ``valid_to``).
     ``decided_by``: ``llm`` (the extractor's versioning call), ``rule`` (no LLM needed: no candidate, the same
-    text, or a near-identical one) or ``default`` (the LLM gave no usable answer: NEW)."""
+    text, or a near-identical one), ``key`` (added with a key: the current fact of that kind and key, if any, is
+    replaced, or reinforced by the same text) or ``default`` (the LLM gave no usable answer: NEW)."""
 
     fact: Fact
     decision: VersionDecision
     superseded: str | None = None
-    decided_by: Literal["llm", "rule", "default"]
+    decided_by: Literal["llm", "rule", "key", "default"]
     reason: str = ""
 
 
@@ -847,6 +872,26 @@ class MaintenanceRun(BaseModel):
     cost_usd: float = 0.0
 
 
+class Compaction(BaseModel):
+    """The bucket that holds a scope's rows (one Kuzu file, shared with other scopes of its organisation) as
+    maintenance found it, and whether it was rewritten into a fresh file to give its free space back
+    (docs/architecture.md "Storage: buckets")."""
+
+    bucket: str = Field(description="the bucket's file, relative to the store root")
+    bytes: int = Field(description="the file's size when measured")
+    free_bytes: int = Field(
+        description="what a rewrite gives back, at least (measured from Kuzu's own accounting)"
+    )
+    free_fraction: float = Field(description="free_bytes / bytes")
+    bound: float = Field(
+        description="the free fraction from which it is compacted (GRAPHRECALL_COMPACT_FREE_FRACTION)"
+    )
+    compacted: bool
+    reason: str
+    bytes_after: int | None = Field(default=None, description="the file's size after the rewrite")
+    seconds: float | None = Field(default=None, description="how long the rewrite held the bucket's requests")
+
+
 class Maintenance(BaseModel):
     """What ``Memory.maintain`` did to a scope, or why it did nothing (``reason``)."""
 
@@ -856,6 +901,11 @@ class Maintenance(BaseModel):
     reason: str
     run: MaintenanceRun | None = None
     consolidation: Consolidation | None = None
+    compaction: Compaction | None = Field(
+        default=None,
+        description="the bucket holding the scope's rows: its free space and whether it was compacted (whether or "
+        "not the scope itself was due); absent when the scope has no bucket yet",
+    )
 
 
 class GrowthPoint(BaseModel):

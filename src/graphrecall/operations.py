@@ -44,6 +44,7 @@ from graphrecall.models import (
     Erasure,
     ExtractionQueue,
     Fact,
+    FeedbackResult,
     IngestResult,
     Maintenance,
     MemoryGraph,
@@ -482,6 +483,23 @@ SUPERSEDE = Operation(
     ),
     cli=Cli("supersede", "mark a fact as replaced by another (history keeps both)"),
 )
+FEEDBACK = Operation(
+    "feedback",
+    P.FeedbackParams,
+    "FeedbackResult",
+    FeedbackResult,
+    errors=(*WRITES, NotFound),
+    unknown_scope="not_found",
+    http=Http("POST", "/feedback", "Say that a hit or a fact was useful or wrong", "facts"),
+    mcp=Mcp(
+        "memory_feedback",
+        "Tell memory whether something it returned was right. Call it with useful=true when a hit or fact from "
+        "memory_search/memory_context helped answer, and useful=false when the user corrects it or it proved wrong "
+        "(a wrong fact is marked disputed and leaves the profile until confirmed). Pass the hit's id.",
+        idempotent=False,
+    ),
+    cli=Cli("feedback", "mark a hit or fact useful (true) or wrong (false): graphrecall feedback ID true"),
+)
 ADD_FACT = Operation(
     "add_fact",
     P.AddFactParams,
@@ -672,7 +690,7 @@ OPERATIONS: dict[str, Operation[Any]] = {
         ADD_SESSION, ADD_MESSAGES, ADD_SESSIONS, IMPORT_SESSIONS, SEARCH, CONTEXT, PROFILE, ANSWER, STATS,
         SESSIONS, GET_SESSION, EXPORT_SESSIONS, EXPORT_SCOPE, IMPORT_SCOPE, FORGET, ERASE, BACKFILL_PASSAGES,
         SCOPES, STORED, EXTRACT, EXTRACTION_JOBS, RETRY_EXTRACTION, WAIT_FOR_EXTRACTION, FLUSH, FACTS, HISTORY,
-        SUPERSEDE, ADD_FACT, CONSOLIDATE, ENTITIES, EVENTS, MAINTAIN, REPORT, DATASET, LIST_SCOPES, GRAPH,
+        SUPERSEDE, FEEDBACK, ADD_FACT, CONSOLIDATE, ENTITIES, EVENTS, MAINTAIN, REPORT, DATASET, LIST_SCOPES, GRAPH,
         EXTRACTION_QUEUE,
     )
 }  # fmt: skip

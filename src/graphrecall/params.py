@@ -509,6 +509,19 @@ class SupersedeParams(Params):
     )
 
 
+class FeedbackParams(Params):
+    """``feedback``: say that a hit (a round, fact or event id from a search) was useful or wrong."""
+
+    item_id: IdArg = Field(
+        description="the id of a hit from search or context (a round, fact or event), or a fact's"
+    )
+    useful: bool = Field(
+        description="true: it helped (a fact is reinforced and any dispute lifted); false: it was wrong or "
+        "irrelevant (a fact is marked disputed and leaves the profile until marked useful)"
+    )
+    note: str | None = Field(default=None, max_length=500, description="why, kept with a disputed fact")
+
+
 class EventsParams(Params):
     """``events``: extracted events in time order (events without a time last)."""
 
@@ -555,6 +568,13 @@ class AddFactParams(Params):
         default=None,
         description="a session of this user it comes from (its date is when it was said) or a label such as "
         "'crm' (said now); omitted = 'app'",
+    )
+    key: Text | None = Field(
+        default=None,
+        max_length=200,
+        description="the application's name for what the fact states ('preferred_language', a settings field, a CRM "
+        "column): the current fact of the same kind and key is replaced by this one, by that rule alone (no LLM, no "
+        "similarity), and stays in history; the same text again reinforces it",
     )
 
 

@@ -215,6 +215,9 @@ class ScopeRecall:
             if view is not self:
                 origin.update({x.id: view.scope for x in f})
                 origin.update({x.id: view.scope for x, _ in e})
+        # a fact disputed by feedback (and not confirmed since) by the profile's moment is left out: the profile
+        # is what an assistant is told to take as true (store.feedback)
+        facts = [f for f in facts if f.disputed_at is None or f.disputed_at > as_of]
         profile = build_profile(self.scope, as_of, facts, mentions, events, token_budget)
         if not origin:
             return profile

@@ -29,6 +29,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "history": {"fact_id": "f1"},
     "supersede": {"old_id": "f1", "new_id": "f2"},
     "add_fact": {"text": "The user likes tea."},
+    "feedback": {"item_id": "f1", "useful": False},
     "erase": {"session_ids": ["s1"], "dry_run": True},
 }
 

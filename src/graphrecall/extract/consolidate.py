@@ -159,6 +159,7 @@ class Consolidator:
             f
             for f in fq.list_facts(db, as_of=None, include_superseded=False, limit=ALL, offset=0)
             if not f.id.startswith(fq.SUMMARY_PREFIX)
+            and f.key is None  # a keyed fact changes only by its key
         ]
         vectors = cq.current_fact_vectors(db)
         facts = [f for f in facts if f.id in vectors]

@@ -8,7 +8,10 @@ written by the same ``store.facts.write_extraction`` in one transaction. Version
 - with an LLM, exactly extraction's path (``Extractor.version_facts``: candidates, the same-text rule, one
   ``version_fact`` call);
 - without one, ``versioning.same_fact_rule``: the same text (DUPLICATE) or a near-identical one (UPDATE) on a
-  current fact of the same kind about the same entities; everything else is NEW.
+  current fact of the same kind about the same entities; everything else is NEW;
+- with a key (``add_fact(key=...)``), by the key alone, LLM or not (``keyed_verdict``): the current fact of the same
+  kind and key is replaced (UPDATE), or reinforced by the same text (DUPLICATE). Keyed facts version only against
+  keyed facts: an application that names its fields wants the same answer every time.
 
 Entities are resolved without an LLM in both cases (exact names and aliases, then embedding similarity above
 ``entity_auto``, else a new entity of type ``thing``): an application names entities deliberately.
@@ -25,7 +28,7 @@ from graphrecall.embed.profile import profile_of
 from graphrecall.extract.entities import EntityResolver
 from graphrecall.extract.extractor import ExtractionConfig, Extractor
 from graphrecall.extract.versioning import Verdict, apply_verdicts, same_fact_rule
-from graphrecall.names import is_user
+from graphrecall.names import is_user, normalize_name
 from graphrecall.store import facts as fq
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.text import index_terms
@@ -42,6 +45,7 @@ class KnownFact:
     session_id: str
     valid_from: datetime | None = None
     entities: list[str] = field(default_factory=list)
+    key: str | None = None
 
 
 @dataclass
@@ -90,8 +94,12 @@ def plan_known_fact(
         message_ids=[],
         entity_ids=list(dict.fromkeys(entity_ids)),
         vec=vecs[0],
+        key=fact.key,
     )
-    if extractor is not None:
+    if fact.key is not None:
+        verdict = keyed_verdict(fact.text, fq.current_fact_with_key(db, fact.kind, fact.key, row.vec))
+        apply_verdicts([row], [verdict], fact.recorded_at, write)
+    elif extractor is not None:
         (verdict,) = extractor.version_facts(db, [row], fact.recorded_at, write)
     else:
         candidates = fq.current_facts_of_kind(db, fact.kind, row.vec)
@@ -103,3 +111,13 @@ def plan_known_fact(
         )
         apply_verdicts([row], [verdict], fact.recorded_at, write)
     return KnownFactPlan(write, row, verdict)
+
+
+def keyed_verdict(text: str, current: fq.Candidate | None) -> Verdict:
+    """A fact added with a key: the application has said which stored fact it replaces, so neither the LLM nor
+    similarity decides (two values of one settings field can read alike or not at all)."""
+    if current is None:
+        return Verdict("NEW", by="key", reason="no current fact with this key")
+    if normalize_name(current.text) == normalize_name(text):
+        return Verdict("DUPLICATE", current, by="key", reason="the same text under the same key")
+    return Verdict("UPDATE", current, by="key", reason="a new value for the same key")

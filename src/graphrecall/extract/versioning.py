@@ -37,7 +37,7 @@ class Verdict:
     decision: Decision
     target: Candidate | None = None
     reason: str = ""
-    by: str = "llm"  # llm | rule | default
+    by: str = "llm"  # llm | rule | key (add_fact with a key) | default
 
 
 # ask(rendered new_facts block) -> VersionDecisions; raises on LLM failure.

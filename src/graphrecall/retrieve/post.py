@@ -1,5 +1,5 @@
-"""What happens to the fused candidates, in order (``POST_FUSION``): the time boost, the rows of the head (and the
-cutoff), the reranker, newer restatements first.
+"""What happens to the fused candidates, in order (``POST_FUSION``): the time boost, feedback (off by default), the
+rows of the head (and the cutoff), the reranker, newer restatements first.
 
 Each stage says when it runs; ``HybridRetriever.search`` runs them in this order and times the ones named
 ``timed``. The time boost and a probability reranker add to fused scores in one unit, what first place in one list
@@ -16,6 +16,7 @@ from graphrecall.config import RetrievalConfig
 from graphrecall.retrieve import fusion
 from graphrecall.retrieve.state import SearchState
 from graphrecall.retrieve.updates import above_background, newer_first
+from graphrecall.store.feedback import round_feedback
 
 
 def rank1_unit(cfg: RetrievalConfig) -> float:
@@ -52,6 +53,23 @@ class TimeBoost(Stage):
         for rid in s.in_range_ids():
             if rid in s.fused:
                 s.fused[rid] += boost
+
+
+class FeedbackBoost(Stage):
+    """Fused candidates that feedback marked useful gain ``feedback_weight`` rank-1 units, those marked wrong lose
+    as many (the net count's sign: one click is as good as ten, so a round cannot be voted to the top of every
+    search). Reads the scope's rounds that have feedback (``store.feedback``) only when the weight is on."""
+
+    name = "feedback"
+
+    def wanted(self, s: SearchState) -> bool:
+        return s.config.feedback_weight > 0
+
+    def __call__(self, s: SearchState) -> None:
+        unit = s.config.feedback_weight * rank1_unit(s.config)
+        for rid, net in round_feedback(s.db).items():
+            if rid in s.fused:
+                s.fused[rid] += unit if net > 0 else -unit
 
 
 class Head(Stage):
@@ -143,5 +161,5 @@ class NewerRestatements(Stage):
         )
 
 
-POST_FUSION: tuple[Stage, ...] = (TimeBoost(), Head(), Rerank(), NewerRestatements())
+POST_FUSION: tuple[Stage, ...] = (TimeBoost(), FeedbackBoost(), Head(), Rerank(), NewerRestatements())
 """The stages after fusion, in the order they run."""

@@ -36,6 +36,7 @@ from graphrecall.models import (
     ExtractionResult,
     Fact,
     FactKind,
+    FeedbackResult,
     IngestResult,
     Scope,
     utcnow,
@@ -46,11 +47,13 @@ from graphrecall.params import (
     EventsParams,
     ExtractParams,
     FactsParams,
+    FeedbackParams,
     SupersedeParams,
 )
 from graphrecall.services.access import ScopeAccess
 from graphrecall.services.paging import past_the_end
 from graphrecall.store import facts as fq
+from graphrecall.store import feedback as feedback_store
 
 Progress = Callable[[int, int], None]
 
@@ -260,6 +263,7 @@ class KnowledgeService:
                 session_id=p.source or "app",
                 valid_from=p.valid_from,
                 entities=list(p.entities or []),
+                key=" ".join(p.key.split()) if p.key is not None else None,
             )
             plan = plan_known_fact(db, self.embedder, known, self.extraction, extractor=extractor)
             with db.write() as txn:
@@ -274,7 +278,13 @@ class KnowledgeService:
             fact=fact,
             decision=v.decision,
             superseded=replaced if v.decision in ("UPDATE", "CONTRADICT") else None,
-            decided_by="llm" if v.by == "llm" else "rule" if v.by == "rule" else "default",
+            decided_by="llm"
+            if v.by == "llm"
+            else "rule"
+            if v.by == "rule"
+            else "key"
+            if v.by == "key"
+            else "default",
             reason=v.reason,
         )
 
@@ -340,6 +350,32 @@ class KnowledgeService:
             replaced = fq.get_facts(db, [p.old_id])[p.old_id]
         self.hub.emit("fact.superseded", scope, fact_id=p.old_id, superseded_by=p.new_id, by="supersede")
         return replaced
+
+    def feedback(self, scope: Scope, p: FeedbackParams) -> FeedbackResult:
+        """A fact: reinforced and confirmed (useful) or disputed (wrong); a round or an event: its net count moved
+        by one (``store.feedback``). The log is flushed first: a hit may be a round not yet in Kuzu."""
+        now = utcnow()
+        with self.access.flushed(scope) as db, self.access.knowledge(scope):
+            found = feedback_store.find(db, p.item_id)
+            if found is None:
+                raise NotFound(
+                    f"no fact, round or event {p.item_id!r} in scope {scope} (pass a hit's id from search or "
+                    "context, or a fact's)"
+                )
+            with db.write() as txn:
+                if found.kind == "fact":
+                    feedback_store.on_fact(txn, found.id, useful=p.useful, note=p.note, now=now)
+                    count = None
+                else:
+                    count = feedback_store.on_row(txn, found.kind, found.id, useful=p.useful)
+            if found.kind == "fact":
+                reinforcement, disputed = feedback_store.fact_state(db, found.id)
+                result = FeedbackResult(id=found.id, kind="fact", useful=p.useful, reinforcement=reinforcement,
+                                        disputed=disputed is not None)  # fmt: skip
+            else:
+                result = FeedbackResult(id=found.id, kind=found.kind, useful=p.useful, feedback=count)
+        self.hub.emit("feedback.given", scope, item_id=found.id, kind=found.kind, useful=p.useful)
+        return result
 
     # -- reads -------------------------------------------------------------------------------------------------
     def facts(self, scope: Scope, p: FactsParams) -> list[Fact]:

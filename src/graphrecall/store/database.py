@@ -49,7 +49,7 @@ from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.errors import SchemaMismatch, StoreBusy
 from graphrecall.index import index_dir
 from graphrecall.models import utcnow
-from graphrecall.store import schema
+from graphrecall.store import compact_swap, schema
 from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
 from graphrecall.store.known import KNOWN_TABLES, KnownIds
 from graphrecall.store.recovery import recover
@@ -120,6 +120,7 @@ class BucketDatabase:
     ) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        compact_swap.finish(path)  # a compaction a killed process left: its rewrite in place, or thrown away
         self.recovered_wal = recover(path)
         try:
             self._db = kuzu.Database(str(path), buffer_pool_size=buffer_pool_size, max_db_size=max_db_size)
@@ -327,7 +328,7 @@ class BucketDatabase:
     def _create_schema(self) -> None:
         with self.write_lock:
             # DDL runs in auto-commit mode (Kuzu does not allow it in one manual transaction).
-            for stmt in [*schema.node_tables(self.dim), *schema.REL_TABLES, schema.OWNS_REL]:
+            for stmt in schema.bucket_tables(self.dim):
                 _run(self.writer, stmt)
             _run(
                 self.writer,
@@ -683,12 +684,15 @@ class WriteTxn:
             return
         ends = schema.rel_ends(table)
         index_only = [c for c in schema.INDEX_ONLY.get(table, ()) if c in data.column_names]
-        keyed = _keyed(data.drop_columns(index_only), self.scope.prefix, ends is not None)
+        keyed = _keyed(
+            _unset_as_null(table, data.drop_columns(index_only)), self.scope.prefix, ends is not None
+        )
         if ends is not None:
             insert_edges(self._conn, table, keyed)
             self.created = True
         elif table in schema.ANCHORED or (self.create_small and data.num_rows <= CREATE_MAX_ROWS):
-            insert_rows(self._conn, table, keyed, self.scope.user_id)
+            if insert_rows(self._conn, table, keyed, self.scope.user_id):
+                self.copied = True
             self.created = True
         else:
             # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
@@ -699,6 +703,25 @@ class WriteTxn:
             self.changes.append(Change(table, added=data))
         if table in KNOWN_TABLES:
             self.ids_added.setdefault(table, []).extend(data.column("id").to_pylist())
+
+
+_ARROW_TYPES = {"STRING": "string", "INT64": "int64", "TIMESTAMP": "timestamp"}
+
+
+def _unset_as_null(table: str, data: Any) -> Any:
+    """``data`` with the columns that writers of earlier code did not know and do not set
+    (``schema.NEW_IN_BUCKETS``, the table's last columns) appended as NULL, so every ``COPY`` and ``CREATE`` names
+    the table's full row; a column the writer set is kept."""
+    import pyarrow as pa
+
+    for name in schema.NEW_IN_BUCKETS.get(table, ()):
+        if name not in data.column_names:
+            kind = _ARROW_TYPES[schema.NEW_COLUMN_TYPES[name]]
+            arrow_type = (
+                pa.timestamp("us") if kind == "timestamp" else getattr(pa, kind)()
+            )  # as store.arrow.TS
+            data = data.append_column(name, pa.nulls(data.num_rows, arrow_type))
+    return data
 
 
 def _keyed(data: Any, prefix: str, edges: bool) -> Any:
@@ -712,9 +735,28 @@ def _keyed(data: Any, prefix: str, edges: bool) -> Any:
     return keyed.set_column(1, "to", pa.array([prefix + i for i in data.column("to").to_pylist()]))
 
 
-def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> None:
+ANCHORED_COPY_FROM = 2_000
+"""Rows of an anchored table from which ``insert_rows`` uses ``COPY`` (then one ``OWNS`` edge per row): Kuzu 0.11.3
+keeps the rows of ``CREATE`` statements in the transaction's memory, and an import of 10,000 entities, 20,000
+facts and 2,000 events in one transaction filled a 256 MiB buffer pool at commit ("Unable to allocate memory"),
+while the same rows by ``COPY`` committed (benchmarks/perf/entities.py). Below it ``CREATE`` is cheaper: a ``COPY``
+makes its commit checkpoint."""
+
+
+def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> bool:
     """``CREATE`` keyed rows of a scope table, ``CREATE_CHUNK`` per statement; a row of an anchored table with
-    its ``OWNS`` edge from the scope's ``Scope`` node (``user_id``), in the same statement."""
+    its ``OWNS`` edge from the scope's ``Scope`` node (``user_id``), in the same statement; from
+    ``ANCHORED_COPY_FROM`` rows of an anchored table, a ``COPY`` of the rows and then their ``OWNS`` edges one by one
+    (never a ``COPY`` of edges: ``WriteTxn.copy``). Returns whether it ran a ``COPY``."""
+    if table in schema.ANCHORED and keyed.num_rows >= ANCHORED_COPY_FROM:
+        frame = keyed  # noqa: F841  (COPY reads it by name)
+        _drain(conn.execute(f"COPY {table} FROM frame"))
+        owns = conn.prepare(
+            f"MATCH (sc:Scope {{key: $scope}}), (n:{table} {{key: $k}}) CREATE (sc)-[:OWNS]->(n)"
+        )
+        for k in keyed.column("key").to_pylist():
+            _drain(conn.execute(owns, {"scope": user_id, "k": k}))
+        return True
     props = ", ".join(f"{c}: {_typed(f'r.{c}', keyed.schema.field(c).type)}" for c in keyed.column_names)
     if table in schema.ANCHORED:  # starts from the Scope node (a key lookup)
         stmt = (
@@ -725,6 +767,7 @@ def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> 
     for start in range(0, keyed.num_rows, CREATE_CHUNK):
         rows = keyed.slice(start, CREATE_CHUNK).to_pylist()
         _run(conn, stmt, {"rows": rows, "scope": user_id} if table in schema.ANCHORED else {"rows": rows})
+    return False
 
 
 def insert_edges(conn: kuzu.Connection, table: str, keyed: Any) -> None:

@@ -231,7 +231,8 @@ def write_legacy(path: Path, source: Any, *, embedder_id: str, dim: int, marks: 
             },
         )
         for table in schema.SCOPE_TABLES:
-            columns = ", ".join(f"n.{c} AS {c}" for c in schema.column_names(table))
+            new = schema.NEW_IN_BUCKETS.get(table, ())
+            columns = ", ".join(f"n.{c} AS {c}" for c in schema.column_names(table) if c not in new)
             frame = source.arrow(f"{source.nodes(table)} RETURN {columns}")
             for c in frame.column_names:  # a bucket's half-precision vectors, as float32 (``store.vectors``)
                 if is_half(table, c) and frame.num_rows:

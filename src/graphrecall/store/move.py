@@ -37,6 +37,10 @@ class Source(Protocol):
         """The ``MATCH`` clause that binds the scope's rows of ``table`` to ``alias`` (a pattern may follow)."""
         ...
 
+    def column(self, table: str, name: str, alias: str = "n") -> str:
+        """The ``RETURN`` item of column ``name`` of ``table`` (a constant for a column the source lacks)."""
+        ...
+
 
 class LegacySource:
     """A database per scope: every row is the scope's."""
@@ -49,6 +53,11 @@ class LegacySource:
 
     def nodes(self, table: str, alias: str = "n") -> str:
         return f"MATCH ({alias}:{table})"
+
+    def column(self, table: str, name: str, alias: str = "n") -> str:
+        if name in schema.NEW_IN_BUCKETS.get(table, ()):
+            return f"CAST(NULL AS {schema.NEW_COLUMN_TYPES[name]}) AS {name}"  # not in a schema-5 table
+        return f"{alias}.{name} AS {name}"
 
 
 class BucketSource:
@@ -70,6 +79,9 @@ class BucketSource:
 
     def nodes(self, table: str, alias: str = "n") -> str:
         return f"{schema.MATCH_SCOPE}MATCH {schema.owned(alias, table)}"
+
+    def column(self, table: str, name: str, alias: str = "n") -> str:
+        return f"{alias}.{name} AS {name}"
 
 
 def _pages(source: Source, table: str, columns: str) -> Iterator[pa.Table]:
@@ -99,7 +111,7 @@ def copy_rows(bucket: BucketDatabase, user_id: str, prefix: str, source: Source)
     copied = 0
     for table in schema.SCOPE_TABLES:
         names = schema.column_names(table)
-        columns = ", ".join(f"n.{c} AS {c}" for c in names)
+        columns = ", ".join(source.column(table, c) for c in names)
         for page in _pages(source, table, columns):
             if page.num_rows == 0:
                 continue

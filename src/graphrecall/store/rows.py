@@ -124,6 +124,9 @@ class FactRow:
     entity_ids: list[str]
     vec: Vectors
     reinforcement: int = 1  # observations so far: 1 for a new fact, the exported count on import
+    key: str | None = (
+        None  # the application's key (``add_fact(key=...)``): the next fact with it replaces this one
+    )
 
 
 @dataclass

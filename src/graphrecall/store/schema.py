@@ -70,11 +70,16 @@ description shares the scopes' table."""
 BUCKET_ROW = ".bucket"  # a user id never starts with a dot (``models.validate_identifier``)
 
 
+def scope_columns() -> list[str]:
+    """The ``Scope`` table's columns, ``key`` first, in their order."""
+    return [c.strip().split(" ")[0] for c in SCOPE_TABLE.split("(", 1)[1].rstrip(")").split(",")]
+
+
 def _columns(dim: int, *, legacy: bool = False) -> dict[str, str]:
     """Each scope table's columns after its primary key. ``legacy``: as in a database per scope (schema 5,
-    ``legacy_node_tables``), where every vector is ``FLOAT[dim]`` and a round keeps its text and user text; a
-    bucket keeps the vectors of rounds and passages in half precision (``store.vectors``) and a round's texts only
-    in its messages (``store.rounds``)."""
+    ``legacy_node_tables``, less ``NEW_IN_BUCKETS``), where every vector is ``FLOAT[dim]`` and a round keeps its
+    text and user text; a bucket keeps the vectors of rounds and passages in half precision (``store.vectors``) and
+    a round's texts only in its messages (``store.rounds``)."""
     vec = f"FLOAT[{dim}]"
     half = vec if legacy else f"INT16[{dim}]"
     texts = (
@@ -84,15 +89,34 @@ def _columns(dim: int, *, legacy: bool = False) -> dict[str, str]:
         "Session": "id STRING, started_at TIMESTAMP, extract_status STRING, extract_error STRING, updated_at TIMESTAMP",
         "Message": "id STRING, session_id STRING, idx INT64, role STRING, text STRING, at TIMESTAMP, lang STRING",
         "Round": f"id STRING, session_id STRING, idx INT64, {texts}terms STRING, at TIMESTAMP,"
-        f" message_ids STRING[], embedding {half}, reply_embedding {half}",
+        f" message_ids STRING[], embedding {half}, reply_embedding {half}, feedback INT64",
         "Fact": "id STRING, text STRING, terms STRING, kind STRING, polarity STRING, confidence DOUBLE,"
         " valid_from TIMESTAMP, valid_to TIMESTAMP, recorded_at TIMESTAMP, expired_at TIMESTAMP,"
-        f" last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}, reinforcement INT64",
+        f" last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}, reinforcement INT64,"
+        " fact_key STRING, disputed_at TIMESTAMP, dispute_note STRING",
         "Event": "id STRING, subject STRING, verb STRING, object STRING, text STRING, terms STRING,"
-        f" time_start TIMESTAMP, time_end TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}",
+        f" time_start TIMESTAMP, time_end TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec},"
+        " feedback INT64",
         "Entity": f"id STRING, name STRING, norm STRING, type STRING, aliases STRING[], embedding {vec}",
         "Passage": f"id STRING, round_id STRING, idx INT64, embedding {half}",
     }
+
+
+NEW_IN_BUCKETS: dict[str, tuple[str, ...]] = {
+    "Round": ("feedback",),
+    "Fact": ("fact_key", "disputed_at", "dispute_note"),
+    "Event": ("feedback",),
+}
+"""Columns a database per scope (schema 5, ``legacy_node_tables``) did not have: a move from one reads them as NULL
+(``store.move``, with ``NEW_COLUMN_TYPES``). ``Fact.fact_key``: the application's key of a fact added with one
+(``add_fact(key=...)``); ``disputed_at``/``dispute_note`` and ``feedback`` (a round's or an event's net count of
+useful minus wrong): what ``Memory.feedback`` records (``store.feedback``)."""
+NEW_COLUMN_TYPES = {
+    "fact_key": "STRING",
+    "dispute_note": "STRING",
+    "disputed_at": "TIMESTAMP",
+    "feedback": "INT64",
+}
 
 
 INDEX_ONLY: dict[str, tuple[str, ...]] = {"Round": ("text", "user_text")}
@@ -111,8 +135,9 @@ HALF_VECTORS: frozenset[tuple[str, str]] = frozenset(
 
 def column_names(table: str, *, legacy: bool = False) -> list[str]:
     """A scope table's columns after ``key`` (``id`` first), in their order; ``legacy``: in a database per scope
-    (schema 5)."""
-    return [c.strip().split(" ")[0] for c in _columns(1, legacy=legacy)[table].split(",")]
+    (schema 5: ``NEW_IN_BUCKETS`` left out)."""
+    names = [c.strip().split(" ")[0] for c in _columns(1, legacy=legacy)[table].split(",")]
+    return [n for n in names if n not in NEW_IN_BUCKETS.get(table, ())] if legacy else names
 
 
 SCOPE_TABLES: tuple[str, ...] = ("Session", "Message", "Round", "Passage", "Fact", "Event", "Entity")
@@ -127,15 +152,25 @@ def node_tables(dim: int) -> list[str]:
     ]
 
 
+def bucket_tables(dim: int) -> list[str]:
+    """Every statement that creates a bucket's tables (DDL runs in auto-commit mode: Kuzu allows none in a manual
+    transaction)."""
+    return [*node_tables(dim), *REL_TABLES, OWNS_REL]
+
+
 def legacy_node_tables(dim: int) -> list[str]:
     """A database per scope (schema 5, ``store.legacy``): the same tables keyed by ``id``, and ``Meta``."""
     return [
         "CREATE NODE TABLE Meta(key STRING PRIMARY KEY, schema_version INT64, embedder_id STRING, dim INT64,"
         " created_at TIMESTAMP, index_marks STRING)"
     ] + [
-        f"CREATE NODE TABLE {t}({cols.replace('id STRING', 'id STRING PRIMARY KEY', 1)})"
+        f"CREATE NODE TABLE {t}({_without(cols, NEW_IN_BUCKETS.get(t, ())).replace('id STRING', 'id STRING PRIMARY KEY', 1)})"
         for t, cols in _columns(dim, legacy=True).items()
     ]
+
+
+def _without(columns: str, names: tuple[str, ...]) -> str:
+    return ",".join(c for c in columns.split(",") if c.strip().split(" ")[0] not in names)
 
 
 PASSAGE_TABLE = "CREATE NODE TABLE Passage(id STRING PRIMARY KEY, round_id STRING, idx INT64, embedding {vec})"  # schema 3 -> 4 of a database per scope (``store.legacy``)
@@ -262,3 +297,13 @@ def rel_props(table: str) -> list[str]:
 def rel_names() -> list[str]:
     """Every relationship table between a scope's rows."""
     return [stmt.removeprefix("CREATE REL TABLE ").split("(", 1)[0] for stmt in REL_TABLES]
+
+
+def edge_tables() -> list[tuple[str, str, str]]:
+    """(relationship table, from, to) for every pair of a bucket's relationship tables: those between a scope's rows,
+    then ``OWNS`` once per anchored table."""
+    out = []
+    for rel in rel_names():
+        src, dst = rel_ends(rel) or ("", "")
+        out.append((rel, src, dst))
+    return out + [("OWNS", "Scope", t) for t in ANCHORED]

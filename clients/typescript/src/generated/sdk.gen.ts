@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { AddFactData, AddFactErrors, AddFactResponses, AddMessagesData, AddMessagesErrors, AddMessagesResponses, AddSessionData, AddSessionErrors, AddSessionResponses, AnswerData, AnswerErrors, AnswerResponses, ConsolidateData, ConsolidateErrors, ConsolidateResponses, ContextData, ContextErrors, ContextResponses, DatasetData, DatasetErrors, DatasetResponses, EntitiesData, EntitiesErrors, EntitiesResponses, EraseData, EraseErrors, EraseResponses, EventsData, EventsErrors, EventsResponses, ExportSessionsData, ExportSessionsErrors, ExportSessionsResponses, ExtractionJobsData, ExtractionJobsErrors, ExtractionJobsResponses, FactHistoryData, FactHistoryErrors, FactHistoryResponses, FactsData, FactsErrors, FactsResponses, ForgetData, ForgetErrors, ForgetResponses, GetSessionData, GetSessionErrors, GetSessionResponses, GraphData, GraphErrors, GraphResponses, HealthzData, HealthzResponses, ImportSessionsData, ImportSessionsErrors, ImportSessionsResponses, ListOrgsData, ListOrgsResponses, ListScopesData, ListScopesErrors, ListScopesResponses, ListSessionsData, ListSessionsErrors, ListSessionsResponses, MaintainData, MaintainErrors, MaintainResponses, MetricsData, MetricsErrors, MetricsResponses, ProfileData, ProfileErrors, ProfileResponses, ReadyzData, ReadyzErrors, ReadyzResponses, ReportData, ReportErrors, ReportResponses, RetryExtractionData, RetryExtractionErrors, RetryExtractionResponses, SearchData, SearchErrors, SearchResponses, StatsData, StatsErrors, StatsResponses, SupersedeFactData, SupersedeFactErrors, SupersedeFactResponses } from './types.gen.js';
+import type { AddFactData, AddFactErrors, AddFactResponses, AddMessagesData, AddMessagesErrors, AddMessagesResponses, AddSessionData, AddSessionErrors, AddSessionResponses, AnswerData, AnswerErrors, AnswerResponses, ConsolidateData, ConsolidateErrors, ConsolidateResponses, ContextData, ContextErrors, ContextResponses, DatasetData, DatasetErrors, DatasetResponses, EntitiesData, EntitiesErrors, EntitiesResponses, EraseData, EraseErrors, EraseResponses, EventsData, EventsErrors, EventsResponses, ExportSessionsData, ExportSessionsErrors, ExportSessionsResponses, ExtractionJobsData, ExtractionJobsErrors, ExtractionJobsResponses, FactHistoryData, FactHistoryErrors, FactHistoryResponses, FactsData, FactsErrors, FactsResponses, FeedbackData, FeedbackErrors, FeedbackResponses, ForgetData, ForgetErrors, ForgetResponses, GetSessionData, GetSessionErrors, GetSessionResponses, GraphData, GraphErrors, GraphResponses, HealthzData, HealthzResponses, ImportSessionsData, ImportSessionsErrors, ImportSessionsResponses, ListOrgsData, ListOrgsResponses, ListScopesData, ListScopesErrors, ListScopesResponses, ListSessionsData, ListSessionsErrors, ListSessionsResponses, MaintainData, MaintainErrors, MaintainResponses, MetricsData, MetricsErrors, MetricsResponses, ProfileData, ProfileErrors, ProfileResponses, ReadyzData, ReadyzErrors, ReadyzResponses, ReportData, ReportErrors, ReportResponses, RetryExtractionData, RetryExtractionErrors, RetryExtractionResponses, SearchData, SearchErrors, SearchResponses, StatsData, StatsErrors, StatsResponses, SupersedeFactData, SupersedeFactErrors, SupersedeFactResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean> = Options2<TData, ThrowOnError> & {
     /**
@@ -240,6 +240,21 @@ export const factHistory = <ThrowOnError extends boolean = false>(options: Optio
 export const supersedeFact = <ThrowOnError extends boolean = false>(options: Options<SupersedeFactData, ThrowOnError>) => (options.client ?? client).post<SupersedeFactResponses, SupersedeFactErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/v1/scopes/{org}/{user}/facts/{old_id}/supersede',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Say that a hit or a fact was useful or wrong
+ *
+ * ``feedback``: say that a hit (a round, fact or event id from a search) was useful or wrong.
+ */
+export const feedback = <ThrowOnError extends boolean = false>(options: Options<FeedbackData, ThrowOnError>) => (options.client ?? client).post<FeedbackResponses, FeedbackErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/v1/scopes/{org}/{user}/feedback',
     ...options,
     headers: {
         'Content-Type': 'application/json',

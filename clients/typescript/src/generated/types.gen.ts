@@ -40,6 +40,12 @@ export type AddFactParams = {
      * a session of this user it comes from (its date is when it was said) or a label such as 'crm' (said now); omitted = 'app'
      */
     source?: string | null;
+    /**
+     * Key
+     *
+     * the application's name for what the fact states ('preferred_language', a settings field, a CRM column): the current fact of the same kind and key is replaced by this one, by that rule alone (no LLM, no similarity), and stays in history; the same text again reinforces it
+     */
+    key?: string | null;
 };
 
 /**
@@ -109,7 +115,8 @@ export type AddSessionParams = {
  * ``decision``: NEW (stored), DUPLICATE (not stored again: ``fact`` is the stored one, reinforced), UPDATE or
  * CONTRADICT (stored; ``superseded`` names the fact it replaced, which keeps its row with ``valid_to``).
  * ``decided_by``: ``llm`` (the extractor's versioning call), ``rule`` (no LLM needed: no candidate, the same
- * text, or a near-identical one) or ``default`` (the LLM gave no usable answer: NEW).
+ * text, or a near-identical one), ``key`` (added with a key: the current fact of that kind and key, if any, is
+ * replaced, or reinforced by the same text) or ``default`` (the LLM gave no usable answer: NEW).
  */
 export type AddedFact = {
     fact: Fact;
@@ -124,7 +131,7 @@ export type AddedFact = {
     /**
      * Decided By
      */
-    decided_by: 'llm' | 'rule' | 'default';
+    decided_by: 'llm' | 'rule' | 'key' | 'default';
     /**
      * Reason
      */
@@ -291,6 +298,66 @@ export type Citation = {
      * Snippet
      */
     snippet?: string;
+};
+
+/**
+ * Compaction
+ *
+ * The bucket that holds a scope's rows (one Kuzu file, shared with other scopes of its organisation) as
+ * maintenance found it, and whether it was rewritten into a fresh file to give its free space back
+ * (docs/architecture.md "Storage: buckets").
+ */
+export type Compaction = {
+    /**
+     * Bucket
+     *
+     * the bucket's file, relative to the store root
+     */
+    bucket: string;
+    /**
+     * Bytes
+     *
+     * the file's size when measured
+     */
+    bytes: number;
+    /**
+     * Free Bytes
+     *
+     * what a rewrite gives back, at least (measured from Kuzu's own accounting)
+     */
+    free_bytes: number;
+    /**
+     * Free Fraction
+     *
+     * free_bytes / bytes
+     */
+    free_fraction: number;
+    /**
+     * Bound
+     *
+     * the free fraction from which it is compacted (GRAPHRECALL_COMPACT_FREE_FRACTION)
+     */
+    bound: number;
+    /**
+     * Compacted
+     */
+    compacted: boolean;
+    /**
+     * Reason
+     */
+    reason: string;
+    /**
+     * Bytes After
+     *
+     * the file's size after the rewrite
+     */
+    bytes_after?: number | null;
+    /**
+     * Seconds
+     *
+     * how long the rewrite held the bucket's requests
+     */
+    seconds?: number | null;
 };
 
 /**
@@ -957,6 +1024,22 @@ export type Fact = {
      * how many times the fact was observed: said again (extraction), added again (add_fact) or merged from duplicates (consolidate); with last_seen it feeds the salience score
      */
     reinforcement?: number;
+    /**
+     * Key
+     *
+     * the application's key, for a fact added with one (add_fact key=...): the next fact of the same kind and key replaces it
+     */
+    key?: string | null;
+    /**
+     * Disputed At
+     *
+     * when feedback said the fact is wrong (feedback useful=false); a disputed fact is left out of the profile until feedback marks it useful
+     */
+    disputed_at?: string | null;
+    /**
+     * Dispute Note
+     */
+    dispute_note?: string | null;
 };
 
 /**
@@ -1030,6 +1113,66 @@ export type FactsResponse = {
      * Facts
      */
     facts: Array<Fact>;
+};
+
+/**
+ * FeedbackParams
+ *
+ * ``feedback``: say that a hit (a round, fact or event id from a search) was useful or wrong.
+ */
+export type FeedbackParams = {
+    /**
+     * Item Id
+     *
+     * the id of a hit from search or context (a round, fact or event), or a fact's
+     */
+    item_id: string;
+    /**
+     * Useful
+     *
+     * true: it helped (a fact is reinforced and any dispute lifted); false: it was wrong or irrelevant (a fact is marked disputed and leaves the profile until marked useful)
+     */
+    useful: boolean;
+    /**
+     * Note
+     *
+     * why, kept with a disputed fact
+     */
+    note?: string | null;
+};
+
+/**
+ * FeedbackResult
+ *
+ * What ``Memory.feedback`` recorded. ``kind``: what the id named. For a fact: its ``reinforcement`` and
+ * whether it is now ``disputed``; for a round or an event: its net ``feedback`` count (useful minus wrong), which
+ * ranking reads only with ``RetrievalConfig.feedback_weight`` above 0.
+ */
+export type FeedbackResult = {
+    /**
+     * Id
+     */
+    id: string;
+    /**
+     * Kind
+     */
+    kind: 'fact' | 'round' | 'event';
+    /**
+     * Useful
+     */
+    useful: boolean;
+    /**
+     * Reinforcement
+     */
+    reinforcement?: number | null;
+    /**
+     * Disputed
+     */
+    disputed?: boolean;
+    /**
+     * Feedback
+     */
+    feedback?: number | null;
 };
 
 /**
@@ -1354,6 +1497,10 @@ export type Maintenance = {
     reason: string;
     run?: MaintenanceRun | null;
     consolidation?: Consolidation | null;
+    /**
+     * the bucket holding the scope's rows: its free space and whether it was compacted (whether or not the scope itself was due); absent when the scope has no bucket yet
+     */
+    compaction?: Compaction | null;
 };
 
 /**
@@ -3522,6 +3669,76 @@ export type SupersedeFactResponses = {
 };
 
 export type SupersedeFactResponse = SupersedeFactResponses[keyof SupersedeFactResponses];
+
+export type FeedbackData = {
+    body: FeedbackParams;
+    path: {
+        /**
+         * Org
+         *
+         * tenant (organisation) id
+         */
+        org: string;
+        /**
+         * User
+         *
+         * end-user id within the org
+         */
+        user: string;
+    };
+    query?: never;
+    url: '/v1/scopes/{org}/{user}/feedback';
+};
+
+export type FeedbackErrors = {
+    /**
+     * the body is not valid JSON, or Content-Length is not a number (invalid_input)
+     */
+    400: ErrorResponse;
+    /**
+     * missing or invalid API key (unauthorized)
+     */
+    401: ErrorResponse;
+    /**
+     * the key may not access this org (forbidden)
+     */
+    403: ErrorResponse;
+    /**
+     * the user holds no memory (the message names the organisation's closest users), or the item does not exist (not_found)
+     */
+    404: ErrorResponse;
+    /**
+     * request body over the limit (payload_too_large)
+     */
+    413: ErrorResponse;
+    /**
+     * invalid input; `field` names it (invalid_input)
+     */
+    422: ErrorResponse;
+    /**
+     * a fault of the server (internal), or a store written with another embedding model than the server's (embedder_mismatch; the message names the command that fixes it)
+     */
+    500: ErrorResponse;
+    /**
+     * the user's store is busy, or a write could not be stored right now; retry (store_busy, write_log)
+     */
+    503: ErrorResponse;
+    /**
+     * the server is out of storage space; nothing of the request was stored (storage_full)
+     */
+    507: ErrorResponse;
+};
+
+export type FeedbackError = FeedbackErrors[keyof FeedbackErrors];
+
+export type FeedbackResponses = {
+    /**
+     * Successful Response
+     */
+    200: FeedbackResult;
+};
+
+export type FeedbackResponse = FeedbackResponses[keyof FeedbackResponses];
 
 export type ConsolidateData = {
     body: ConsolidateParams;
