@@ -200,7 +200,8 @@ def rounds(work: Path, sizes: list[int], maintain: bool = False) -> dict[str, An
         out[str(n)] = row
         print(f"  {n:,} rounds: {total / MB:,.1f} MB, {row['bytes_per_round']:,.0f} B/round", flush=True)
         if maintain:
-            with _open(root) as m:
+            # No model: the pass consolidates without summaries (these rounds have no facts), then compacts.
+            with Memory.open(root, embedder=HashingEmbedder(384), settings=Settings(root=root)) as m:
                 done = m.maintain(Scope(org_id=ORG, user_id="u"), force=True)
             shutil.rmtree(root / "backups", ignore_errors=True)
             kept = disk(root)
