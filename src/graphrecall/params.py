@@ -743,6 +743,16 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+_TRUTH = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+def _truth(text: str) -> bool:
+    try:
+        return _TRUTH[text.strip().lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}") from None
+
+
 def add_arguments(
     parser: argparse.ArgumentParser, spec: type[BaseModel], aliases: Mapping[str, list[str]] | None = None
 ) -> None:
@@ -754,7 +764,10 @@ def add_arguments(
         kind = plain_type(field.annotation)
         text = field.description or ""
         if field.is_required():
-            parser.add_argument(name, help=text)
+            if kind is bool:  # a required yes/no (feedback's useful): a positional true or false
+                parser.add_argument(name, type=_truth, metavar=f"{name}:true|false", help=text)
+            else:
+                parser.add_argument(name, help=text)
             continue
         extra = aliases.get(name, [])
         # Short forms (-k) read best first in --help; the spec's --dashed-name is always accepted.

@@ -228,7 +228,11 @@ def subparser(command: str) -> argparse.ArgumentParser:
 
 def positionals(op: Operation[Any]) -> list[str]:
     """Required fields (positionals) with a valid value, and what else makes the command valid on its own."""
-    required = ["x" for field in op.params.model_fields.values() if field.is_required()]
+    required = [
+        "true" if field.annotation is bool else "x"
+        for field in op.params.model_fields.values()
+        if field.is_required()
+    ]
     return required + (["--matching", "word"] if op.name == "erase" else [])
 
 
