@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from graphrecall import docref
 from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
 from graphrecall.models import Message, Role, validate_identifier
@@ -73,20 +74,30 @@ def message_rows(
     return rows
 
 
+USER_SIDE = frozenset({Role.user.value, Role.document.value})
+"""Roles that open a round and are its user side: what the user said, and a passage of a document the user gave
+memory (``graphrecall.docref``), which is what the user knows rather than what the assistant replied."""
+
+
+def _user_side(m: MessageRow) -> str:
+    """A user-side message as embedded and indexed: a document passage without its source (``docref``)."""
+    return docref.indexed_text(m.text) if m.role == Role.document.value else m.text
+
+
 def build_rounds(session_id: str, messages: Sequence[MessageRow]) -> list[RoundRow]:
     """Group a session's messages (in order) into rounds. System messages are kept as messages only."""
     groups: list[list[MessageRow]] = []
     for m in messages:
         if m.role == Role.system.value:
             continue
-        if m.role == Role.user.value or not groups:
+        if m.role in USER_SIDE or not groups:
             groups.append([m])
         else:
             groups[-1].append(m)
     rounds = []
     for i, g in enumerate(groups):
-        user = "\n".join(m.text for m in g if m.role == Role.user.value)
-        reply = "\n".join(m.text for m in g if m.role != Role.user.value)
+        user = "\n".join(_user_side(m) for m in g if m.role in USER_SIDE)
+        reply = "\n".join(m.text for m in g if m.role not in USER_SIDE)
         text = "\n".join(f"{m.role}: {m.text}" for m in g)
         rounds.append(
             RoundRow(
