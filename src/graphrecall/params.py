@@ -37,6 +37,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from graphrecall import docref
 from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
 from graphrecall.models import (
@@ -312,6 +313,61 @@ class ImportSessionsParams(Params):
     def _unique(self) -> ImportSessionsParams:
         """Checked here, where the error names the request's field, not by the ``add_sessions`` it becomes."""
         unique_ids([(s.id, s.messages) for s in self.sessions])
+        return self
+
+
+MAX_DOCUMENT_CHARS = 1_000_000
+"""Longest document text (about 400 pages): more is several documents (a request body is capped at 2 MB anyway)."""
+
+
+def _source(value: str) -> str:
+    if "\n" in value or "\r" in value:
+        raise ValueError("source must be one line (a file's path, a URL or a label)")
+    return value
+
+
+class AddDocumentParams(Params):
+    """``add_document``: a document (Markdown or plain text) split into passages stored as a session of their own,
+    searchable beside the chat history. Learning the same source again replaces its passages; the same text again
+    changes nothing."""
+
+    document: Text = Field(
+        min_length=1,
+        max_length=MAX_DOCUMENT_CHARS,
+        description="the document's text (the Python API and the learn command also take a file: Markdown, plain "
+        "text or PDF)",
+    )
+    source: Annotated[str, AfterValidator(_not_blank), AfterValidator(_source)] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=docref.MAX_SOURCE_CHARS,
+        description="the name the document is learned under (a file's path, a URL, a label); learning the same "
+        "source again replaces it. Required for a text; a file's defaults to its path",
+    )
+    format: Literal["auto", "markdown", "text"] = Field(
+        default="auto",
+        description="how to split it: markdown (headings and paragraphs), text (blank lines), or auto (by the "
+        "source's suffix, else markdown when it has # headings)",
+    )
+    date: DateArg | None = Field(
+        default=None,
+        description="when the document was written or is valid from (ISO-8601, naive = UTC): questions asked "
+        "before it do not see it; omitted = now",
+    )
+    extract: bool = Field(
+        default=False,
+        description="also extract facts, events and entities from its passages with the configured LLM (queued "
+        "like add_session's)",
+    )
+
+    @model_validator(mode="after")
+    def _named(self) -> AddDocumentParams:
+        if self.source is None:
+            raise InvalidInput(
+                "a document needs a source: the name it is learned under (a file's path, a URL, a label), by "
+                "which learning it again replaces it",
+                where="source",
+            )
         return self
 
 

@@ -68,7 +68,7 @@ async def test_lists_the_memory_tools_with_validated_argument_schemas(memory: Me
     assert set(tools) == {
         "memory_add", "memory_search", "memory_context", "memory_answer", "memory_facts", "memory_profile",
         "memory_add_fact", "memory_erase", "memory_consolidate", "memory_maintain", "memory_report", "memory_dataset",
-        "memory_graph", "memory_feedback",
+        "memory_graph", "memory_feedback", "memory_learn",
     }  # fmt: skip
     assert set(tools["memory_add"].input_schema["required"]) == {"messages", "session_id"}
     k = tools["memory_search"].input_schema["properties"]["k"]
@@ -327,7 +327,7 @@ async def test_stdio_transport_serves_a_bound_scope(tmp_path: Path) -> None:
         command=sys.executable, args=module_command(tmp_path / "store", "--org", "acme", "--user", "alice")
     )
     async with Client(params) as client:
-        assert len((await client.list_tools()).tools) == 13  # every memory_* tool, bound to one scope
+        assert len((await client.list_tools()).tools) == 14  # every memory_* tool, bound to one scope
         await add(client, "cat", CAT_SESSION)
         search = await client.call_tool("memory_search", {"query": "kitten", "k": 1})
     assert search.structured_content is not None
