@@ -139,7 +139,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"| chat (the original haystack) | {chat['r1']:.3f} | {chat['r5']:.3f} | {chat['mrr']:.3f} |",
         ]
     )
-    result = {"args": {k: str(v) for k, v in vars(a).items()}, "document": doc, "chat": chat, "questions": rows}
+    result = {
+        "args": {k: str(v) for k, v in vars(a).items()},
+        "document": doc,
+        "chat": chat,
+        "questions": rows,
+    }
     save_report(a.out, "documents", result, report, run)
 
 

@@ -5,6 +5,7 @@ nothing stored."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,11 @@ from graphrecall import Memory
 from graphrecall.cli import main
 from graphrecall.docref import session_id
 from graphrecall.embed import HashingEmbedder
+from graphrecall.remote import discovery
 from graphrecall.server import create_app
+from graphrecall.server.auth import hash_key
 from graphrecall.server.mcp import create_mcp_server
-from graphrecall.server.testing import serve_in_thread
+from graphrecall.server.testing import ServerProcess, serve_in_thread
 
 SCOPE = ("acme", "alice")
 ACME_ALICE = {"org_id": "acme", "user_id": "alice"}
@@ -146,3 +149,30 @@ def test_cli_refuses_bad_files_naming_them_and_learns_none(
     error = json.loads(capsys.readouterr().out)["error"]
     assert error["where"] == where and words in error["message"], error
     assert not (tmp_path / "store").exists()  # nothing learned, not even the good file
+
+
+def test_cli_learns_through_a_running_server_reading_the_files_itself(tmp_path: Path, capsys: Any) -> None:
+    """The server holds the root: ``learn`` reads and splits the files here (a PDF too) and sends their text."""
+    bike, shop = tmp_path / "bike.md", tmp_path / "shop.pdf"
+    bike.write_text(GUIDE)
+    shop.write_bytes(tiny_pdf([["Bike shop", "Open Tuesday to Saturday."]]))
+    root = tmp_path / "store"
+    scope = ["--org", "acme", "--user", "alice", "--root", str(root)]
+    keys = tmp_path / "keys.json"
+    keys.write_text(
+        json.dumps([{"name": "ops", "sha256": hash_key("gr_documents-0123456789"), "orgs": ["acme"]}])
+    )
+    with ServerProcess(root, cli=True, extra_args=["--keys", str(keys)]) as served:
+        deadline = time.monotonic() + 30
+        while discovery.read(root) is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert main(["learn", str(bike), str(shop), *scope, "--json"]) == 0
+        first = json.loads(capsys.readouterr().out)["documents"]
+        assert main(["learn", str(bike), *scope, "--json"]) == 0
+        again = json.loads(capsys.readouterr().out)["documents"]
+        assert main(["search", "when is the shop open?", *scope, "-k", "1", "--json"]) == 0
+        (hit,) = json.loads(capsys.readouterr().out)["hits"]
+        assert served.log().count("POST /v1/scopes/acme/alice/documents") == 3  # sent, not run here
+    assert [(d["source"], d["status"]) for d in first] == [(str(bike), "added"), (str(shop), "added")]
+    assert [d["status"] for d in again] == ["unchanged"]
+    assert hit["document"]["source"] == str(shop) and "Tuesday to Saturday" in hit["text"]
