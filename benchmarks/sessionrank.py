@@ -41,8 +41,10 @@ def score(ranked_sessions: Sequence[str], gold: Sequence[str]) -> dict[str, floa
 
 
 def dense_retriever(mem: Memory, settings: Settings) -> HybridRetriever:
-    """The library's retriever with only the vector list weighted: the embedder alone, through the same code."""
-    config = RetrievalConfig.model_validate(settings.retrieval.model_dump() | {"weights": DENSE_ONLY})
+    """The library's retriever with only the vector list weighted: the embedder alone, through the same code (the
+    other-language list, a second vote from the same vectors, off: the baseline it is measured against)."""
+    overrides = {"weights": DENSE_ONLY, "other_language_weight": 0.0}
+    config = RetrievalConfig.model_validate(settings.retrieval.model_dump() | overrides)
     return HybridRetriever(mem.embedder, config)
 
 

@@ -51,6 +51,7 @@ def _hermetic_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "GRAPHRECALL_POOL_SIZE",
         "GRAPHRECALL_RESIDENT_ROUNDS",
         "GRAPHRECALL_FLUSH_MAX_AGE_S",
+        "GRAPHRECALL_COMPACT_FREE_FRACTION",
         "GRAPHRECALL_LLM_TIMEOUT_S",
         "GRAPHRECALL_LLM_MAX_RETRIES",
         "GRAPHRECALL_LLM_CONCURRENCY",

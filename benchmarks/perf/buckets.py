@@ -172,7 +172,10 @@ def users(work: Path, neighbours: int, added: int, buckets_per_org: int) -> dict
     return out
 
 
-def rounds(work: Path, sizes: list[int]) -> dict[str, Any]:
+def rounds(work: Path, sizes: list[int], maintain: bool = False) -> dict[str, Any]:
+    """``maintain``: after each size is measured, one maintenance pass (``Memory.maintain(force=True)``, what
+    ``serve --maintain`` runs once a user is idle), which compacts the bucket when its free share passes the bound,
+    and the store measured again (its backup under ``backups/`` left out)."""
     out: dict[str, Any] = {}
     prev: tuple[int, int] | None = None
     for n in sizes:
@@ -196,6 +199,18 @@ def rounds(work: Path, sizes: list[int]) -> dict[str, Any]:
         prev = (n, total)
         out[str(n)] = row
         print(f"  {n:,} rounds: {total / MB:,.1f} MB, {row['bytes_per_round']:,.0f} B/round", flush=True)
+        if maintain:
+            with _open(root) as m:
+                done = m.maintain(Scope(org_id=ORG, user_id="u"), force=True)
+            shutil.rmtree(root / "backups", ignore_errors=True)
+            kept = disk(root)
+            row["after_maintenance"] = {
+                "bytes": kept,
+                "bytes_per_round": kept / n,
+                "parts": parts(root),
+                "compaction": done.compaction.model_dump(mode="json") if done.compaction else None,
+            }
+            print(f"    after maintenance: {kept / MB:,.1f} MB, {kept / n:,.0f} B/round", flush=True)
     return out
 
 
@@ -291,6 +306,10 @@ def report(res: dict[str, Any]) -> str:
             g = r.get("growth_per_round_since_previous")
             lines.append(f"| {int(n):,} | {r['bytes'] / MB:,.1f} MB | {r['bytes_per_round']:,.0f} B | "
                          f"{'' if g is None else f'{g:,.0f} B'} |")  # fmt: skip
+            kept = r.get("after_maintenance")
+            if kept:
+                lines.append(f"| {int(n):,} after a maintenance pass | {kept['bytes'] / MB:,.1f} MB | "
+                             f"{kept['bytes_per_round']:,.0f} B | |")  # fmt: skip
     f = res.get("fleet")
     if f:
         lines += ["", f"Fleet: {f['users']:,} users x {f['rounds']} rounds, extracted, {f['buckets_per_org']} buckets "
@@ -317,6 +336,9 @@ def main() -> None:
     ap.add_argument("--neighbours", type=int, default=200, help="users already in the bucket for 'user'")
     ap.add_argument("--added", type=int, default=10, help="users added to it, whose mean is reported")
     ap.add_argument("--sizes", default="1000,10000", help="rounds of one user for 'rounds'")
+    ap.add_argument(
+        "--maintain", action="store_true", help="'rounds': measure again after a maintenance pass"
+    )
     ap.add_argument("--users", type=int, default=10_000, help="users for 'fleet'")
     ap.add_argument("--rounds", type=int, default=20, help="rounds per user for 'fleet'")
     ap.add_argument(
@@ -339,7 +361,7 @@ def main() -> None:
         if "user" in chosen:
             res["user"] = users(work, a.neighbours, a.added, a.buckets)
         if "rounds" in chosen:
-            res["rounds"] = rounds(work, [int(x) for x in a.sizes.split(",") if x])
+            res["rounds"] = rounds(work, [int(x) for x in a.sizes.split(",") if x], a.maintain)
         if "fleet" in chosen:
             res["fleet"] = fleet(work, a.users, a.rounds, a.buckets, a.samples, a.seed)
     save_report(a.out, "buckets", res, report(res), run)

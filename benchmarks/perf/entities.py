@@ -47,6 +47,8 @@ from graphrecall.names import match_keys, normalize_name
 from graphrecall.store.database import ScopeDatabase
 
 SCOPE = Scope(org_id="perf", user_id="entities")
+PLAIN = Scope(org_id="perf", user_id="plain")
+"""The same sessions with nothing extracted: what a search costs without the graph (issue 28: within 1.2x)."""
 K = 50
 START = datetime(2024, 1, 1, 9, 0)
 QUESTION_DATE = "2025-06-01"
@@ -216,7 +218,9 @@ def full_scan_lookup(db: ScopeDatabase, query: str) -> list[str]:
     """Entity lookup as ``retrieve.graph.entities_named_in`` did it up to 4560ba3: every entity read, every name
     normalized in Python."""
     padded = f" {normalize_name(query)} "
-    rows = db.query("MATCH (e:Entity) RETURN e.id, e.name, e.aliases")
+    rows = db.query(
+        "MATCH (sc:Scope {key: $scope}) MATCH (sc)-[:OWNS]->(e:Entity) RETURN e.id, e.name, e.aliases"
+    )
     return sorted(
         eid
         for eid, name, aliases in rows
@@ -235,17 +239,22 @@ def indexed_lookup() -> Callable[[ScopeDatabase, str], list[str]] | None:
 
 
 def time_searches(
-    mem: Memory, qs: Sequence[str], repeats: int, searches: dict[str, list[dict[str, Any]]]
+    mem: Memory,
+    qs: Sequence[str],
+    repeats: int,
+    searches: dict[str, list[dict[str, Any]]],
+    scope: Scope = SCOPE,
 ) -> dict[str, Any]:
     """Wall time and graph-stage time per search (after one warm-up pass), and each question's hits."""
     retriever = testing.retriever(mem)
-    cutoff = mem.recall(SCOPE, QUESTION_DATE).cutoff
+    cutoff = mem.recall(scope, QUESTION_DATE).cutoff
     total: list[float] = []
     graph: list[float] = []
-    with testing.database(mem, SCOPE) as db:
+    with testing.database(mem, scope) as db:
         for i, question in enumerate(qs):  # warm-up: query vectors into the cache, pages into memory
             hits = retriever.search(db, question, K, cutoff=cutoff)
-            searches[f"entities/q{i}#0:default"] = [rankings.hit_row(h) for h in hits]
+            tag = "entities" if scope == SCOPE else scope.user_id
+            searches[f"{tag}/q{i}#0:default"] = [rankings.hit_row(h) for h in hits]
         for _ in range(repeats):
             for question in qs:
                 timings: dict[str, float] = {}
@@ -293,10 +302,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="perf-entities-"))
     searches: dict[str, list[dict[str, Any]]] = {}
     try:
-        with Memory.open(root, embedder=embedder, settings=Settings(root=root)) as mem:
+        settings = Settings(root=root, buffer_pool_bytes=args.buffer_pool_mb << 20)
+        with Memory.open(root, embedder=embedder, settings=settings) as mem:
             t0 = time.perf_counter()
             mem.add_sessions(SCOPE, sessions_for(entities, args.sessions))
             mem.import_scope(SCOPE, graph_export(mem, entities, args.sessions))
+            mem.add_sessions(PLAIN, sessions_for(entities, args.sessions))  # the same chat, nothing extracted
             mem.flush()
             build_s = time.perf_counter() - t0
             stats = mem.stats(SCOPE)
@@ -312,6 +323,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "embedder": embedder.id,
                 "build_s": build_s,
                 "latency": time_searches(mem, qs, args.repeats, searches),
+                "latency_unextracted": time_searches(mem, qs, args.repeats, searches, PLAIN),
                 "lookup": time_lookups(mem, qs, args.repeats),
             }
     finally:
@@ -338,9 +350,21 @@ def markdown(r: dict[str, Any]) -> str:
         f"| search | {lat['search']['p50_ms']:.1f} | {lat['search']['p95_ms']:.1f} |",
         f"| graph stage | {lat['graph_stage']['p50_ms']:.1f} | {lat['graph_stage']['p95_ms']:.1f} |",
     ]
+    plain = r.get("latency_unextracted")
+    if plain:
+        ratio = lat["search"]["p50_ms"] / plain["search"]["p50_ms"]
+        lines += [
+            f"| search, the same sessions with nothing extracted | {plain['search']['p50_ms']:.1f} | "
+            f"{plain['search']['p95_ms']:.1f} |",
+            "",
+            f"Extracted / not extracted, search p50: **{ratio:.2f}x**.",
+            "",
+        ]
     look = r.get("lookup")
     if look:
         lines += [
+            "| | p50 ms | p95 ms |",
+            "|---|---|---|",
             f"| entity lookup, full scan (as before) | {look['full_scan']['p50_ms']:.1f} | "
             f"{look['full_scan']['p95_ms']:.1f} |",
             f"| entity lookup, key index (store.mentions) | {look['indexed']['p50_ms']:.1f} | "
@@ -358,6 +382,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sessions", type=int, default=500)
     p.add_argument("--questions", type=int, default=40)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--buffer-pool-mb",
+        type=int,
+        default=Settings().buffer_pool_bytes >> 20,
+        help="Kuzu's buffer pool (default: the library's); the import of 10,000 entities in one transaction needs "
+        "more than 256",
+    )
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/perf-entities"))
     p.add_argument("--label", default=None, help="what the run measures (default: this checkout's commit)")
     p.add_argument("--embed-cache", type=Path, default=Path("benchmarks/results/embed_cache.sqlite"))

@@ -781,6 +781,16 @@ def cmd_maintain(args: argparse.Namespace) -> int:
             )
         else:
             print(f"{m.scope}: {m.reason}")
+        c = m.compaction
+        if c is not None and (c.compacted or c.free_fraction >= c.bound):
+            print(
+                f"  bucket {c.bucket}: {c.bytes / 1e6:.1f} MB, {c.free_fraction:.0%} free; "
+                + (
+                    f"compacted to {(c.bytes_after or 0) / 1e6:.1f} MB in {c.seconds} s"
+                    if c.compacted
+                    else c.reason
+                )
+            )
     if not done:
         print(f"no scopes under {root_of(args)}", file=sys.stderr)
     return EXIT_OK

@@ -36,6 +36,7 @@ class ListName(StrEnum):
     event = "event"  # rounds holding the sources of the best events
     entity = "entity"  # rounds holding the facts and events of the entities the question names
     in_range = "in_range"  # rounds inside the question's time range, by similarity
+    other_language = "other_language"  # dense candidates in another language, by similarity
 
 
 DEFAULT_WEIGHTS: dict[str, float] = {
@@ -52,6 +53,7 @@ OWN_KNOB: dict[str, str] = {
     ListName.bm25_tail.value: "it weighs like bm25: the same signal over the rounds not yet in Kuzu",
     ListName.recency.value: "its weight is recency_weight",
     ListName.in_range.value: "its weight is in_range_weight",
+    ListName.other_language.value: "its weight is other_language_weight",
 }
 
 
@@ -141,6 +143,27 @@ class RetrievalConfig(BaseModel):
         "scope's lists rank it below where the flat time_boost can lift it (0: off). 0.5: LongMemEval dev "
         "temporal-reasoning session recall_all@10 0.939 -> 0.970 with no metric lower, LoCoMo dev evidence recall@10 "
         "0.720 -> 0.728 (docs/benchmarks.md 'Rounds inside the question's time range')",
+    )
+    other_language_weight: float = Field(
+        default=1.7,
+        ge=0.0,
+        description="weight of a list of the best `user_pool` dense candidates whose user side is written in another "
+        "language than the question (retrieve.lists.other_language), ranked by vector similarity among themselves: "
+        "the vote the BM25 lists give rounds in the question's language, which they cannot give a round in "
+        "another script or language (0: off). Scaled down in a small scope like the BM25 lists. A scope in the "
+        "question's language only has no candidate for it, so its rankings do not move. 1.7 = bm25 + bm25_user's "
+        "default weights, not tuned: multilingual dev R@1 e5-small 0.735 -> 0.783 (cross-lingual 0.538 -> 0.692, "
+        "same language unchanged), MiniLM 0.614 -> 0.627 (docs/benchmarks.md 'A dense list for rounds in another "
+        "language')",
+    )
+    other_language_min_share: float = Field(
+        default=0.25,
+        ge=0.0,
+        le=1.0,
+        description="the other-language list runs only when at least this share of the candidates it reads is in "
+        "another language than the question: in a scope that mostly speaks the question's language, a few foreign "
+        "rounds would otherwise take its first places whatever their similarity (a LongMemEval haystack with two "
+        "French and Korean prompts put both above the answer). The multilingual set's mixed histories hold 36-100%",
     )
     recency_weight: float = Field(
         default=0.0,
@@ -240,6 +263,8 @@ class RetrievalConfig(BaseModel):
             return self.recency_weight
         if name == ListName.in_range:
             return self.in_range_weight
+        if name == ListName.other_language:
+            return self.other_language_weight
         return self.weights[name]
 
 
@@ -313,6 +338,7 @@ BUFFER_POOL_BYTES = 256 << 20  # 64 MiB ran out at ~4k-round ingest batches (ben
 FLUSH_MAX_AGE_S = 20.0
 RESIDENT_ROUNDS = 64
 BUCKETS_PER_ORG = 4
+COMPACT_FREE_FRACTION = 0.3
 
 
 def default_flush_concurrency() -> int:
@@ -371,6 +397,17 @@ class Settings(BaseModel):
         "Each populated bucket costs ~8-10 MB whatever it holds (Kuzu's per-table floor) and has one writer; "
         "a user costs kilobytes inside it (docs/architecture.md, 'Storage: buckets')",
     )
+    compact_free_fraction: float = Field(
+        default=COMPACT_FREE_FRACTION,
+        gt=0.0,
+        le=1.0,
+        description="maintenance rewrites a bucket into a fresh file when at least this share of it is free space "
+        "(Kuzu 0.11.3 reuses little of what it frees, so a bucket grows with its operations, not its data). The "
+        "share is estimated from Kuzu's own accounting and, once the bucket was compacted, from its growth since "
+        "(store.freespace); a rewrite copies ~20k rows/s and holds the bucket's requests meanwhile. 0.3: a bucket "
+        "holds at most ~1.4x what a rewrite would; a scope churned by imports and erasures was compacted every "
+        "10-14 rounds, 0.7-1.7 s each (docs/benchmarks.md 'Compaction')",
+    )
     passage_from_chars: int = Field(
         default=300,
         ge=0,
@@ -400,6 +437,7 @@ class Settings(BaseModel):
             ("GRAPHRECALL_BUCKETS_PER_ORG", "buckets_per_org", int),
             ("GRAPHRECALL_FLUSH_CONCURRENCY", "flush_concurrency", int),
             ("GRAPHRECALL_PASSAGE_FROM_CHARS", "passage_from_chars", int),
+            ("GRAPHRECALL_COMPACT_FREE_FRACTION", "compact_free_fraction", float),
         )
         for var, field, kind in numbers:
             if env.get(var):

@@ -12,11 +12,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from graphrecall import docref
 from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
 from graphrecall.models import Message, Role, validate_identifier
-from graphrecall.store.rows import MessageRow, RoundRow
+from graphrecall.store.rows import USER_SIDE, MessageRow, RoundRow, round_texts
 from graphrecall.text import index_terms, message_language
 
 ROLE_NAMES = ", ".join(r.value for r in Role)
@@ -74,16 +73,6 @@ def message_rows(
     return rows
 
 
-USER_SIDE = frozenset({Role.user.value, Role.document.value})
-"""Roles that open a round and are its user side: what the user said, and a passage of a document the user gave
-memory (``graphrecall.docref``), which is what the user knows rather than what the assistant replied."""
-
-
-def _user_side(m: MessageRow) -> str:
-    """A user-side message as embedded and indexed: a document passage without its source (``docref``)."""
-    return docref.indexed_text(m.text) if m.role == Role.document.value else m.text
-
-
 def build_rounds(session_id: str, messages: Sequence[MessageRow]) -> list[RoundRow]:
     """Group a session's messages (in order) into rounds. System messages are kept as messages only."""
     groups: list[list[MessageRow]] = []
@@ -96,9 +85,7 @@ def build_rounds(session_id: str, messages: Sequence[MessageRow]) -> list[RoundR
             groups[-1].append(m)
     rounds = []
     for i, g in enumerate(groups):
-        user = "\n".join(_user_side(m) for m in g if m.role in USER_SIDE)
-        reply = "\n".join(m.text for m in g if m.role not in USER_SIDE)
-        text = "\n".join(f"{m.role}: {m.text}" for m in g)
+        text, user, reply = round_texts([(m.role, m.text) for m in g])
         rounds.append(
             RoundRow(
                 id=f"{session_id}@{i}",

@@ -920,6 +920,26 @@ class MaintenanceRun(BaseModel):
     cost_usd: float = 0.0
 
 
+class Compaction(BaseModel):
+    """The bucket that holds a scope's rows (one Kuzu file, shared with other scopes of its organisation) as
+    maintenance found it, and whether it was rewritten into a fresh file to give its free space back
+    (docs/architecture.md "Storage: buckets")."""
+
+    bucket: str = Field(description="the bucket's file, relative to the store root")
+    bytes: int = Field(description="the file's size when measured")
+    free_bytes: int = Field(
+        description="what a rewrite gives back, at least (measured from Kuzu's own accounting)"
+    )
+    free_fraction: float = Field(description="free_bytes / bytes")
+    bound: float = Field(
+        description="the free fraction from which it is compacted (GRAPHRECALL_COMPACT_FREE_FRACTION)"
+    )
+    compacted: bool
+    reason: str
+    bytes_after: int | None = Field(default=None, description="the file's size after the rewrite")
+    seconds: float | None = Field(default=None, description="how long the rewrite held the bucket's requests")
+
+
 class Maintenance(BaseModel):
     """What ``Memory.maintain`` did to a scope, or why it did nothing (``reason``)."""
 
@@ -929,6 +949,11 @@ class Maintenance(BaseModel):
     reason: str
     run: MaintenanceRun | None = None
     consolidation: Consolidation | None = None
+    compaction: Compaction | None = Field(
+        default=None,
+        description="the bucket holding the scope's rows: its free space and whether it was compacted (whether or "
+        "not the scope itself was due); absent when the scope has no bucket yet",
+    )
 
 
 class GrowthPoint(BaseModel):

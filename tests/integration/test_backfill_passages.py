@@ -17,6 +17,7 @@ from graphrecall import Memory, NotFound, Scope, Settings, testing
 from graphrecall.embed import Embedder, default_embedder
 from graphrecall.embed.hashing import HashingEmbedder
 from graphrecall.store.schema import MATCH_SCOPE, owned
+from graphrecall.store.vectors import decode
 
 SCOPE = Scope(org_id="acme", user_id="backfill")
 # About 600 characters: below the model's window (~760), above the default passage threshold (300).
@@ -39,7 +40,7 @@ def _passages(m: Memory) -> dict[str, Any]:
             f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')}-[:PASSAGE_OF]->(r:Round) RETURN p.id, r.id, p.embedding ORDER BY p.id"
         )
         indexed = db.indexes.count("round_passage")
-    return {"rows": {pid: (rid, np.asarray(v)) for pid, rid, v in rows}, "indexed": indexed}
+    return {"rows": {pid: (rid, decode(v)) for pid, rid, v in rows}, "indexed": indexed}
 
 
 def _open(root: Path, embedder: Embedder, from_chars: int) -> Memory:

@@ -223,3 +223,22 @@ def test_local_opens_the_store_even_when_a_server_holds_it(
     assert run("ingest", sessions_file, *SCOPE)[0] == 0
     code, _, err = run("search", "cat", *SCOPE, "--local", "--embedder", "hashing")
     assert code == 3 and "store busy" in err
+
+
+def test_a_second_server_on_a_served_root_stops_before_it_binds(served: ServerProcess) -> None:
+    import subprocess
+    import sys
+
+    port = free_port()
+    done = subprocess.run(
+        [sys.executable, "-m", "graphrecall", "serve", "--root", str(served.root), "--port", str(port),
+         "--insecure-local", "--embedder", "hashing"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert served.proc is not None
+    assert f"already serves {served.root}" in done.stderr and f"pid {served.proc.pid}" in done.stderr, (
+        done.stderr
+    )
+    found = discovery.read(served.root)
+    assert found is not None and found.pid == served.proc.pid  # the first server's file is untouched

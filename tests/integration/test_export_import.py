@@ -81,10 +81,9 @@ def edges(m: Memory, scope: tuple[str, str]) -> dict[str, list[tuple[Any, ...]]]
         "OBJECT": f"{MATCH_SCOPE}MATCH {owned('a', 'Event')}-[:OBJECT]->(b:Entity) RETURN a.id, b.id",
         "RELATED": f"{MATCH_SCOPE}MATCH {owned('a', 'Entity')}-[r:RELATED]->(b:Entity) RETURN a.id, b.id, r.predicate, r.fact_id",
         "MSG_IN": f"{MATCH_SCOPE}MATCH {owned('a', 'Message')}-[:MSG_IN]->(b:Session) RETURN a.id, b.id",
-        "HAS_MESSAGE": f"{MATCH_SCOPE}MATCH {owned('a', 'Round')}-[:HAS_MESSAGE]->(b:Message) RETURN a.id, b.id",
         "sessions": f"{MATCH_SCOPE}MATCH {owned('s', 'Session')} RETURN s.id, s.started_at, s.extract_status, s.extract_error",
         "messages": f"{MATCH_SCOPE}MATCH {owned('x', 'Message')} RETURN x.id, x.session_id, x.idx, x.role, x.text, x.at",
-        "rounds": f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.id, r.text, r.at",
+        "rounds": f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.id, r.at, r.message_ids",  # texts: messages
         "entities": f"{MATCH_SCOPE}MATCH {owned('e', 'Entity')} RETURN e.id, e.name, e.norm, e.type, e.aliases, e.embedding",
         "facts": f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')} RETURN f.id, f.text, f.terms, f.kind, f.polarity, f.confidence, "
         "f.valid_from, f.valid_to, f.recorded_at, f.expired_at, f.last_seen, f.session_id, f.message_ids, f.embedding",

@@ -73,7 +73,7 @@ def test_the_derived_indexes_hold_what_kuzu_holds_and_rank_like_an_exact_scan(
         lambda d: (d / "lex-round_terms" / "manifest.json").write_text("nonsense"),
         lambda d: (d / "lex-round_terms" / "data" / "meta.json").write_text("{"),
         lambda d: (d / "vec-round_user" / "log.txt").write_text("junk\n"),
-        lambda d: (d / "vec-round_reply" / "vectors.f32").write_bytes(b"\0" * 7),
+        lambda d: (d / "vec-round_reply" / "vectors.f16").write_bytes(b"\0" * 7),
         lambda d: (d / "vec-round_user" / "manifest.json").write_text(
             (d / "vec-round_user" / "manifest.json").read_text().replace('"mark":"', '"mark":"9')
         ),

@@ -51,9 +51,11 @@ def snapshot(mem: Memory, scope: Scope) -> dict[str, object]:
     mem.flush()  # what a write-log path acknowledged, in Kuzu
     with testing.database(mem, scope, create=False) as db:
         rows = db.query(
-            f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}-[:ROUND_IN]->(s:Session) OPTIONAL MATCH (r)-[:HAS_MESSAGE]->(m:Message) "
-            "RETURN r.id, r.text, r.terms, s.id, count(m) ORDER BY r.id"
+            f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}-[:ROUND_IN]->(s:Session) "
+            "RETURN r.id, r.terms, s.id, size(r.message_ids) ORDER BY r.id"
         )
+        texts = q.kuzu_rounds(db, [r[0] for r in rows])  # a round's text is its messages'
+        rows = [[*r, texts[r[0]].text] for r in rows]
         kind = [rid for rid, _ in q.lexical_search(db, "round_terms", query_terms("kind"), 100)]
     return {
         "rounds": rows,

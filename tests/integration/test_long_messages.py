@@ -18,7 +18,9 @@ from graphrecall import Memory, RetrievalConfig, Scope, Settings, testing
 from graphrecall.embed.passages import embed_in_full, embed_passages, passage_chars
 from graphrecall.retrieve.retriever import HybridRetriever
 from graphrecall.store.schema import MATCH_SCOPE, owned
+from graphrecall.store.vectors import decode
 
+HALF = 2**-11  # half precision: 11 significant bits (store.vectors)
 SCOPE = Scope(org_id="acme", user_id="long")
 
 # A long first message about one thing (a conference trip), whose last lines say something else entirely.
@@ -61,7 +63,7 @@ def test_the_stored_user_vector_is_the_pooled_one(mem: Memory) -> None:
             f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} WHERE r.session_id = 'trip' RETURN r.embedding"
         )
     [pooled] = embed_in_full(mem.embedder, [LONG])
-    np.testing.assert_allclose(np.asarray(stored, dtype=np.float32), pooled, atol=1e-5)
+    np.testing.assert_allclose(decode(stored), pooled, rtol=HALF, atol=1e-6)  # stored in half precision
 
 
 def test_the_pooled_vector_is_closer_to_the_tail_than_the_window_alone(mem: Memory) -> None:
@@ -90,7 +92,7 @@ def test_each_passage_of_the_long_turn_is_stored_beside_its_round(mem: Memory) -
         assert db.indexes.count("round_passage") == len(parts)
     assert [r[0] for r in rows] == ["trip"] * len(parts)  # short turns have none
     assert [r[2] for r in rows] == list(range(len(parts)))
-    np.testing.assert_allclose(np.asarray([r[3] for r in rows], dtype=np.float32), parts, atol=1e-5)
+    np.testing.assert_allclose(np.asarray([decode(r[3]) for r in rows]), parts, rtol=HALF, atol=1e-6)
 
 
 QUESTIONS = ("What boat am I restoring?", "Tell me about my sailboat project", "wooden sailboat in the barn")
@@ -184,4 +186,4 @@ def test_a_turn_of_a_few_sentences_gets_passages_from_the_setting_on(
             [[n]] = db.query(f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')} RETURN count(p)")
             [[vec]] = db.query(f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.embedding")
     assert (n > 1) is stored and (n == 0) is not stored
-    np.testing.assert_allclose(np.asarray(vec, dtype=np.float32), mem.embedder.embed([MEDIUM])[0], atol=1e-5)
+    np.testing.assert_allclose(decode(vec), mem.embedder.embed([MEDIUM])[0], rtol=HALF, atol=1e-6)

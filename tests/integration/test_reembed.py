@@ -21,6 +21,7 @@ from graphrecall import EmbedderMismatch, Memory
 from graphrecall.embed import HashingEmbedder
 from graphrecall.models import Scope
 from graphrecall.reembed import KILL_ENV, reembed, work_dir
+from graphrecall.store.rounds import kuzu_rounds
 from graphrecall.store.schema import MATCH_SCOPE, owned
 
 ANA = Scope(org_id="acme", user_id="ana")
@@ -120,9 +121,11 @@ def test_extracted_memory_survives_whole(tmp_path: Path) -> None:
             graph = edges(m, BOB)
             with testing.database(m, BOB) as db:
                 graph["round_rows"] = db.query(
-                    f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.id, r.session_id, r.idx, r.user_text, r.terms, r.message_ids "
+                    f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.id, r.session_id, r.idx, r.terms, r.message_ids "
                     "ORDER BY r.id"
                 )
+                rounds = kuzu_rounds(db, [row[0] for row in graph["round_rows"]])  # texts: their messages'
+                graph["round_texts"] = sorted((r.id, r.text, r.user_text) for r in rounds.values())
                 graph["passages"] = db.query(
                     f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')}-[:PASSAGE_OF]->(r:Round) RETURN p.id, r.id ORDER BY p.id"
                 )

@@ -54,6 +54,13 @@ def seqd(entries: list[WriteEntry]) -> list[WriteEntry]:
     return [e.model_copy(update={"seq": i + 1}) for i, e in enumerate(entries)]
 
 
+def _rounds(db: ScopeDatabase) -> list[list[Any]]:
+    """Every round with its text (its messages', joined: Kuzu keeps a round's text only there) and terms."""
+    rows = db.query(f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.id, r.terms ORDER BY r.id")
+    rounds = q.kuzu_rounds(db, [r[0] for r in rows])
+    return [[rid, rounds[rid].text, rounds[rid].message_ids, terms] for rid, terms in rows]
+
+
 def dump(db: ScopeDatabase) -> dict[str, Any]:
     """Everything a replay could change, compared field by field."""
     return {
@@ -64,11 +71,10 @@ def dump(db: ScopeDatabase) -> dict[str, Any]:
         "messages": db.query(
             f"{MATCH_SCOPE}MATCH {owned('m', 'Message')}-[:MSG_IN]->(s) RETURN m.id, m.idx, m.text, s.id ORDER BY m.id"
         ),
-        "rounds": db.query(
-            f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} RETURN r.id, r.text, r.message_ids, r.terms ORDER BY r.id"
-        ),
-        "round_edges": db.query(
-            f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}-[:HAS_MESSAGE]->(m) RETURN r.id, m.id ORDER BY r.id, m.id"
+        "rounds": _rounds(db),
+        "round_messages": db.query(  # a round's messages: those of its session that it names
+            f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}-[:ROUND_IN]->(:Session)<-[:MSG_IN]-(m:Message) "
+            "WHERE list_contains(r.message_ids, m.id) RETURN r.id, m.id ORDER BY r.id, m.id"
         ),
         "in_session": db.query(
             f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}-[:ROUND_IN]->(s) RETURN r.id, s.id ORDER BY r.id"

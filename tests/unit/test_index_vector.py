@@ -171,3 +171,61 @@ def test_tiered_index_rebuilds_a_damaged_graph_from_its_log(
     again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
     assert again.uses_graph and "rebuilding its HNSW graph" in caplog.text
     assert again.search(vecs[5], 1)[0][0] == "r5"
+
+
+def test_a_half_precision_index_keeps_two_bytes_a_component_and_scores_cosines_of_the_rounded_rows(
+    tmp_path: Path,
+) -> None:
+    rng = np.random.default_rng(10)
+    vecs = _unit(rng, 50)
+    ids = [f"r{i}" for i in range(50)]
+    idx = ExactVectorIndex.rebuild_from(
+        tmp_path / "v", zip(ids[:30], vecs[:30], strict=True), embedder_id="e", dim=16, half=True
+    )
+    idx.add(ids[30:], vecs[30:])
+    assert (tmp_path / "v" / "vectors.f16").stat().st_size == 50 * 16 * 2
+    assert not (tmp_path / "v" / "vectors.f32").exists()
+    rounded = vecs.astype(np.float16).astype(np.float32)
+    unit = rounded / np.linalg.norm(rounded, axis=1, keepdims=True)
+    q = _unit(rng, 1)[0]
+    want = np.argsort(-(unit @ q), kind="stable")[:10]
+    for ix in (
+        idx,
+        ExactVectorIndex(tmp_path / "v", embedder_id="e", dim=16, half=True),
+    ):  # live and reopened
+        got = ix.search(q, 10)
+        assert [i for i, _ in got] == [ids[j] for j in want]
+        assert [s for _, s in got] == pytest.approx([float(unit[j] @ q) for j in want], abs=1e-6)
+        assert ix.vectors(["r40"])["r40"] == pytest.approx(unit[40], abs=1e-7)
+    # the rounding is the only change: scores stay within ~1e-3 of the float32 rows' (here 16-d; 384-d: ~1e-5)
+    assert [s for _, s in idx.search(q, 10)] == pytest.approx([float(vecs[j] @ q) for j in want], abs=1e-3)
+
+
+def test_an_index_of_the_other_precision_is_not_trusted(tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+    _build(tmp_path / "v", ["a", "b"], _unit(rng, 2))
+    with pytest.raises(IndexCorrupt, match="kind"):
+        ExactVectorIndex(tmp_path / "v", embedder_id="e", dim=16, half=True)
+
+
+def test_a_half_precision_graph_picks_candidates_and_the_log_scores_them(tmp_path: Path) -> None:
+    from graphrecall.index import TieredVectorIndex
+
+    pytest.importorskip("usearch")
+    rng = np.random.default_rng(12)
+    vecs = _unit(rng, 300)
+    ids = [f"r{i}" for i in range(300)]
+    tv = TieredVectorIndex.rebuild_from(
+        tmp_path / "v", zip(ids, vecs, strict=True), embedder_id="e", dim=16, half=True
+    )
+    tv = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, half=True)
+    assert tv.uses_graph
+    q = vecs[3] * 0.8 + vecs[4] * 0.2
+    assert tv.search(q, 10) == tv.exact.search(q, 10)  # same ids, and the exact scan's scores bit for bit
+    tv.close()
+    meta = json.loads((tmp_path / "v" / "hnsw.json").read_text())
+    assert meta["dtype"] == "f16"
+    meta["dtype"] = "f32"  # a graph saved at another precision is rebuilt from the log, not loaded
+    (tmp_path / "v" / "hnsw.json").write_text(json.dumps(meta))
+    again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, half=True)
+    assert again.uses_graph and again.search(q, 10) == tv.exact.search(q, 10)

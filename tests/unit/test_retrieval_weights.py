@@ -63,12 +63,15 @@ def test_a_dumped_config_validates_back_to_itself() -> None:
 
 
 def test_every_list_has_one_weight_and_one_generator() -> None:
-    cfg = RetrievalConfig(weights={"vector": 0.9}, recency_weight=2.0, in_range_weight=0.25)
+    cfg = RetrievalConfig(
+        weights={"vector": 0.9}, recency_weight=2.0, in_range_weight=0.25, other_language_weight=1.5
+    )
     assert {name: cfg.weight(name) for name in ListName} == {
         **{ListName(name): w for name, w in cfg.weights.items()},
         ListName.bm25_tail: cfg.weights["bm25"],  # the same signal as bm25, over rounds not yet in Kuzu
         ListName.recency: 2.0,
         ListName.in_range: 0.25,
+        ListName.other_language: 1.5,
     }
     produced = [name for g in GENERATORS for name in g.produces]
     assert sorted(produced) == sorted(ListName)
@@ -82,4 +85,5 @@ def test_small_scopes_scale_the_lexical_and_the_extracted_memory_lists() -> None
         ListName.fact,
         ListName.event,
         ListName.entity,
+        ListName.other_language,  # the lexical lists' vote for rounds they cannot reach: scaled as they are
     } == SMALL_SCOPE_LISTS

@@ -14,9 +14,10 @@ def test_numbers_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("GRAPHRECALL_RESIDENT_ROUNDS", "0")
     monkeypatch.setenv("GRAPHRECALL_FLUSH_CONCURRENCY", "3")
     monkeypatch.setenv("GRAPHRECALL_PASSAGE_FROM_CHARS", "1000")
+    monkeypatch.setenv("GRAPHRECALL_COMPACT_FREE_FRACTION", "0.6")
     s = Settings.from_env()
     assert (s.pool_size, s.flush_max_age_s, s.resident_rounds, s.flush_concurrency) == (8, 2.5, 0, 3)
-    assert s.passage_from_chars == 1000
+    assert (s.passage_from_chars, s.compact_free_fraction) == (1000, 0.6)
 
 
 def test_flushes_take_half_the_cores_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,6 +39,8 @@ def test_flushes_take_half_the_cores_by_default(monkeypatch: pytest.MonkeyPatch)
         ("GRAPHRECALL_FLUSH_CONCURRENCY", "0", "greater than or equal to 1"),
         ("GRAPHRECALL_PASSAGE_FROM_CHARS", "-5", "greater than or equal to 0"),
         ("GRAPHRECALL_PASSAGE_FROM_CHARS", "long", "not a whole number"),
+        ("GRAPHRECALL_COMPACT_FREE_FRACTION", "0", "greater than 0"),
+        ("GRAPHRECALL_COMPACT_FREE_FRACTION", "half", "not a number"),
     ],
 )
 def test_a_bad_value_names_its_variable(

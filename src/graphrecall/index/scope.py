@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -64,9 +64,11 @@ class ScopeIndexes:
         source: IndexSource,
         lexical: Sequence[str],
         vector: Sequence[str],
+        half: Collection[str] = (),
         fresh: bool = False,
     ) -> ScopeIndexes:
-        """Open every index, rebuilding from ``source`` the ones it cannot vouch for.
+        """Open every index, rebuilding from ``source`` the ones it cannot vouch for. ``half``: the vector indexes
+        whose vectors are half precision (``index.vector``: their file keeps float16).
 
         ``fresh``: the store was created just now, so missing indexes are created empty without a warning. Any
         other rebuild is logged once per open (one line naming every index rebuilt and why), because it means the
@@ -91,9 +93,16 @@ class ScopeIndexes:
             d = root / f"vec-{name}"
             out.vector[name] = _open_or_rebuild(
                 name,
-                lambda d=d: TieredVectorIndex(d, embedder_id=embedder_id, dim=dim),  # type: ignore[misc]
+                lambda d=d, h=name in half: TieredVectorIndex(  # type: ignore[misc]
+                    d, embedder_id=embedder_id, dim=dim, half=h
+                ),
                 lambda d=d, name=name: TieredVectorIndex.rebuild_from(  # type: ignore[misc]
-                    d, source.vector_rows(name), embedder_id=embedder_id, dim=dim, mark=source.mark(name)
+                    d,
+                    source.vector_rows(name),
+                    embedder_id=embedder_id,
+                    dim=dim,
+                    mark=source.mark(name),
+                    half=name in half,
                 ),
                 source.mark(name),
                 reasons,

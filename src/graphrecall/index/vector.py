@@ -5,9 +5,16 @@ docs/benchmarks.md), a normalized float32 matrix with one matrix-vector product 
 fastest up to tens of thousands of rounds, has recall 1 by definition, costs 1.5 KB per round on disk with no fixed
 floor, and a write is one fsync'd append. Above that size an approximate index pays off (see the benchmark).
 
-Files: ``vectors.f32`` (raw rows, appended) and ``log.txt`` (one line per operation: ``+id`` for a row appended to
-``vectors.f32`` in the same order, ``-id`` for a deletion). Replaying the log gives each id's latest row; a re-added
-id (a replaced round) simply points at its new row. A write appends the rows, fsyncs, then appends the log lines
+Precision: an index of half-precision vectors (``half=True``: rounds and passages, whose Kuzu columns are half
+precision, ``store.vectors``) keeps its file in float16, 768 bytes per 384-d row instead of 1,536. In memory its
+rows are float32 and scaled back to unit length: rounding moves a vector's norm by ~1e-4, its direction ten times
+less, so a search still returns cosine similarities (what Kuzu's exact scan and the write log's tail compute over
+the same rounded values) rather than dot products off by the norm. Rows added to it are rounded to half precision
+first, so the file and memory always agree.
+
+Files: ``vectors.f32`` or ``vectors.f16`` (raw rows, appended, in the index's precision) and ``log.txt`` (one line
+per operation: ``+id`` for a row appended to the vectors file in the same order, ``-id`` for a deletion). Replaying
+the log gives each id's latest row; a re-added id (a replaced round) simply points at its new row. A write appends the rows, fsyncs, then appends the log lines
 and fsyncs: a kill -9 in between leaves rows without log lines (or a torn last line), which opening cuts off, and
 none of that was acknowledged.
 """
@@ -40,6 +47,7 @@ log = logging.getLogger(__name__)
 
 F32 = npt.NDArray[np.float32]
 VECTORS = "vectors.f32"
+HALF_VECTORS = "vectors.f16"
 LOG = "log.txt"
 
 
@@ -56,25 +64,32 @@ class VectorIndex(Protocol):
     def close(self) -> None: ...
 
 
+def _layout(half: bool) -> tuple[str, str, type[np.floating[Any]]]:
+    """(manifest kind, vectors file, dtype on disk) of an index of either precision."""
+    return ("exact-f16", HALF_VECTORS, np.float16) if half else ("exact-f32", VECTORS, np.float32)
+
+
 class ExactVectorIndex:
     """Exact cosine top-k over an append-only file. Thread-safe: one writer at a time, searches on a snapshot."""
 
-    KIND = "exact-f32"
+    KIND = "exact-f32"  # "exact-f16" for an index of half-precision vectors (``_layout``)
     VERSION = 1
 
-    def __init__(self, directory: Path, *, embedder_id: str, dim: int) -> None:
-        """Open an existing index; ``IndexCorrupt`` when it cannot be trusted (then ``rebuild_from``)."""
-        self.directory, self.dim = directory, dim
-        self._expected = Manifest(kind=self.KIND, version=self.VERSION, embedder_id=embedder_id, dim=dim)
+    def __init__(self, directory: Path, *, embedder_id: str, dim: int, half: bool = False) -> None:
+        """Open an existing index; ``IndexCorrupt`` when it cannot be trusted (then ``rebuild_from``); one of the
+        other precision is not trusted either (a store whose vectors changed precision rebuilds it)."""
+        self.directory, self.dim, self.half = directory, dim, half
+        kind, self._file, self._disk = _layout(half)
+        self._expected = Manifest(kind=kind, version=self.VERSION, embedder_id=embedder_id, dim=dim)
         self._manifest = read_manifest(directory, self._expected)
         self._lock = threading.Lock()
         self._load()
 
     # -- opening -----------------------------------------------------------------------------------------------
     def _load(self) -> None:
-        vec_path, log_path = self.directory / VECTORS, self.directory / LOG
+        vec_path, log_path = self.directory / self._file, self.directory / LOG
         try:
-            raw = np.fromfile(vec_path, dtype=np.float32)
+            raw = np.fromfile(vec_path, dtype=self._disk)
             text = log_path.read_bytes().decode("utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise IndexCorrupt(f"{self.directory}: {e}") from e
@@ -89,7 +104,7 @@ class ExactVectorIndex:
         rows_on_disk = raw.size // self.dim
         if rows_on_disk < appended:
             raise IndexCorrupt(
-                f"{self.directory}: {LOG} names {appended} rows, {VECTORS} holds {rows_on_disk}"
+                f"{self.directory}: {LOG} names {appended} rows, {self._file} holds {rows_on_disk}"
             )
         if torn or raw.size != appended * self.dim:  # an interrupted write: cut back to what was acknowledged
             log.warning(
@@ -98,7 +113,7 @@ class ExactVectorIndex:
                 rows_on_disk - appended,
             )
             with open(vec_path, "r+b") as f:
-                f.truncate(appended * self.dim * 4)
+                f.truncate(appended * self.dim * np.dtype(self._disk).itemsize)
                 os.fsync(f.fileno())
             with open(log_path, "r+b") as f:
                 f.truncate(len("\n".join(complete).encode()) + (1 if complete else 0))
@@ -112,10 +127,18 @@ class ExactVectorIndex:
                 self._ids.append(rid)
             else:
                 self._row.pop(rid, None)
-        self._buf: F32 = raw[: appended * self.dim].reshape(appended, self.dim).copy()
+        self._buf: F32 = self._in_memory(raw[: appended * self.dim].reshape(appended, self.dim))
         self._live_buf = np.zeros(appended, dtype=bool)
         self._live_buf[list(self._row.values())] = True
         self._mat, self._live = self._buf, self._live_buf
+
+    def _in_memory(self, rows: npt.NDArray[Any]) -> F32:
+        """Rows as the index holds them in memory: float32; of a half-precision index, also of unit length."""
+        out: F32 = rows.astype(np.float32)
+        if self.half and len(out):
+            norms = np.linalg.norm(out, axis=1, keepdims=True)
+            np.divide(out, norms, out=out, where=norms > 0)
+        return out
 
     def _reserve(self, rows: int) -> None:
         """Grow the row buffers geometrically, so an append costs O(rows appended), not a copy of the matrix."""
@@ -137,29 +160,29 @@ class ExactVectorIndex:
         embedder_id: str,
         dim: int,
         mark: str | None = None,
+        half: bool = False,
     ) -> ExactVectorIndex:
         """Write a fresh index from (id, normalized vector) rows (read from Kuzu) and put it in place atomically."""
+        kind, name, disk = _layout(half)
         tmp = directory.with_name(directory.name + f".tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        n = 0
-        with open(tmp / VECTORS, "wb") as fv, open(tmp / LOG, "w") as fl:
+        with open(tmp / name, "wb") as fv, open(tmp / LOG, "w") as fl:
             for rid, vec in rows:
                 _check_id(rid)
                 v = np.asarray(vec, dtype=np.float32).reshape(-1)
                 if v.shape[0] != dim:
                     raise ValueError(f"row {rid!r}: vector has {v.shape[0]} dimensions, the index {dim}")
-                fv.write(v.tobytes())
+                fv.write(v.astype(disk).tobytes())
                 fl.write(f"+{rid}\n")
-                n += 1
             for f in (fv, fl):
                 f.flush()
                 os.fsync(f.fileno())
         write_manifest(
-            tmp, Manifest(kind=cls.KIND, version=cls.VERSION, embedder_id=embedder_id, dim=dim, mark=mark)
+            tmp, Manifest(kind=kind, version=cls.VERSION, embedder_id=embedder_id, dim=dim, mark=mark)
         )
         replace_dir(tmp, directory)
-        return cls(directory, embedder_id=embedder_id, dim=dim)
+        return cls(directory, embedder_id=embedder_id, dim=dim, half=half)
 
     # -- reading -----------------------------------------------------------------------------------------------
     def search(self, vec: F32, k: int) -> list[tuple[str, float]]:
@@ -195,7 +218,8 @@ class ExactVectorIndex:
 
     # -- writing -----------------------------------------------------------------------------------------------
     def add(self, ids: Sequence[str], vecs: F32, *, mark: str | None = None) -> None:
-        """Append rows durably (an id already present is replaced); returns once they are fsync'd."""
+        """Append rows durably (an id already present is replaced); returns once they are fsync'd. A half-precision
+        index rounds them first (what its file keeps is what it searches)."""
         v = np.ascontiguousarray(vecs, dtype=np.float32).reshape(len(ids), -1) if len(ids) else None
         if v is None:
             return
@@ -203,8 +227,11 @@ class ExactVectorIndex:
             raise ValueError(f"vectors have {v.shape[1]} dimensions, the index {self.dim}")
         for rid in ids:
             _check_id(rid)
+        stored = v.astype(self._disk)
+        if self.half:
+            v = self._in_memory(stored)
         with self._lock:
-            _append(self.directory / VECTORS, v.tobytes())
+            _append(self.directory / self._file, stored.tobytes())
             _append(self.directory / LOG, "".join(f"+{r}\n" for r in ids).encode())
             n, m = len(self._ids), len(ids)
             self._reserve(n + m)
@@ -285,6 +312,11 @@ class TieredVectorIndex:
     saved graph is loaded and the log rows after it are added; a missing or unreadable graph is rebuilt from the
     log (not from Kuzu: the log holds the same rows). Graph keys are log row numbers; rows deleted or replaced
     since are filtered out with the log's live mask.
+
+    The graph only picks the candidates: their similarities are computed again from the log's rows (as the exact
+    scan computes them), so a hit's score does not depend on the graph's own precision. That lets the graph of a
+    half-precision index keep its vectors in float16 (``dtype`` "f16"), which halves its file (768 of its ~1,050
+    bytes per 384-d row were the vector; the rest are its links).
     """
 
     def __init__(
@@ -297,9 +329,11 @@ class TieredVectorIndex:
         persist_every: int = 5_000,
         connectivity: int = 32,
         expansion_search: int = 300,
+        half: bool = False,
     ) -> None:
-        self.exact = ExactVectorIndex(directory, embedder_id=embedder_id, dim=dim)
+        self.exact = ExactVectorIndex(directory, embedder_id=embedder_id, dim=dim, half=half)
         self.directory, self.dim = directory, dim
+        self._dtype = "f16" if half else "f32"
         self.threshold, self.persist_every = threshold, persist_every
         self._connectivity, self._expansion_search = connectivity, expansion_search
         self._graph: Any = None
@@ -319,9 +353,10 @@ class TieredVectorIndex:
         embedder_id: str,
         dim: int,
         mark: str | None = None,
+        half: bool = False,
     ) -> TieredVectorIndex:
-        ExactVectorIndex.rebuild_from(directory, rows, embedder_id=embedder_id, dim=dim, mark=mark)
-        return cls(directory, embedder_id=embedder_id, dim=dim)
+        ExactVectorIndex.rebuild_from(directory, rows, embedder_id=embedder_id, dim=dim, mark=mark, half=half)
+        return cls(directory, embedder_id=embedder_id, dim=dim, half=half)
 
     def _new_graph(self) -> Any:
         try:
@@ -333,7 +368,7 @@ class TieredVectorIndex:
         return Index(
             ndim=self.dim,
             metric="cos",
-            dtype="f32",
+            dtype=self._dtype,
             connectivity=self._connectivity,
             expansion_add=128,
             expansion_search=self._expansion_search,
@@ -346,6 +381,8 @@ class TieredVectorIndex:
             covered = int(meta["rows"])
             if not 0 < covered <= len(self.exact._mat) or meta.get("dim") != self.dim:
                 raise ValueError(f"covers {covered} rows, the log holds {len(self.exact._mat)}")
+            if meta.get("dtype", "f32") != self._dtype:
+                raise ValueError(f"its vectors are {meta.get('dtype', 'f32')}, the index's {self._dtype}")
             graph.load(str(self.directory / GRAPH))
             if len(graph) != covered:
                 raise ValueError(f"holds {len(graph)} vectors, its meta says {covered}")
@@ -372,7 +409,7 @@ class TieredVectorIndex:
             os.fsync(f.fileno())
         os.replace(tmp, self.directory / GRAPH)
         meta_tmp = self.directory / (GRAPH_META + ".tmp")
-        meta_tmp.write_text(json.dumps({"rows": self._covered, "dim": self.dim}))
+        meta_tmp.write_text(json.dumps({"rows": self._covered, "dim": self.dim, "dtype": self._dtype}))
         os.replace(meta_tmp, self.directory / GRAPH_META)
         fsync_dir(self.directory)
         self._saved = self._covered
@@ -381,15 +418,21 @@ class TieredVectorIndex:
         graph = self._graph
         if graph is None:
             return self.exact.search(vec, k)
-        live, ids, covered = self.exact._live, self.exact._ids, self._covered
+        covered = self._covered
+        mat, live, ids = (
+            self.exact._mat,
+            self.exact._live,
+            self.exact._ids,
+        )  # rows beyond ``covered`` included
         dead = int(covered - live[:covered].sum())
-        m = graph.search(np.asarray(vec, dtype=np.float32), min(covered, k + dead))
-        out = [
-            (ids[int(key)], 1.0 - float(d))
-            for key, d in zip(m.keys, m.distances, strict=True)
-            if live[int(key)]
-        ]
-        return out[:k]
+        q = np.asarray(vec, dtype=np.float32).reshape(-1)
+        m = graph.search(q, min(covered, k + dead))
+        keys = [int(key) for key in m.keys if int(key) < len(mat) and live[int(key)]][:k]
+        if not keys:
+            return []
+        sims = mat[keys] @ q  # the exact scan's similarity (``ExactVectorIndex.search``), not the graph's
+        order = np.argsort(-sims, kind="stable")
+        return [(ids[keys[i]], float(sims[i])) for i in order]
 
     def add(self, ids: Sequence[str], vecs: F32, *, mark: str | None = None) -> None:
         self.exact.add(ids, vecs, mark=mark)

@@ -13,6 +13,7 @@ out. Fusion reads the lists in ``ListName`` order whatever order they were made 
 | recency | ``RecencyList`` | the dates of the best ``recency_pool`` candidates of a first fusion |
 | fact, event, entity | ``GraphLists`` | extracted memory (``retrieve.graph``) |
 | in_range | ``InRangeList`` | the rounds dated inside the question's time range, their stored vectors |
+| other_language | ``OtherLanguageList`` | the user side of the best ``user_pool`` dense candidates (rows in the pool) |
 
 A generator whose lists all weigh 0 is not run. The per-question adjustments (``retrieve.intent.Cues``) sit beside
 what they change: ``user_side_preferred`` (the user-side list and the reply penalty), ``RecencyList.wanted``
@@ -35,7 +36,7 @@ from graphrecall.retrieve.stages import stage
 from graphrecall.retrieve.state import SearchState
 from graphrecall.store import rounds as q
 from graphrecall.store.wal.tail import Side
-from graphrecall.text import query_terms
+from graphrecall.text import LATIN_LANGUAGES, language_of, query_terms
 
 
 # -- per-question adjustments of the round lists ------------------------------------------------------------------
@@ -283,6 +284,56 @@ class InRangeList(Generator):
         return fusion.order(scores)
 
 
+_LATIN = frozenset(("en", *LATIN_LANGUAGES))
+
+
+def other_language(question: str, text: str) -> bool:
+    """Whether ``text`` is written in another language than a question in language ``question`` (``language_of``).
+    A script apart from the question's always is; between two Latin-script texts, only a text recognized as one of
+    ``LATIN_LANGUAGES`` other than the question's: ``language_of`` says English also when it cannot tell (a short
+    "Sí, claro"), so a text it calls English is never another language to a Latin-script question, and an English
+    scope asked in English has no text in another language unless one is recognized as such."""
+    lang = language_of(text)
+    if lang == question:
+        return False
+    if lang in _LATIN and question in _LATIN:
+        return lang != "en"
+    return True
+
+
+class OtherLanguageList(Generator):
+    """The best ``user_pool`` candidates of the vector list whose user side is written in another language than the
+    question, in their vector order: the second vote that the BM25 lists give a round in the question's language
+    and can never give one in another script or language (a Russian answer to an English question shares no term
+    with it), so that in fusion the answer in the other language competes on its similarity alone.
+
+    A round's language is ``text.language_of`` of its user side, the function that gives the question's, on the rows
+    the search reads anyway (the pool; the few candidates not there yet are read): the script first, then the
+    Latin-language cues, no model for an English text (``other_language``). ``Message.lang`` (stored) is another detector's answer
+    (py3langid on every text, ``''`` when unsure) and would be a query per search. A round without a user side
+    has no language and is left out. In a scope whose candidates are all in the question's language the list is
+    empty, so nothing moves; and it is left out when fewer than ``other_language_min_share`` of the candidates are
+    in another language (a mostly English scope with two French rounds: ranked among themselves, those two would
+    take the list's first places whatever their similarity)."""
+
+    produces = (ListName.other_language,)
+    reads = "the user side of the best user_pool dense candidates (rows in the pool)"
+    small_scope_weight = True
+
+    def generate(self, s: SearchState) -> None:
+        ids = [rid for rid, _ in s.lists.get(ListName.vector, [])[: s.config.user_pool]]
+        with stage(s.timings, "other_language"):
+            s.read_rounds(ids)
+            lang = language_of(s.query)
+            ranked = [
+                (rid, score)
+                for rid, score in s.lists[ListName.vector][: s.config.user_pool]
+                if rid in s.pool and s.pool[rid].user_text and other_language(lang, s.pool[rid].user_text)
+            ]
+        if ranked and len(ranked) >= s.config.other_language_min_share * len(ids):
+            s.add(ListName.other_language, ranked)
+
+
 GENERATORS: tuple[Generator, ...] = (
     VectorList(),
     Bm25List(),
@@ -291,6 +342,7 @@ GENERATORS: tuple[Generator, ...] = (
     RecencyList(),  # ... and after the user-side list
     GraphLists(),
     InRangeList(),
+    OtherLanguageList(),  # last: the first fusions of the pool lists do not read it
 )
 """Every candidate generator, in the order they run."""
 

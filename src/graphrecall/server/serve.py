@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from graphrecall import telemetry
-from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS, RERANKER_HELP
+from graphrecall.config import EMBEDDER_ENV, EMBEDDER_SPECS, RERANKER_HELP, default_root
 from graphrecall.errors import InvalidInput
 from graphrecall.remote import discovery
 from graphrecall.server.auth import (
@@ -127,6 +127,7 @@ def run_server(args: argparse.Namespace) -> None:
     mode = auth_mode(auth)
     local_key = discovery.mint_local_key() if auth is not None else None
     llm = server_llm()
+    refuse_a_second_server(Path(getattr(args, "root", None) or default_root()).expanduser())
     with Memory.open(getattr(args, "root", None), embedder=embedder, reranker=reranker, llm=llm) as memory:
         root = memory.root
         app = create_app(
@@ -181,6 +182,18 @@ def with_local_key(auth: ApiKeyAuth | None, key: str | None) -> ApiKeyAuth | Non
     )
     local = ApiKey(name=name, sha256=hash_key(key), orgs=frozenset({ALL_ORGS}), shared_write=True)
     return ApiKeyAuth([*auth.keys, local])
+
+
+def refuse_a_second_server(root: Path) -> None:
+    """Stop before anything opens when a live server already serves ``root``: both would hold buckets of the same
+    organisations (each bucket belongs to one process), and the second would take over the server file that sends
+    commands to the first. A file left by a server that is gone is replaced as usual."""
+    found = discovery.read(root)
+    if found is not None and found.pid != os.getpid() and found.alive():
+        raise ServerConfigError(
+            f"a graphrecall server (pid {found.pid}, {found.url}) already serves {root}: stop it, or serve "
+            "another --root"
+        )
 
 
 def announce_to_commands(root: Path, url: str, key: str | None) -> None:

@@ -50,6 +50,8 @@ class MaintenanceLoop:
                 ran += 1
                 budget = max(0, budget - m.run.llm_calls)
                 log.info("maintained %s: %s", scope, m.run.model_dump_json())
+            if m.compaction is not None and m.compaction.compacted:
+                log.info("compacted the bucket of %s: %s", scope, m.compaction.model_dump_json())
         self.passes += 1
         return ran
 

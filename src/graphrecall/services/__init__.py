@@ -101,7 +101,13 @@ class Services:
         self.documents = DocumentService(self.writing, self.history, self.erasure, self.knowledge)
         self.overview = OverviewService(self.access, self.history, self.knowledge)
         self.root = root
-        self.maintenance = MaintenanceService(root, self.history, self.knowledge)
+        self.maintenance = MaintenanceService(
+            root,
+            self.history,
+            self.knowledge,
+            pool=pool,
+            compact_free_fraction=settings.compact_free_fraction,
+        )
         self.usage = UsageLog(root)
         self.events.subscribe(self._forgotten)
 

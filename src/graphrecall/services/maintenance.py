@@ -18,12 +18,21 @@ consolidation merges near-identical facts and links entities only (docs/months.m
 
 Salience is computed at search time from each fact's reinforcement and last mention (``retrieve.salience``), so
 there is nothing of it to refresh here.
+
+Compaction. A scope's rows live in a bucket shared with other scopes, whose file grows with the operations it served
+(Kuzu 0.11.3 reuses little of what it frees). Each maintenance of a scope also measures its bucket's free space
+(``store.freespace``; at most once per ``MEASURE_EVERY_S`` per bucket, since every scope of a pass asks about the
+same few buckets) and rewrites the bucket into a fresh file once that share passes ``compact_free_fraction``
+(``Settings``), whether or not the scope itself was due: the space is the bucket's, not the scope's
+(``DatabasePool.compact``: the bucket's requests wait meanwhile). A dry run says whether it would. What was found
+and done is the result's ``compaction``.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -33,14 +42,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from graphrecall.models import Maintenance, MaintenanceRun, Scope, ScopeStats
+from graphrecall.config import COMPACT_FREE_FRACTION
+from graphrecall.errors import StorageFull, StoreBusy
+from graphrecall.models import Compaction, Maintenance, MaintenanceRun, Scope, ScopeStats
 from graphrecall.params import ConsolidateParams, MaintainParams
 from graphrecall.services.history import HistoryService
 from graphrecall.services.knowledge import KnowledgeService
+from graphrecall.store.freespace import FreeSpace
+from graphrecall.store.pool import DatabasePool
+
+log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "maintenance.sqlite"
 BACKUP_DIR = "backups"
 COUNTED = ("sessions", "messages", "facts", "events", "entities")
+# A bucket's free space is measured again after this long (a pass asks once per scope; a bucket holds many).
+MEASURE_EVERY_S = 300.0
+# Below this much free space a bucket is not rewritten whatever its share: a rewrite would gain less than it costs.
+COMPACT_MIN_FREE_BYTES = 1 << 20
 
 
 class MaintenanceService:
@@ -50,15 +69,27 @@ class MaintenanceService:
         history: HistoryService,
         knowledge: KnowledgeService,
         *,
+        pool: DatabasePool | None = None,
+        compact_free_fraction: float = COMPACT_FREE_FRACTION,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``pool``: the buckets to compact (none: maintenance never compacts)."""
         self.root = root
         self.history = history
         self.knowledge = knowledge
+        self.pool = pool
+        self.compact_free_fraction = compact_free_fraction
         self.clock = clock
         self._lock = threading.Lock()  # one maintenance at a time per process: they share the LLM budget
+        self._measured: dict[Path, tuple[float, FreeSpace]] = {}  # bucket -> (when, its free space)
 
     def maintain(self, scope: Scope, p: MaintainParams) -> Maintenance:
+        done = self._consolidation(scope, p)
+        with self._lock:
+            return done.model_copy(update={"compaction": self._compaction(scope, p)})
+
+    def _consolidation(self, scope: Scope, p: MaintainParams) -> Maintenance:
+        """The scope's own part: a backup and consolidation, when it changed and then stayed idle."""
         with self._lock:
             now = self.clock()
             stats = self.history.stats(scope)
@@ -112,6 +143,60 @@ class MaintenanceService:
                 )
             finally:
                 journal.close()
+
+    def _compaction(self, scope: Scope, p: MaintainParams) -> Compaction | None:
+        """The bucket holding the scope's rows, measured, and rewritten when its free share passes the bound."""
+        if self.pool is None:
+            return None
+        now = self.clock()
+        found = self.pool.bucket_path(scope)
+        if found is None or not found.exists():
+            return None
+        seen = self._measured.get(found)
+        if seen is None or now - seen[0] >= MEASURE_EVERY_S:
+            try:
+                measured = self.pool.free_space(scope)
+            except StoreBusy as e:  # held by another process (a server, while cron maintains): its own upkeep
+                log.info("bucket %s: not measured: %s", found, e)
+                return None
+            if measured is None:
+                return None
+            seen = (now, measured[1])
+            self._measured[found] = seen
+        free = seen[1]
+        about = Compaction(
+            bucket=str(found.relative_to(self.root)),
+            bytes=free.file_bytes,
+            free_bytes=free.free_bytes,
+            free_fraction=round(free.free_fraction, 4),
+            bound=self.compact_free_fraction,
+            compacted=False,
+            reason="its free space passed the bound",
+        )
+        if free.free_bytes < COMPACT_MIN_FREE_BYTES:
+            why = f"{free.free_bytes} bytes free: less than a rewrite is worth ({COMPACT_MIN_FREE_BYTES})"
+            return about.model_copy(update={"reason": why})
+        if free.free_fraction < self.compact_free_fraction:
+            why = f"{free.free_fraction:.0%} free: below the bound ({self.compact_free_fraction:.0%})"
+            return about.model_copy(update={"reason": why})
+        if p.dry_run:
+            return about.model_copy(update={"reason": "dry run: its free space is past the bound"})
+        try:
+            done = self.pool.compact(found)
+        except (StoreBusy, StorageFull) as e:
+            return about.model_copy(update={"reason": f"not compacted now: {e}"})
+        except Exception as e:  # the old file is the bucket still (store.compact): the scope's result stands
+            log.exception("bucket %s: compaction failed", found)
+            return about.model_copy(update={"reason": f"compaction failed (the bucket is as it was): {e}"})
+        finally:
+            self._measured.pop(found, None)
+        return about.model_copy(
+            update={
+                "compacted": True,
+                "bytes_after": done.bytes_after,
+                "seconds": round(done.seconds, 3),
+            }
+        )
 
     def history_of(self, scope: Scope) -> tuple[list[tuple[datetime, dict[str, int]]], list[MaintenanceRun]]:
         """The counts each run saw change (growth over time) and the maintenance runs, oldest first."""

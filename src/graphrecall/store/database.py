@@ -49,7 +49,7 @@ from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.errors import SchemaMismatch, StoreBusy
 from graphrecall.index import index_dir
 from graphrecall.models import utcnow
-from graphrecall.store import schema
+from graphrecall.store import compact_swap, schema
 from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
 from graphrecall.store.known import KNOWN_TABLES, KnownIds
 from graphrecall.store.recovery import recover
@@ -120,6 +120,7 @@ class BucketDatabase:
     ) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        compact_swap.finish(path)  # a compaction a killed process left: its rewrite in place, or thrown away
         self.recovered_wal = recover(path)
         try:
             self._db = kuzu.Database(str(path), buffer_pool_size=buffer_pool_size, max_db_size=max_db_size)
@@ -165,6 +166,17 @@ class BucketDatabase:
         """Run a read query over the whole bucket (the store's own bookkeeping; scopes read through their view)."""
         with self.gate.shared():
             return _run(self.reader(), cypher, params)
+
+    def arrow(self, cypher: str, params: dict[str, Any] | None = None) -> Any:
+        """Run a read query over the whole bucket and return its rows as one pyarrow table: for reads of many
+        vectors, which as Python lists cost a Python number per component."""
+        with self.gate.shared():
+            result = self.reader().execute(cypher, params or {})
+            assert not isinstance(result, list)
+            try:
+                return result.get_as_arrow(chunk_size=100_000)
+            finally:
+                result.close()
 
     def query_each(self, cypher: str, param_sets: list[dict[str, Any]]) -> list[list[Any]]:
         """Run one read query once per parameter set, prepared once; the rows of all runs, in order.
@@ -316,7 +328,7 @@ class BucketDatabase:
     def _create_schema(self) -> None:
         with self.write_lock:
             # DDL runs in auto-commit mode (Kuzu does not allow it in one manual transaction).
-            for stmt in [*schema.node_tables(self.dim), *schema.REL_TABLES, schema.OWNS_REL]:
+            for stmt in schema.bucket_tables(self.dim):
                 _run(self.writer, stmt)
             _run(
                 self.writer,
@@ -415,6 +427,10 @@ class ScopeDatabase:
     def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Run a read query confined to the scope (``$scope`` is bound to it) and return all rows."""
         return self.bucket.query(cypher, self._bind(cypher, params))
+
+    def arrow(self, cypher: str, params: dict[str, Any] | None = None) -> Any:
+        """``query`` with the rows as one pyarrow table (``BucketDatabase.arrow``)."""
+        return self.bucket.arrow(cypher, self._bind(cypher, params))
 
     def query_each(self, cypher: str, param_sets: list[dict[str, Any]]) -> list[list[Any]]:
         """``BucketDatabase.query_each`` confined to the scope."""
@@ -559,8 +575,9 @@ def _typed(expr: str, arrow_type: Any) -> str:
         kuzu_type = "INT64"
     elif pa.types.is_floating(arrow_type):
         kuzu_type = "DOUBLE" if pa.types.is_float64(arrow_type) else "FLOAT"
-    elif pa.types.is_fixed_size_list(arrow_type):
-        kuzu_type = f"FLOAT[{arrow_type.list_size}]"
+    elif pa.types.is_fixed_size_list(arrow_type):  # a vector: FLOAT, or half precision's bits (store.vectors)
+        element = "INT16" if pa.types.is_int16(arrow_type.value_type) else "FLOAT"
+        kuzu_type = f"{element}[{arrow_type.list_size}]"
     elif pa.types.is_list(arrow_type) and pa.types.is_string(arrow_type.value_type):
         kuzu_type = "STRING[]"
     elif pa.types.is_boolean(arrow_type):
@@ -652,7 +669,8 @@ class WriteTxn:
         each row keyed by the scope's prefix and, for a row of an ``schema.ANCHORED`` table, owned by the scope's
         ``Scope`` node in the same statement (the scope invariant, module docstring); a message, round or passage is
         reached through the edge to its session or round, which the caller writes in the same transaction. An
-        indexed table's rows are indexed at commit.
+        indexed table's rows are indexed at commit, with the columns Kuzu does not keep (``schema.INDEX_ONLY``: a
+        round's texts, which are its messages').
 
         How: messages, rounds and passages in bulk (more than ``CREATE_MAX_ROWS``, or ``bulk``) are one ``COPY``;
         every other insert is ``CREATE`` statements, edges one statement per edge (``insert_rows``,
@@ -665,12 +683,16 @@ class WriteTxn:
         if data.num_rows == 0:
             return
         ends = schema.rel_ends(table)
-        keyed = _keyed(_unset_as_null(table, data), self.scope.prefix, ends is not None)
+        index_only = [c for c in schema.INDEX_ONLY.get(table, ()) if c in data.column_names]
+        keyed = _keyed(
+            _unset_as_null(table, data.drop_columns(index_only)), self.scope.prefix, ends is not None
+        )
         if ends is not None:
             insert_edges(self._conn, table, keyed)
             self.created = True
         elif table in schema.ANCHORED or (self.create_small and data.num_rows <= CREATE_MAX_ROWS):
-            insert_rows(self._conn, table, keyed, self.scope.user_id)
+            if insert_rows(self._conn, table, keyed, self.scope.user_id):
+                self.copied = True
             self.created = True
         else:
             # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
@@ -713,9 +735,28 @@ def _keyed(data: Any, prefix: str, edges: bool) -> Any:
     return keyed.set_column(1, "to", pa.array([prefix + i for i in data.column("to").to_pylist()]))
 
 
-def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> None:
+ANCHORED_COPY_FROM = 2_000
+"""Rows of an anchored table from which ``insert_rows`` uses ``COPY`` (then one ``OWNS`` edge per row): Kuzu 0.11.3
+keeps the rows of ``CREATE`` statements in the transaction's memory, and an import of 10,000 entities, 20,000
+facts and 2,000 events in one transaction filled a 256 MiB buffer pool at commit ("Unable to allocate memory"),
+while the same rows by ``COPY`` committed (benchmarks/perf/entities.py). Below it ``CREATE`` is cheaper: a ``COPY``
+makes its commit checkpoint."""
+
+
+def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> bool:
     """``CREATE`` keyed rows of a scope table, ``CREATE_CHUNK`` per statement; a row of an anchored table with
-    its ``OWNS`` edge from the scope's ``Scope`` node (``user_id``), in the same statement."""
+    its ``OWNS`` edge from the scope's ``Scope`` node (``user_id``), in the same statement; from
+    ``ANCHORED_COPY_FROM`` rows of an anchored table, a ``COPY`` of the rows and then their ``OWNS`` edges one by one
+    (never a ``COPY`` of edges: ``WriteTxn.copy``). Returns whether it ran a ``COPY``."""
+    if table in schema.ANCHORED and keyed.num_rows >= ANCHORED_COPY_FROM:
+        frame = keyed  # noqa: F841  (COPY reads it by name)
+        _drain(conn.execute(f"COPY {table} FROM frame"))
+        owns = conn.prepare(
+            f"MATCH (sc:Scope {{key: $scope}}), (n:{table} {{key: $k}}) CREATE (sc)-[:OWNS]->(n)"
+        )
+        for k in keyed.column("key").to_pylist():
+            _drain(conn.execute(owns, {"scope": user_id, "k": k}))
+        return True
     props = ", ".join(f"{c}: {_typed(f'r.{c}', keyed.schema.field(c).type)}" for c in keyed.column_names)
     if table in schema.ANCHORED:  # starts from the Scope node (a key lookup)
         stmt = (
@@ -726,6 +767,7 @@ def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> 
     for start in range(0, keyed.num_rows, CREATE_CHUNK):
         rows = keyed.slice(start, CREATE_CHUNK).to_pylist()
         _run(conn, stmt, {"rows": rows, "scope": user_id} if table in schema.ANCHORED else {"rows": rows})
+    return False
 
 
 def insert_edges(conn: kuzu.Connection, table: str, keyed: Any) -> None:

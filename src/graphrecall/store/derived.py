@@ -26,13 +26,17 @@ from graphrecall.index import ScopeIndexes
 from graphrecall.index.lexical import Row
 from graphrecall.index.vector import F32
 from graphrecall.models import Round
-from graphrecall.store.schema import MATCH_SCOPE, owned
+from graphrecall.store.rows import round_texts_of
+from graphrecall.store.schema import INDEX_ONLY, MATCH_SCOPE, owned
+from graphrecall.store.vectors import is_half, matrix
 
 
 class Readable(Protocol):
     """What a rebuild reads through: ``ScopeDatabase.query``."""
 
     def query(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]: ...
+
+    def arrow(self, cypher: str, params: dict[str, Any] | None = None) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -83,40 +87,72 @@ def dump_marks(marks: Mapping[str, int]) -> str:
     return json.dumps(dict(marks), sort_keys=True)
 
 
+_IN_PAGE = "WHERE offset(ID(n)) >= $a AND offset(ID(n)) <= $b"
+
+
+def _match(table: str) -> str:
+    """The pattern that binds the scope's rows of ``table`` to ``n``."""
+    return f"{MATCH_SCOPE}MATCH {owned('n', table)}"
+
+
 class KuzuSource:
     """``IndexSource`` over one scope of its bucket: rows read in pages ordered by id (a 100k-round rebuild never
     materializes a table in one result), marks as Kuzu last committed them."""
 
-    def __init__(self, db: Readable, marks: Mapping[str, int]) -> None:
+    def __init__(self, db: Readable, marks: Mapping[str, int], dim: int) -> None:
         self.db = db
         self.marks = marks
+        self.dim = dim
 
-    def _pages(self, spec: Derived) -> Iterator[list[Any]]:
-        """Every row of the scope, a page of internal offsets at a time. Why offsets: ``ORDER BY id SKIP/LIMIT``
-        sorts the whole table on every page, which at 100k rounds exhausts a 64 MiB buffer pool (measured); a range
-        of offsets is a filter on what the scope's ``OWNS`` edges reach, and reads only the page's values. The
-        scope's offsets are read first (they are spread over the bucket's table), so a page holds ``PAGE`` rows."""
-        columns = ", ".join(f"n.{c}" for c in (spec.column, *spec.payload))
-        pattern = f"{MATCH_SCOPE}MATCH {owned('n', spec.table)}"
-        offsets = sorted(int(r[0]) for r in self.db.query(f"{pattern} RETURN offset(ID(n))"))
+    def _ranges(self, table: str) -> Iterator[dict[str, int]]:
+        """The scope's rows of ``table`` as ranges of internal offsets of ``PAGE`` rows each (``$a``, ``$b``). Why
+        offsets: ``ORDER BY id SKIP/LIMIT`` sorts the whole table on every page, which at 100k rounds exhausts a
+        64 MiB buffer pool (measured); a range of offsets is a filter on what the scope's ``OWNS`` edges reach, and
+        reads only the page's values. The scope's offsets are read first (they are spread over the bucket's
+        table), so a page holds ``PAGE`` rows."""
+        offsets = sorted(int(r[0]) for r in self.db.query(f"{_match(table)} RETURN offset(ID(n))"))
         for start in range(0, len(offsets), PAGE):
-            yield from self.db.query(
-                f"{pattern} WHERE offset(ID(n)) >= $a AND offset(ID(n)) <= $b RETURN n.id, {columns}",
-                {"a": offsets[start], "b": offsets[min(len(offsets), start + PAGE) - 1]},
-            )
+            yield {"a": offsets[start], "b": offsets[min(len(offsets), start + PAGE) - 1]}
 
     def lexical_rows(self, name: str) -> Iterator[Row]:
         spec = BY_NAME[name]
-        for r in self._pages(spec):
-            if spec.payload:
-                yield str(r[0]), str(r[1] or ""), encode_payload(dict(zip(spec.payload, r[2:], strict=True)))
-            else:
-                yield str(r[0]), str(r[1] or "")
+        index_only = INDEX_ONLY.get(spec.table, ())
+        stored = [c for c in spec.payload if c not in index_only]
+        columns = ", ".join(f"n.{c}" for c in (spec.column, *stored))
+        for page in self._ranges(spec.table):
+            rows = self.db.query(f"{_match(spec.table)} {_IN_PAGE} RETURN n.id, {columns}", page)
+            texts = self._round_texts(page) if spec.table == "Round" and index_only else {}
+            for r in rows:
+                if not spec.payload:
+                    yield str(r[0]), str(r[1] or "")
+                    continue
+                values = dict(zip(stored, r[2:], strict=True))
+                if texts:
+                    values["text"], values["user_text"] = round_texts_of(values["message_ids"] or [], texts)
+                yield str(r[0]), str(r[1] or ""), encode_payload({c: values[c] for c in spec.payload})
+
+    def _round_texts(self, page: dict[str, int]) -> dict[str, tuple[str, str]]:
+        """Message id -> (role, text) of the messages of a page of rounds' sessions: a round's texts are its
+        messages' (those its ``message_ids`` name)."""
+        rows = self.db.query(
+            f"{_match('Round')} {_IN_PAGE} MATCH (n)-[:ROUND_IN]->(s:Session) WITH DISTINCT s "
+            "MATCH (s)<-[:MSG_IN]-(m:Message) RETURN m.id, m.role, m.text",
+            page,
+        )
+        return {str(r[0]): (str(r[1]), str(r[2] or "")) for r in rows}
 
     def vector_rows(self, name: str) -> Iterator[tuple[str, F32]]:
-        for r in self._pages(BY_NAME[name]):
-            if r[1] is not None:
-                yield str(r[0]), np.asarray(r[1], dtype=np.float32)
+        """Read as arrow a page at a time: a vector as a Python list costs a Python number per component."""
+        spec = BY_NAME[name]
+        for page in self._ranges(spec.table):
+            frame = self.db.arrow(
+                f"{_match(spec.table)} {_IN_PAGE} AND n.{spec.column} IS NOT NULL "
+                f"RETURN n.id AS id, n.{spec.column} AS v",
+                page,
+            )
+            if frame.num_rows:
+                mat = matrix(frame.column("v"), self.dim)
+                yield from zip((str(i) for i in frame.column("id").to_pylist()), mat, strict=True)
 
     def mark(self, name: str) -> str | None:
         return str(self.marks.get(BY_NAME[name].table, 0))
@@ -145,9 +181,10 @@ class DerivedIndexes:
             db_path,
             embedder_id=embedder_id,
             dim=dim,
-            source=KuzuSource(db, marks),
+            source=KuzuSource(db, marks, dim),
             lexical=[d.name for d in DERIVED if d.kind == "lexical"],
             vector=[d.name for d in DERIVED if d.kind == "vector"],
+            half=[d.name for d in DERIVED if d.kind == "vector" and is_half(d.table, d.column)],
             fresh=fresh,
         )
         return cls(ix, dim)
@@ -255,16 +292,17 @@ def round_from_payload(rid: str, payload: bytes) -> Round:
 
 
 def _vectors(added: Mapping[str, tuple[pa.Table, int]], ids: Sequence[str], column: str, dim: int) -> F32:
+    """The vectors of the added rows as written to Kuzu (half precision's bits decoded: ``store.vectors``)."""
     out = np.empty((len(ids), dim), dtype=np.float32)
     cache: dict[int, F32] = {}
     for j, rid in enumerate(ids):
         table, i = added[rid]
         mat = cache.get(id(table))
         if mat is None:
-            col = table.column(column).combine_chunks()
-            if col.null_count:
-                raise ValueError(f"column {column} has null vectors; indexed rows need one")
-            mat = np.asarray(col.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, dim)
+            try:
+                mat = matrix(table.column(column), dim)
+            except ValueError as e:
+                raise ValueError(f"column {column}: {e}") from e
             cache[id(table)] = mat
         out[j] = mat[i]
     return out

@@ -446,20 +446,45 @@ def entity_neighbourhood(
     if not entity_ids:
         return []
     v = np.asarray(vec, dtype=np.float32).tolist()
+    # From each named entity by key along its edges: the cost follows the entities' neighbourhoods. Filtering the
+    # scope's facts and events by ``e.id IN $ents`` read every fact of the scope (and joined every event with every
+    # session) on each search: ~0.5 s at 20,000 facts (benchmarks/perf/entities.py).
     fcond, fparams = fact_condition("f", until, as_of)
-    facts = db.query(
-        f"{MATCH_SCOPE}MATCH {owned('f', 'Fact')}-[:ABOUT]->(e:Entity) WHERE e.id IN $ents AND {fcond} WITH DISTINCT f "
-        "RETURN f.id, array_cosine_similarity(f.embedding, $v) AS s ORDER BY s DESC LIMIT $k",
-        {"ents": list(entity_ids), "v": v, "k": k, **fparams},
+    per_entity = [{"k": db.key(e), "v": v, **fparams} for e in dict.fromkeys(entity_ids)]
+    fact_sims = {
+        r[0]: float(r[1])
+        for r in db.query_each(
+            f"MATCH (e:Entity {{key: $k}})<-[:ABOUT]-(f:Fact) WHERE {fcond} "
+            "RETURN f.id, array_cosine_similarity(f.embedding, $v)",
+            per_entity,
+        )
+    }
+    found = db.query_each(
+        "MATCH (e:Entity {key: $k})<-[:SUBJECT|OBJECT]-(x:Event) "
+        "RETURN x.id, x.session_id, array_cosine_similarity(x.embedding, $v)",
+        [{"k": p["k"], "v": v} for p in per_entity],
     )
-    econd, eparams = event_condition("s", until, as_of)
-    events = db.query(
-        f"{MATCH_SCOPE}MATCH {owned('x', 'Event')}-[]->(e:Entity), {owned('s', 'Session')} WHERE e.id IN $ents "
-        f"AND s.id = x.session_id AND {econd} "
-        "WITH DISTINCT x RETURN x.id, array_cosine_similarity(x.embedding, $v) AS s ORDER BY s DESC LIMIT $k",
-        {"ents": list(entity_ids), "v": v, "k": k, **eparams},
-    )
+    started = {
+        r[0]: r[1]
+        for r in db.query_each(
+            "MATCH (s:Session {key: $k}) RETURN s.id, s.started_at",
+            [{"k": db.key(sid)} for sid in dict.fromkeys(r[1] for r in found if r[1] is not None)],
+        )
+    }
+    event_sims = {
+        r[0]: float(r[2]) for r in found if r[1] in started and _session_visible(started[r[1]], until, as_of)
+    }
+    facts = sorted(fact_sims.items(), key=lambda x: (-x[1], x[0]))[:k]
+    events = sorted(event_sims.items(), key=lambda x: (-x[1], x[0]))[:k]
     return [("fact", r[0], float(r[1])) for r in facts] + [("event", r[0], float(r[1])) for r in events]
+
+
+def _session_visible(started_at: datetime | None, until: datetime | None, as_of: datetime | None) -> bool:
+    """``visibility.event_condition`` for one session's start, in Python (a NULL start fails a bound, as in Kuzu)."""
+    for bound in (until, as_of):
+        if bound is not None and (started_at is None or started_at > bound):
+            return False
+    return True
 
 
 def events_between(
@@ -482,8 +507,8 @@ def source_rounds(db: ScopeDatabase, table: str, ids: Sequence[str]) -> dict[str
         return {}
     rel = "FACT_FROM" if table == "Fact" else "EVENT_FROM"
     rows = db.query(
-        f"{MATCH_SCOPE}MATCH {owned('x', table)}-[:{rel}]->(m:Message)<-[:HAS_MESSAGE]-(r:Round) WHERE x.id IN $ids "
-        "RETURN x.id, collect(DISTINCT r.id)",
+        f"{MATCH_SCOPE}MATCH {owned('x', table)}-[:{rel}]->(m:Message)-[:MSG_IN]->(:Session)<-[:ROUND_IN]-(r:Round) "
+        "WHERE x.id IN $ids AND list_contains(r.message_ids, m.id) RETURN x.id, collect(DISTINCT r.id)",
         {"ids": list(ids)},
     )
     return {r[0]: sorted(r[1]) for r in rows}

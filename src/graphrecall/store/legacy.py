@@ -26,6 +26,7 @@ from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy
 from graphrecall.store import schema
 from graphrecall.store.derived import parse_marks
 from graphrecall.store.recovery import recover
+from graphrecall.store.vectors import from_half, is_half
 from graphrecall.text import message_language
 
 log = logging.getLogger(__name__)
@@ -216,7 +217,7 @@ def write_legacy(path: Path, source: Any, *, embedder_id: str, dim: int, marks: 
     db = kuzu.Database(str(path))
     conn = kuzu.Connection(db)
     try:
-        for stmt in [*schema.legacy_node_tables(dim), *schema.REL_TABLES]:
+        for stmt in [*schema.legacy_node_tables(dim), *schema.LEGACY_REL_TABLES]:
             _run(conn, stmt)
         _run(
             conn,
@@ -233,6 +234,11 @@ def write_legacy(path: Path, source: Any, *, embedder_id: str, dim: int, marks: 
             new = schema.NEW_IN_BUCKETS.get(table, ())
             columns = ", ".join(f"n.{c} AS {c}" for c in schema.column_names(table) if c not in new)
             frame = source.arrow(f"{source.nodes(table)} RETURN {columns}")
+            for c in frame.column_names:  # a bucket's half-precision vectors, as float32 (``store.vectors``)
+                if is_half(table, c) and frame.num_rows:
+                    frame = frame.set_column(frame.column_names.index(c), c, from_half(frame.column(c), dim))
+            if table == "Round" and frame.num_rows:  # a bucket's rounds keep their texts in their messages
+                frame = _with_round_texts(frame, source)
             if frame.num_rows:
                 conn.execute(f"COPY {table} FROM frame")
         for rel in schema.rel_names():
@@ -245,7 +251,30 @@ def write_legacy(path: Path, source: Any, *, embedder_id: str, dim: int, marks: 
                 frame = pa.table({"from": edges.column("a"), "to": edges.column("b"), **{
                     p: edges.column(p) for p in schema.rel_props(rel)}})  # fmt: skip
                 conn.execute(f"COPY {rel} FROM frame")
+        rounds = source.arrow(f"{source.nodes('Round')} RETURN n.id AS id, n.message_ids AS m").to_pylist()
+        if rounds:  # a database per scope had an edge from each round to each of its messages
+            frame = pa.table({"from": [r["id"] for r in rounds for _ in r["m"] or []],
+                              "to": [m for r in rounds for m in r["m"] or []]})  # fmt: skip
+            conn.execute("COPY HAS_MESSAGE FROM frame")
         _run(conn, "CHECKPOINT")
     finally:
         conn.close()
         db.close()
+
+
+def _with_round_texts(frame: Any, source: Any) -> Any:
+    """A bucket's rounds with the ``text`` and ``user_text`` columns of a database per scope, made from their
+    messages (``rows.round_texts``), in the legacy column order."""
+    import pyarrow as pa
+
+    from graphrecall.store.rows import round_texts_of
+
+    rows = source.arrow(
+        f"{source.nodes('Message', 'm')} RETURN m.id AS id, m.role AS role, m.text AS text"
+    ).to_pylist()
+    messages = {r["id"]: (r["role"], r["text"] or "") for r in rows}
+    texts = [round_texts_of(ids or [], messages) for ids in frame.column("message_ids").to_pylist()]
+    columns = {c: frame.column(c) for c in frame.column_names}
+    columns["text"] = pa.array([t for t, _ in texts], pa.string())
+    columns["user_text"] = pa.array([u for _, u in texts], pa.string())
+    return pa.table({c: columns[c] for c in schema.column_names("Round", legacy=True)})

@@ -21,6 +21,7 @@ import pyarrow as pa
 from graphrecall.store import schema
 from graphrecall.store.database import BucketDatabase, Member, insert_edges, insert_rows
 from graphrecall.store.legacy import LEGACY_SUFFIXES, UPGRADE_WORK, LegacyDatabase
+from graphrecall.store.vectors import is_half, to_half
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,15 @@ def _pages(source: Source, table: str, columns: str) -> Iterator[pa.Table]:
         )
 
 
+def bucket_layout(table: str, page: pa.Table, dim: int) -> pa.Table:
+    """A page of rows as a bucket stores them: a vector a database per scope kept as ``FLOAT[dim]`` becomes half
+    precision where the bucket keeps it so (``store.vectors``); a page from another bucket is already so."""
+    for column in page.column_names:
+        if is_half(table, column) and not pa.types.is_int16(page.schema.field(column).type.value_type):
+            page = page.set_column(page.column_names.index(column), column, to_half(page.column(column), dim))
+    return page
+
+
 def copy_rows(bucket: BucketDatabase, user_id: str, prefix: str, source: Source) -> int:
     """Inside the bucket's open transaction: every row and edge of ``source`` as the scope's (keys with ``prefix``,
     the rows of ``schema.ANCHORED`` tables owned by the ``Scope`` row ``user_id``). Returns the rows copied."""
@@ -105,6 +115,7 @@ def copy_rows(bucket: BucketDatabase, user_id: str, prefix: str, source: Source)
         for page in _pages(source, table, columns):
             if page.num_rows == 0:
                 continue
+            page = bucket_layout(table, page, bucket.dim)
             keyed = page.add_column(0, "key", pa.array([prefix + i for i in page.column("id").to_pylist()]))
             if table in schema.ANCHORED:  # with their OWNS edges, never copied (database.WriteTxn.copy)
                 insert_rows(conn, table, keyed, user_id)

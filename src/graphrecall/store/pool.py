@@ -44,7 +44,8 @@ from graphrecall.embed.spec import spec_of
 from graphrecall.errors import EmbedderMismatch, NotFound, StorageFull, StoreBusy
 from graphrecall.index import index_dir
 from graphrecall.models import Scope
-from graphrecall.store import buckets
+from graphrecall.store import buckets, freespace
+from graphrecall.store.compact import Compacted, OnStep, compact
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, BucketDatabase, Member, ScopeDatabase
 from graphrecall.store.legacy import LEGACY_SUFFIXES, legacy_path
 from graphrecall.store.move import move_legacy
@@ -56,6 +57,9 @@ log = logging.getLogger(__name__)
 
 # How long erasing a scope waits for the requests that hold its database before it gives up.
 DROP_WAIT_SECONDS = 30.0
+# How long a request for a scope waits while its bucket is compacted (``DatabasePool.compact``) before ``StoreBusy``:
+# a compaction copies ~20k rows/s, so this covers a bucket of ~2M rows.
+COMPACT_WAIT_SECONDS = 120.0
 # Room a scope's store needs before it is written again after a write failed for lack of room: without it the next
 # write would fail the same way (and leave one more database behind).
 WRITE_ROOM_BYTES = 1 << 20
@@ -96,6 +100,7 @@ class DatabasePool:
         self._scope_locks: dict[Scope, threading.Lock] = {}
         self._bucket_locks: dict[Path, threading.Lock] = {}
         self._broken: weakref.WeakSet[BucketDatabase] = weakref.WeakSet()  # to abandon once idle
+        self._compacting: set[Path] = set()  # buckets being compacted: requests for their scopes wait
         self._out_of_room: set[Scope] = set()  # scopes whose store failed to write for lack of room
         self._manifests: dict[str, buckets.Manifest] = {}  # org -> this embedder's manifest, once it exists
         self._empty: ScopeDatabase | None = None
@@ -189,6 +194,7 @@ class DatabasePool:
     def _bucket(self, path: Path, m: buckets.Manifest) -> BucketDatabase:
         """The open bucket at ``path`` (opened or created if need be), with one more use."""
         with self._lock:
+            self._await_compaction(path)
             self._await_broken(path)
             found = self._buckets.get(path)
             if found is not None:
@@ -198,6 +204,7 @@ class DatabasePool:
             lock = self._bucket_locks.setdefault(path, threading.Lock())
         with lock:
             with self._lock:
+                self._await_compaction(path)
                 self._await_broken(path)
                 found = self._buckets.get(path)
                 if found is not None:
@@ -316,6 +323,16 @@ class DatabasePool:
                 self._out_of_room.discard(scope)
         return short
 
+    def _await_compaction(self, path: Path) -> None:
+        """Before handing out the bucket at ``path``: wait while it is compacted (``compact``). Caller holds
+        ``_lock``."""
+        if path in self._compacting and not self._released.wait_for(
+            lambda: path not in self._compacting, COMPACT_WAIT_SECONDS
+        ):
+            raise StoreBusy(
+                f"bucket {path} is being compacted and was not done after {COMPACT_WAIT_SECONDS:g} s; retry later"
+            )
+
     def _await_broken(self, path: Path) -> None:
         """Before handing out the bucket at ``path``: wait until a broken one has left the pool, so that a fresh
         one is opened. Caller holds ``_lock``."""
@@ -362,7 +379,7 @@ class DatabasePool:
         """The scope's view, with one more use (of it and of its bucket)."""
         with self._lock:
             db = self._open.get(scope)
-            if db is not None and db.bucket not in self._broken:
+            if db is not None and db.bucket not in self._broken and db.bucket.path not in self._compacting:
                 self._open.move_to_end(scope)
                 db.in_use += 1
                 db.bucket.in_use += 1
@@ -371,7 +388,11 @@ class DatabasePool:
         with scope_lock:
             with self._lock:
                 db = self._open.get(scope)
-                if db is not None and db.bucket not in self._broken:
+                if (
+                    db is not None
+                    and db.bucket not in self._broken
+                    and db.bucket.path not in self._compacting
+                ):
                     db.in_use += 1
                     db.bucket.in_use += 1
                     return db
@@ -385,7 +406,14 @@ class DatabasePool:
             if not (create or moving or path.exists()):
                 self._refuse(scope, create)
                 raise NotFound(f"no memory stored for scope {scope}")
-            bucket = self._bucket(path, m)
+            bucket = self._bucket(path, m)  # waits while the bucket is compacted
+            with self._lock:
+                db = self._open.get(scope)
+                if (
+                    db is not None and db.bucket is bucket
+                ):  # open before a compaction that gave up: still good
+                    db.in_use += 1
+                    return db
             try:
                 if moving:
                     move_legacy(
@@ -445,6 +473,73 @@ class DatabasePool:
                 if bucket.in_use == 0 and id(bucket) not in viewed:
                     del self._buckets[path]
                     self._dispose(bucket)
+
+    # -- compaction ----------------------------------------------------------------------------------------------
+    def free_space(self, scope: Scope) -> tuple[Path, freespace.FreeSpace] | None:
+        """The bucket of this embedder that holds (or would hold) the scope's rows and its free space
+        (``store.freespace``); None when that bucket does not exist."""
+        m = self._manifest(scope.org_id, create=False)
+        path = None if m is None else m.path_for(scope.user_id)
+        if m is None or path is None or not path.exists():
+            return None
+        with self._using(path, m) as bucket:
+            return path, freespace.measure(bucket)
+
+    def compact(
+        self, path: Path, *, wait_seconds: float = DROP_WAIT_SECONDS, on_step: OnStep | None = None
+    ) -> Compacted:
+        """Rewrite the bucket at ``path`` into a fresh file (``store.compact``). Requests for its scopes wait
+        meanwhile (``StoreBusy`` after ``COMPACT_WAIT_SECONDS``); those already holding it finish first, and if they
+        do not let go within ``wait_seconds`` nothing is done and ``StoreBusy`` is raised. Its views are closed and
+        reopened on the new file by the next request; their derived indexes stay as they are (same ids, same
+        marks). ``StorageFull`` when the file system has no room for a second copy of the file."""
+        m = buckets.read_manifest(path.parent)
+        if m is None or not path.exists():
+            raise NotFound(f"no bucket at {path}")
+        short = short_of_room(path, path.stat().st_size + WRITE_ROOM_BYTES)
+        if short is not None:
+            raise StorageFull(f"bucket {path}: no room to rewrite it: {short}")
+        with self._lock:
+            if path in self._compacting:
+                raise StoreBusy(f"bucket {path} is being compacted already")
+            if any(b.path == path for b in _ABANDONED):  # its file lock is shared with a broken twin
+                raise StoreBusy(
+                    f"bucket {path} was reopened after a failed write; it is compacted after a restart"
+                )
+            self._compacting.add(path)
+        try:
+            bucket = self._take_out(path, wait_seconds)
+            if bucket is None:
+                bucket = BucketDatabase(
+                    path,
+                    embedder_id=m.embedder_id,
+                    dim=m.dim,
+                    buffer_pool_size=self._bp,
+                    max_db_size=self._max,
+                )
+            return compact(bucket, on_step=on_step)
+        finally:
+            with self._lock:
+                self._compacting.discard(path)
+                self._released.notify_all()
+
+    def _take_out(self, path: Path, wait_seconds: float) -> BucketDatabase | None:
+        """The open bucket at ``path`` out of the pool, once the requests holding it let go, with its views closed
+        (None when it is not open). The caller has put ``path`` in ``_compacting``, so no request takes it again."""
+        with self._lock:
+            self._await_broken(path)
+            found = self._buckets.get(path)
+
+            def idle() -> bool:
+                return found is None or self._buckets.get(path) is not found or found.in_use == 0
+
+            if not self._released.wait_for(idle, wait_seconds):
+                raise StoreBusy(
+                    f"bucket {path} is still in use after {wait_seconds:g} s; it was not compacted"
+                )
+            for scope in [s for s, v in self._open.items() if v.bucket.path == path]:
+                self._open.pop(scope).close()
+            return self._buckets.pop(path, None)
 
     def open_count(self) -> int:
         """Scope views open."""

@@ -11,12 +11,13 @@ import pyarrow as pa
 from graphrecall.embed.base import Vectors
 from graphrecall.models import Round, Session, utcnow
 from graphrecall.store import schema
-from graphrecall.store.arrow import TS, edge_table, vector_column
+from graphrecall.store.arrow import TS, edge_table
 from graphrecall.store.database import MATCH_SCOPE, ScopeDatabase, WriteTxn, owned
 from graphrecall.store.known import (
     existing_ids as existing_ids,  # the facade checks ids by table through here
 )
-from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
+from graphrecall.store.rows import MessageRow, RoundRow, SessionRow, round_texts_of
+from graphrecall.store.vectors import half_column, is_half, matrix
 from graphrecall.store.visibility import round_condition
 
 
@@ -135,13 +136,12 @@ def write_rounds(
                 "terms": [r.terms for r in rounds],
                 "at": pa.array([r.at for r in rounds], TS),
                 "message_ids": pa.array([r.message_ids for r in rounds], pa.list_(pa.string())),
-                "embedding": vector_column(user_vecs, dim),
-                "reply_embedding": vector_column(reply_vecs, dim),
+                "embedding": half_column(user_vecs, dim),
+                "reply_embedding": half_column(reply_vecs, dim),
             }
         ),
     )
     txn.copy("ROUND_IN", edge_table([(r.id, r.session_id) for r in rounds]))
-    txn.copy("HAS_MESSAGE", edge_table([(r.id, m) for r in rounds for m in r.message_ids]))
     if passages:
         write_passages(txn, list(zip((r.id for r in rounds), passages, strict=True)), dim)
 
@@ -162,7 +162,7 @@ def write_passages(txn: WriteTxn, owned: Sequence[tuple[str, Vectors | None]], d
                 "id": ids,
                 "round_id": owners,
                 "idx": pa.array([i for _, i in keys], pa.int64()),
-                "embedding": vector_column(np.concatenate([p for _, p in kept]), dim),
+                "embedding": half_column(np.concatenate([p for _, p in kept]), dim),
             }
         ),
     )
@@ -175,11 +175,15 @@ def rounds_without_passages(
     """``(id, user text)`` of rounds whose user side is longer than ``longer_than`` characters and that have no
     passages: stored before schema 4, or while a higher ``passage_from_chars`` was set (``Memory.backfill_passages``).
     At most ``limit``, by id, from the first id above ``after`` (a page's last id: a round that gets no passages,
-    one too short to split, is not read again); with ``among``, only those ids."""
+    one too short to split, is not read again); with ``among``, only those ids. A round's user side is its user
+    messages joined by newlines (``rows.round_texts``), so its length is theirs plus one per join."""
     only = " AND r.id IN $among" if among is not None else ""
     rows = db.query(
-        f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} WHERE r.id > $after AND size(r.user_text) > $n{only} "
-        "AND NOT EXISTS { MATCH (:Passage)-[:PASSAGE_OF]->(r) } RETURN r.id, r.user_text ORDER BY r.id LIMIT $k",
+        f"{MATCH_SCOPE}MATCH {owned('r', 'Round')} WHERE r.id > $after{only} "
+        "AND NOT EXISTS { MATCH (:Passage)-[:PASSAGE_OF]->(r) } "
+        f"MATCH {schema.round_messages('r', 'm')} WHERE m.role = 'user' AND list_contains(r.message_ids, m.id) "
+        "WITH r, sum(size(m.text)) + count(m) - 1 AS n WHERE n > $n "
+        "RETURN r.id, r.message_ids, r.session_id ORDER BY r.id LIMIT $k",
         {
             "n": longer_than,
             "k": limit,
@@ -187,7 +191,18 @@ def rounds_without_passages(
             **({"among": list(among)} if among is not None else {}),
         },
     )
-    return [(r[0], r[1]) for r in rows]
+    texts = message_texts(db, [r[2] for r in rows])
+    return [(r[0], round_texts_of(r[1] or [], texts)[1]) for r in rows]
+
+
+def message_texts(db: ScopeDatabase, session_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """Message id -> (role, text) of the messages of these sessions: what a round's texts are made of (Kuzu keeps
+    them once, in ``Message``: ``schema.INDEX_ONLY``; a round's messages are those its ``message_ids`` name)."""
+    rows = db.query_each(
+        "MATCH (:Session {key: $k})<-[:MSG_IN]-(m:Message) RETURN m.id, m.role, m.text",
+        [{"k": db.key(sid)} for sid in sorted(set(session_ids))],
+    )
+    return {r[0]: (r[1], r[2] or "") for r in rows}
 
 
 def touch_sessions(txn: WriteTxn, messages: Sequence[MessageRow]) -> None:
@@ -211,13 +226,31 @@ def exact_vector_search(
     db: ScopeDatabase, column: str, vec: Vectors, k: int, table: str = "Round"
 ) -> list[tuple[str, float]]:
     """The same ranking by a full scan in Kuzu, without an index: the reference the derived indexes are checked
-    against (tests, ``benchmarks/perf``, and the retriever's ``use_index=False``, which only they set)."""
+    against (tests, ``benchmarks/perf``, and the retriever's ``use_index=False``, which only they set). Cosine
+    similarity; a half-precision column (``store.vectors``) is read whole and scored here, since Kuzu's
+    ``array_cosine_similarity`` takes only float arrays."""
+    if is_half(table, column):
+        return _exact_half_search(db, table, column, vec, k)
     rows = db.query(
         f"{MATCH_SCOPE}MATCH {owned('r', table)} WITH r, array_cosine_similarity(r.{column}, $v) AS s RETURN r.id, s ORDER BY s DESC "
         "LIMIT $k",
         {"v": np.asarray(vec, dtype=np.float32).tolist(), "k": k},
     )
     return [(r[0], float(r[1])) for r in rows]
+
+
+def _exact_half_search(
+    db: ScopeDatabase, table: str, column: str, vec: Vectors, k: int
+) -> list[tuple[str, float]]:
+    frame = db.arrow(f"{MATCH_SCOPE}MATCH {owned('r', table)} RETURN r.id AS id, r.{column} AS v")
+    if frame.num_rows == 0 or k <= 0:
+        return []
+    q = np.asarray(vec, dtype=np.float32).reshape(-1)
+    mat = matrix(frame.column("v"), q.shape[0])
+    sims = (mat @ q) / np.maximum(np.linalg.norm(mat, axis=1) * np.linalg.norm(q), 1e-12)
+    ids = frame.column("id").to_pylist()
+    order = sorted(range(len(ids)), key=lambda i: (-float(sims[i]), ids[i]))[:k]
+    return [(ids[i], float(sims[i])) for i in order]
 
 
 def passage_scores(hits: Sequence[tuple[str, float]]) -> dict[str, float]:
@@ -262,17 +295,21 @@ def fetch_rounds(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
 def kuzu_rounds(db: ScopeDatabase, ids: Sequence[str]) -> dict[str, Round]:
     """Rounds by id from Kuzu. One primary-key lookup per id, on purpose: Kuzu 0.11.3 plans ``UNWIND $ids MATCH
     (r:Round {id: i})`` as a hash join over a scan of the whole table, which at 100k rounds exhausts a 64 MiB buffer
-    pool (and an ``IN`` filter scans too: ~420 ms); 30 point lookups take ~25 ms at 100k rounds (benchmarks/perf)."""
+    pool (and an ``IN`` filter scans too: ~420 ms); 30 point lookups take ~25 ms at 100k rounds (benchmarks/perf).
+    A round's texts are its messages' (``schema.INDEX_ONLY``), read from its session. Searches read rounds from
+    the lexical index's stored documents, so this runs only for a round the index lacks."""
     rows = db.query_each(
-        "MATCH (r:Round {key: $k}) RETURN r.id, r.session_id, r.idx, r.text, r.user_text, r.at, r.message_ids",
+        "MATCH (r:Round {key: $k}) RETURN r.id, r.session_id, r.idx, r.at, r.message_ids",
         [{"k": db.key(rid)} for rid in dict.fromkeys(ids)],
     )
-    return {
-        r[0]: Round(
-            id=r[0], session_id=r[1], idx=r[2], text=r[3], user_text=r[4] or "", at=r[5], message_ids=r[6]
+    texts = message_texts(db, [r[1] for r in rows])
+    out: dict[str, Round] = {}
+    for rid, session_id, idx, at, message_ids in rows:
+        text, user = round_texts_of(message_ids or [], texts)
+        out[rid] = Round(
+            id=rid, session_id=session_id, idx=idx, text=text, user_text=user, at=at, message_ids=message_ids
         )
-        for r in rows
-    }
+    return out
 
 
 def list_sessions(db: ScopeDatabase, *, limit: int = 1000, offset: int = 0) -> list[Session]:

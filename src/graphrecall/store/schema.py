@@ -26,6 +26,13 @@ ADD`` with ``''``, then every message's language detected from its text: ~0.6 s 
 model's ~1.3 s load, docs/architecture.md). Rounds have no language column: a round's user side is its user message
 (``message_ids``), whose language is stored, and nothing reads a round's language to rank it (its ``terms`` are
 analysed per script and per text as before, ``text.tokenize``).
+
+Schema 6 is a bucket's (many scopes per database: ``store.database``, docs/architecture.md "Storage: buckets"), and
+it keeps fewer bytes per round (docs/benchmarks.md "Bytes per round in a bucket"): the vectors of rounds and passages
+in half precision (``INT16[dim]`` of binary16 bits, ``store.vectors``), a round's text and user text only in its
+messages (``INDEX_ONLY``), and no ``HAS_MESSAGE`` edge (``LEGACY_REL_TABLES``: a round's messages are those of its
+session that its ``message_ids`` name). A database per scope keeps the schema 5 layout (``legacy=True``), which
+``store.move`` converts when it moves one into its bucket.
 """
 
 from __future__ import annotations
@@ -63,14 +70,26 @@ description shares the scopes' table."""
 BUCKET_ROW = ".bucket"  # a user id never starts with a dot (``models.validate_identifier``)
 
 
-def _columns(dim: int) -> dict[str, str]:
-    """Each scope table's columns after its primary key, as in a database per scope (``legacy_node_tables``)."""
+def scope_columns() -> list[str]:
+    """The ``Scope`` table's columns, ``key`` first, in their order."""
+    return [c.strip().split(" ")[0] for c in SCOPE_TABLE.split("(", 1)[1].rstrip(")").split(",")]
+
+
+def _columns(dim: int, *, legacy: bool = False) -> dict[str, str]:
+    """Each scope table's columns after its primary key. ``legacy``: as in a database per scope (schema 5,
+    ``legacy_node_tables``, less ``NEW_IN_BUCKETS``), where every vector is ``FLOAT[dim]`` and a round keeps its
+    text and user text; a bucket keeps the vectors of rounds and passages in half precision (``store.vectors``) and
+    a round's texts only in its messages (``store.rounds``)."""
     vec = f"FLOAT[{dim}]"
+    half = vec if legacy else f"INT16[{dim}]"
+    texts = (
+        "text STRING, user_text STRING, " if legacy else ""
+    )  # a bucket's round has its text in its messages
     return {
         "Session": "id STRING, started_at TIMESTAMP, extract_status STRING, extract_error STRING, updated_at TIMESTAMP",
         "Message": "id STRING, session_id STRING, idx INT64, role STRING, text STRING, at TIMESTAMP, lang STRING",
-        "Round": "id STRING, session_id STRING, idx INT64, text STRING, user_text STRING, terms STRING, at TIMESTAMP,"
-        f" message_ids STRING[], embedding {vec}, reply_embedding {vec}, feedback INT64",
+        "Round": f"id STRING, session_id STRING, idx INT64, {texts}terms STRING, at TIMESTAMP,"
+        f" message_ids STRING[], embedding {half}, reply_embedding {half}, feedback INT64",
         "Fact": "id STRING, text STRING, terms STRING, kind STRING, polarity STRING, confidence DOUBLE,"
         " valid_from TIMESTAMP, valid_to TIMESTAMP, recorded_at TIMESTAMP, expired_at TIMESTAMP,"
         f" last_seen TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec}, reinforcement INT64,"
@@ -79,7 +98,7 @@ def _columns(dim: int) -> dict[str, str]:
         f" time_start TIMESTAMP, time_end TIMESTAMP, session_id STRING, message_ids STRING[], embedding {vec},"
         " feedback INT64",
         "Entity": f"id STRING, name STRING, norm STRING, type STRING, aliases STRING[], embedding {vec}",
-        "Passage": f"id STRING, round_id STRING, idx INT64, embedding {vec}",
+        "Passage": f"id STRING, round_id STRING, idx INT64, embedding {half}",
     }
 
 
@@ -100,9 +119,25 @@ NEW_COLUMN_TYPES = {
 }
 
 
-def column_names(table: str) -> list[str]:
-    """A scope table's columns after ``key`` (``id`` first), in their order."""
-    return [c.strip().split(" ")[0] for c in _columns(1)[table].split(",")]
+INDEX_ONLY: dict[str, tuple[str, ...]] = {"Round": ("text", "user_text")}
+"""Columns a writer passes with a table's rows that Kuzu does not keep and the derived indexes do: a round's text
+and user text (the stored documents of ``round_terms``, read by every search) are its messages', joined
+(``rows.round_texts``), so Kuzu keeps them once, in ``Message.text``."""
+
+HALF_VECTORS: frozenset[tuple[str, str]] = frozenset(
+    (table, col.split()[0])
+    for table, cols in _columns(1).items()
+    for col in cols.split(",")
+    if "INT16[" in col
+)
+"""(table, column) of every vector a bucket stores in half precision (``store.vectors``)."""
+
+
+def column_names(table: str, *, legacy: bool = False) -> list[str]:
+    """A scope table's columns after ``key`` (``id`` first), in their order; ``legacy``: in a database per scope
+    (schema 5: ``NEW_IN_BUCKETS`` left out)."""
+    names = [c.strip().split(" ")[0] for c in _columns(1, legacy=legacy)[table].split(",")]
+    return [n for n in names if n not in NEW_IN_BUCKETS.get(table, ())] if legacy else names
 
 
 SCOPE_TABLES: tuple[str, ...] = ("Session", "Message", "Round", "Passage", "Fact", "Event", "Entity")
@@ -117,6 +152,12 @@ def node_tables(dim: int) -> list[str]:
     ]
 
 
+def bucket_tables(dim: int) -> list[str]:
+    """Every statement that creates a bucket's tables (DDL runs in auto-commit mode: Kuzu allows none in a manual
+    transaction)."""
+    return [*node_tables(dim), *REL_TABLES, OWNS_REL]
+
+
 def legacy_node_tables(dim: int) -> list[str]:
     """A database per scope (schema 5, ``store.legacy``): the same tables keyed by ``id``, and ``Meta``."""
     return [
@@ -124,7 +165,7 @@ def legacy_node_tables(dim: int) -> list[str]:
         " created_at TIMESTAMP, index_marks STRING)"
     ] + [
         f"CREATE NODE TABLE {t}({_without(cols, NEW_IN_BUCKETS.get(t, ())).replace('id STRING', 'id STRING PRIMARY KEY', 1)})"
-        for t, cols in _columns(dim).items()
+        for t, cols in _columns(dim, legacy=True).items()
     ]
 
 
@@ -186,7 +227,6 @@ def round_of_passage(passage_id: str) -> str:
 REL_TABLES: list[str] = [
     "CREATE REL TABLE MSG_IN(FROM Message TO Session)",
     "CREATE REL TABLE ROUND_IN(FROM Round TO Session)",
-    "CREATE REL TABLE HAS_MESSAGE(FROM Round TO Message)",
     "CREATE REL TABLE FACT_FROM(FROM Fact TO Message)",
     "CREATE REL TABLE ABOUT(FROM Fact TO Entity)",
     "CREATE REL TABLE SUPERSEDES(FROM Fact TO Fact, at TIMESTAMP, reason STRING)",
@@ -196,7 +236,21 @@ REL_TABLES: list[str] = [
     "CREATE REL TABLE RELATED(FROM Entity TO Entity, predicate STRING, fact_id STRING)",
     PASSAGE_REL,
 ]
-"""The edges between a scope's rows (the same in a bucket and in a database per scope); a bucket adds ``OWNS``."""
+"""The edges between a scope's rows in a bucket, besides ``OWNS``. A database per scope also had ``HAS_MESSAGE``
+(``LEGACY_REL_TABLES``)."""
+
+HAS_MESSAGE_REL = "CREATE REL TABLE HAS_MESSAGE(FROM Round TO Message)"
+LEGACY_REL_TABLES: list[str] = [*REL_TABLES, HAS_MESSAGE_REL]
+"""A database per scope's edges (schema 5, ``store.legacy``): a round had an edge to each of its messages. A bucket
+has none: the round's ``message_ids`` name them, and its session's ``MSG_IN`` edges reach them (``round_messages``),
+so the table, its ~4 MB of edge headers per bucket and two edge statements per chat turn are gone."""
+
+
+def round_messages(alias: str, messages: str) -> str:
+    """The pattern (after ``alias`` is bound to a round) that binds ``messages`` to the messages of its session; the
+    round's own are those whose id is in its ``message_ids`` (a filter the caller applies, in Cypher with
+    ``list_contains`` or in Python)."""
+    return f"({alias})-[:ROUND_IN]->(:Session)<-[:MSG_IN]-({messages}:Message)"
 
 
 # HNSW lower-layer degree of schema 1. Kuzu's default (60) made inserting a round's two vectors ~3.8 ms; 32 halved
@@ -243,3 +297,13 @@ def rel_props(table: str) -> list[str]:
 def rel_names() -> list[str]:
     """Every relationship table between a scope's rows."""
     return [stmt.removeprefix("CREATE REL TABLE ").split("(", 1)[0] for stmt in REL_TABLES]
+
+
+def edge_tables() -> list[tuple[str, str, str]]:
+    """(relationship table, from, to) for every pair of a bucket's relationship tables: those between a scope's rows,
+    then ``OWNS`` once per anchored table."""
+    out = []
+    for rel in rel_names():
+        src, dst = rel_ends(rel) or ("", "")
+        out.append((rel, src, dst))
+    return out + [("OWNS", "Scope", t) for t in ANCHORED]

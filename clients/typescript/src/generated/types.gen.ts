@@ -341,6 +341,66 @@ export type Citation = {
 };
 
 /**
+ * Compaction
+ *
+ * The bucket that holds a scope's rows (one Kuzu file, shared with other scopes of its organisation) as
+ * maintenance found it, and whether it was rewritten into a fresh file to give its free space back
+ * (docs/architecture.md "Storage: buckets").
+ */
+export type Compaction = {
+    /**
+     * Bucket
+     *
+     * the bucket's file, relative to the store root
+     */
+    bucket: string;
+    /**
+     * Bytes
+     *
+     * the file's size when measured
+     */
+    bytes: number;
+    /**
+     * Free Bytes
+     *
+     * what a rewrite gives back, at least (measured from Kuzu's own accounting)
+     */
+    free_bytes: number;
+    /**
+     * Free Fraction
+     *
+     * free_bytes / bytes
+     */
+    free_fraction: number;
+    /**
+     * Bound
+     *
+     * the free fraction from which it is compacted (GRAPHRECALL_COMPACT_FREE_FRACTION)
+     */
+    bound: number;
+    /**
+     * Compacted
+     */
+    compacted: boolean;
+    /**
+     * Reason
+     */
+    reason: string;
+    /**
+     * Bytes After
+     *
+     * the file's size after the rewrite
+     */
+    bytes_after?: number | null;
+    /**
+     * Seconds
+     *
+     * how long the rewrite held the bucket's requests
+     */
+    seconds?: number | null;
+};
+
+/**
  * ConsolidateParams
  *
  * ``consolidate``: merge duplicate current facts (the rest are superseded, never deleted), link events to the
@@ -1556,6 +1616,10 @@ export type Maintenance = {
     reason: string;
     run?: MaintenanceRun | null;
     consolidation?: Consolidation | null;
+    /**
+     * the bucket holding the scope's rows: its free space and whether it was compacted (whether or not the scope itself was due); absent when the scope has no bucket yet
+     */
+    compaction?: Compaction | null;
 };
 
 /**

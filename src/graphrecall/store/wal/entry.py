@@ -2,7 +2,7 @@
 
 An entry holds exactly what ingest would write to Kuzu for that call: the sessions it creates, its messages (with
 their final ids and positions), its rounds (texts, index terms) and both vectors of every round as raw float32
-bytes. So a flush is a pure copy (no embedding, no id assignment, no reading of what is stored) and a replay after
+bytes (rounded to half precision, as Kuzu stores them: ``store.vectors``). So a flush is a pure copy (no embedding, no id assignment, no reading of what is stored) and a replay after
 a crash writes the same rows again. The rows are the store's own (``store.rows``: ``SessionRow``, ``MessageRow``,
 ``RoundRow``), serialized field by field; their JSON is the log's format, so a field added to a row must have a
 default that reads older entries (and ``ENTRY_VERSION`` goes up when older readers must refuse the new ones).
@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from graphrecall.models import utcnow
 from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
+from graphrecall.store.vectors import rounded
 from graphrecall.text import message_language
 
 # Version of the JSON payload. A reader accepts every version up to this one (older payloads are upgraded on read
@@ -188,7 +189,9 @@ def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _as_bytes(vectors: Any, rows: int, dim: int, what: str) -> bytes:
-    arr = np.ascontiguousarray(np.asarray(vectors, dtype=_F32))
+    """float32 bytes of the vectors rounded to half precision: the values Kuzu will hold for them
+    (``store.vectors``), so the log's tail and a flushed scope score a round alike."""
+    arr = np.ascontiguousarray(rounded(vectors), dtype=_F32)
     if rows == 0 and arr.size == 0:
         return b""
     if arr.shape != (rows, dim):
