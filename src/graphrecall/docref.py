@@ -44,6 +44,17 @@ def session_id(source: str) -> str:
     return SESSION_PREFIX + hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
 
 
+def text_source(text: str, title: str | None) -> str:
+    """The source of a document given without one: its title (or first line), cut to 60 characters, and 8 hex digits
+    of its text's SHA-256 (``Kettle manual [3f9a2c1b]``). Why not refuse it (a caller over MCP or HTTP often has
+    only the text): a name that is its content's makes learning the same text again change nothing, and a changed
+    text a document of its own rather than a replacement of another one that happened to share a title."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    name = clean_part(title or first.lstrip("#").strip())
+    name = name if len(name) <= 60 else name[:59].rstrip() + "…"
+    return f"{name} [{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}]"
+
+
 def clean_part(text: str) -> str:
     """A source or heading as one line part: whitespace collapsed, the separator's arrow written as ``>``."""
     return _SPACE.sub(" ", text.replace("›", ">")).strip()

@@ -213,8 +213,9 @@ class Memory:
     ) -> LearnedDocument:  # fmt: skip
         """Learn a document: split at headings and paragraphs into passages, stored as a session of their own and
         searched beside the chat history (a hit's ``document`` names its source, headings and position).
-        ``document``: its text (``source`` required), or a ``pathlib.Path`` to a Markdown, plain-text or PDF file
-        (PDF: the ``pdf`` extra; ``source`` defaults to the path as given). Learning the same source again replaces
+        ``document``: its text, or a ``pathlib.Path`` to a Markdown, plain-text or PDF file (PDF: the ``pdf``
+        extra). ``source``: the name it is learned under; a file's path as given by default, a text's title and a
+        hash of the text (the same text is the same document, a changed one another: name it to replace it). Learning the same source again replaces
         its passages (and what was extracted from them); the same passages again change nothing. ``extract``:
         extraction over its passages, as ``add_session(extract=True)``. docs/documents.md."""
         if isinstance(document, os.PathLike):
@@ -224,7 +225,7 @@ class Memory:
         elif source is None and _names_a_file(document):
             raise InvalidInput(
                 f"{document!r} is the name of a file: pass pathlib.Path({document!r}) to learn the file (a str is "
-                "the document's text, which needs a source)",
+                "the document's text; give a source to learn this text)",
                 where="document",
             )
         s, p = self._check(ops.ADD_DOCUMENT, scope, locals())

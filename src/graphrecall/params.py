@@ -320,6 +320,10 @@ MAX_DOCUMENT_CHARS = 1_000_000
 """Longest document text (about 400 pages): more is several documents (a request body is capped at 2 MB anyway)."""
 
 
+SOURCE_PATTERN = r"^[^\n\r]*\S[^\n\r]*$"
+"""A document's source as a JSON-schema ``pattern``: one line, not blank (``_source`` says it in words)."""
+
+
 def _source(value: str) -> str:
     if "\n" in value or "\r" in value:
         raise ValueError("source must be one line (a file's path, a URL or a label)")
@@ -337,12 +341,21 @@ class AddDocumentParams(Params):
         description="the document's text (the Python API and the learn command also take a file: Markdown, plain "
         "text or PDF)",
     )
-    source: Annotated[str, AfterValidator(_not_blank), AfterValidator(_source)] | None = Field(
+    source: (
+        Annotated[
+            str,
+            AfterValidator(_not_blank),
+            AfterValidator(_source),
+            Field(json_schema_extra={"pattern": SOURCE_PATTERN}),
+        ]
+        | None
+    ) = Field(
         default=None,
         min_length=1,
         max_length=docref.MAX_SOURCE_CHARS,
-        description="the name the document is learned under (a file's path, a URL, a label); learning the same "
-        "source again replaces it. Required for a text; a file's defaults to its path",
+        description="the name the document is learned under (a file's path, a URL, a label): learning the same "
+        "source again replaces it. Omitted: a file's path, else the document's title (or first line) and a hash of "
+        "its text, so that the same text is the same document but a changed one is another",
     )
     format: Literal["auto", "markdown", "text"] = Field(
         default="auto",
@@ -359,16 +372,6 @@ class AddDocumentParams(Params):
         description="also extract facts, events and entities from its passages with the configured LLM (queued "
         "like add_session's)",
     )
-
-    @model_validator(mode="after")
-    def _named(self) -> AddDocumentParams:
-        if self.source is None:
-            raise InvalidInput(
-                "a document needs a source: the name it is learned under (a file's path, a URL, a label), by "
-                "which learning it again replaces it",
-                where="source",
-            )
-        return self
 
 
 # -- recall ---------------------------------------------------------------------------------------------------------

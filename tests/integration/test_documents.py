@@ -186,9 +186,9 @@ def test_bad_text_is_refused_naming_the_argument_and_nothing_is_stored(tmp_path:
     existing.write_text(MANUAL)
     with Memory.open(tmp_path / "store", embedder=HashingEmbedder(64)) as m:
         cases = [
-            ({"document": MANUAL}, "source", "needs a source"),
             ({"document": "  \n", "source": "x"}, "document", "must not be blank"),
             ({"document": MANUAL, "source": "a\nb"}, "source", "one line"),
+            ({"document": MANUAL, "source": " "}, "source", "must not be blank"),
             ({"document": MANUAL, "source": "x", "format": "pdf"}, "format", "'markdown'"),
             ({"document": str(existing)}, "document", "pass pathlib.Path"),
             ({"document": "x" * 1_000_001, "source": "big"}, "document", "at most 1000000"),
@@ -198,6 +198,17 @@ def test_bad_text_is_refused_naming_the_argument_and_nothing_is_stored(tmp_path:
                 m.add_document(ANA, **args)
             assert (caught.value.where, words in str(caught.value)) == (where, True), caught.value
         assert m.scopes() == []
+
+
+def test_a_text_without_a_source_is_named_by_its_title_and_its_text(mem: Memory) -> None:
+    first = mem.add_document(ANA, MANUAL)
+    assert first.source.startswith("Aurora kettle [") and len(first.source) == len("Aurora kettle [") + 9
+    assert mem.add_document(ANA, MANUAL).status == "unchanged"  # the same text: the same document
+    changed = mem.add_document(ANA, MANUAL.replace("two years", "five years"))
+    assert changed.status == "added" and changed.source != first.source  # another document, not a replacement
+    plain = mem.add_document(ANA, "\n  water the basil daily, it wilts fast\nand more\n")
+    assert plain.source.startswith("water the basil daily, it wilts fast [")
+    assert len(mem.sessions(ANA)) == 4  # the chat and three documents
 
 
 def test_a_conversation_under_the_documents_session_id_is_left_alone(mem: Memory) -> None:

@@ -48,7 +48,8 @@ def test_http_learns_a_document_that_search_and_context_then_name(memory: Memory
         again = c.post(f"{BASE}/documents", json={"document": GUIDE, "source": "bike.md"})
         search = c.get(f"{BASE}/search", params={"query": "tyre pressure bar", "k": 1})
         context = c.get(f"{BASE}/context", params={"query": "tyre pressure", "token_budget": 300})
-        no_source = c.post(f"{BASE}/documents", json={"document": GUIDE})
+        no_source = c.post(f"{BASE}/documents", json={"document": GUIDE.replace("Sunday", "Monday")})
+        markup = c.post(f"{BASE}/documents", json={"document": "# Heading\n\n---\n", "source": "x"})
         blank = c.post(f"{BASE}/documents", json={"document": " ", "source": "x"})
         pdf_format = c.post(f"{BASE}/documents", json={"document": GUIDE, "source": "x", "format": "pdf"})
         extract = c.post(f"{BASE}/documents", json={"document": GUIDE, "source": "y", "extract": True})
@@ -61,10 +62,11 @@ def test_http_learns_a_document_that_search_and_context_then_name(memory: Memory
     (hit,) = search.json()["hits"]
     assert hit["document"] == {"source": "bike.md", "title_path": ["Bike guide", "Tyres"], "position": 0}
     assert "### Document bike.md — 2024-04-01" in context.json()["text"]
-    for bad, field in ((no_source, "source"), (blank, "document"), (pdf_format, "format")):
+    assert no_source.status_code == 200 and no_source.json()["source"].startswith("Bike guide [")
+    for bad, field in ((markup, "document"), (blank, "document"), (pdf_format, "format")):
         assert bad.status_code == 422 and bad.json()["error"]["field"] == field, bad.text
     assert extract.status_code == 409 and extract.json()["error"]["code"] == "not_available"  # no LLM here
-    assert [s.id for s in memory.sessions(SCOPE)] == [session_id("bike.md")]
+    assert [s.id for s in memory.sessions(SCOPE)] == [session_id("bike.md"), no_source.json()["session_id"]]
 
 
 async def test_mcp_learns_a_document_that_memory_search_then_finds(memory: Memory) -> None:
@@ -73,7 +75,7 @@ async def test_mcp_learns_a_document_that_memory_search_then_finds(memory: Memor
             "memory_learn", {"document": GUIDE, "source": "bike.md", **ACME_ALICE}
         )
         found = await client.call_tool("memory_search", {"query": "oil the chain", "k": 1, **ACME_ALICE})
-        bad = await client.call_tool("memory_learn", {"document": GUIDE, **ACME_ALICE})
+        bad = await client.call_tool("memory_learn", {"document": " ", "source": "x", **ACME_ALICE})
         tools = {t.name: t for t in (await client.list_tools()).tools}
     assert not learned.is_error and learned.structured_content is not None
     assert (learned.structured_content["status"], learned.structured_content["passages"]) == ("added", 2)

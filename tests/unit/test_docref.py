@@ -54,3 +54,11 @@ def test_each_passage_is_a_round_of_its_own_on_the_user_side() -> None:
     assert DocumentRef.of_round(rounds[1].text, rounds[1].idx) == DocumentRef(
         source="/home/ana/kettle.md", title_path=[], position=1
     )
+
+
+def test_a_text_without_a_source_is_named_by_its_title_or_first_line_and_its_hash() -> None:
+    named = docref.text_source("# Notes\n\nbody", "Notes")
+    assert named.startswith("Notes [") and named == docref.text_source("# Notes\n\nbody", "Notes")
+    assert named != docref.text_source("# Notes\n\nbody!", "Notes")
+    long = docref.text_source("\n\n## " + "word " * 40, None)
+    assert long.startswith("word word") and long.split(" [")[0].endswith("…") and len(long.split(" [")[0]) == 60

@@ -15,6 +15,8 @@ Learning a source again (``add_document``):
   learned again (which then adds it). One scope's learns are serialized here, so two learns of one source never
   interleave their erase and add (an add of the same message ids would otherwise keep the other's text).
 
+A document given without a source is named by its title and a hash of its text (``docref.text_source``).
+
 Everything is checked before anything is written: the split (a document of headings alone has no passage), a
 session of that id that is not a document (never overwritten), an LLM when extraction is asked for.
 """
@@ -50,12 +52,11 @@ class DocumentService:
             return self._locks.setdefault(scope, threading.Lock())
 
     def add_document(self, scope: Scope, p: AddDocumentParams) -> LearnedDocument:
-        source = p.source
-        assert source is not None  # the parameters refuse a document without one
-        fmt = detect_format(p.document, source) if p.format == "auto" else p.format
+        fmt = detect_format(p.document, p.source or "") if p.format == "auto" else p.format
         found = split(p.document, fmt)
         if not found.passages:
             raise InvalidInput("the document holds no text besides its headings", where="document")
+        source = p.source if p.source is not None else docref.text_source(p.document, found.title)
         messages = as_messages(source, found.passages)
         sid = docref.session_id(source)
         if p.extract:

@@ -21,7 +21,7 @@ export type AddDocumentParams = {
     /**
      * Source
      *
-     * the name the document is learned under (a file's path, a URL, a label); learning the same source again replaces it. Required for a text; a file's defaults to its path
+     * the name the document is learned under (a file's path, a URL, a label): learning the same source again replaces it. Omitted: a file's path, else the document's title (or first line) and a hash of its text, so that the same text is the same document but a changed one is another
      */
     source?: string | null;
     /**
