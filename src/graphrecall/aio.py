@@ -141,6 +141,7 @@ class AsyncMemory:
     add_messages = _threaded(Memory.add_messages)
     add_sessions = _threaded(Memory.add_sessions)
     import_sessions = _threaded(Memory.import_sessions)
+    add_document = _threaded(Memory.add_document)
     flush = _threaded(Memory.flush)
     backfill_passages = _threaded(Memory.backfill_passages)
     # recall

@@ -40,6 +40,7 @@ from graphrecall import (
     __version__,
     cli_extract,
     cli_hook,
+    cli_learn,
     cli_ops,
     cli_remote,
     cli_served,
@@ -209,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--quiet", action="store_true", help="no progress bar, no notices")
     s.add_argument("--extract", action="store_true", help="also extract facts/events with the configured LLM")
     add_llm_options(s)  # -- extraction (cli_common.py) --
+    cli_learn.register(sub, [common, scope, as_json, client])
     GENERIC.update(cli_ops.register(sub, [common, scope, as_json], client))  # the operation table's commands
 
     # The table's custom commands: files, or one scope, an organisation's or all of them.
@@ -1067,6 +1069,7 @@ GENERIC: dict[str, Callable[[argparse.Namespace], int]] = {}
 """The operation table's commands (``cli_ops``), filled in when the parser is built."""
 COMMANDS = {
     "ingest": cmd_ingest,
+    "learn": cli_learn.cmd_learn,
     "stats": cmd_stats,
     "export": cmd_export,
     "import": cmd_import,

@@ -35,6 +35,7 @@ from graphrecall.cli_common import (
     snippet,
 )
 from graphrecall.cli_remote import through_server
+from graphrecall.docref import parse_location
 from graphrecall.errors import NotAvailable, NotFound
 from graphrecall.models import Scope
 from graphrecall.operations import STATS, Operation, exposed
@@ -155,8 +156,12 @@ def _search(scope: Scope, p: SearchParams, hits: Any) -> None:
     for h in hits:
         signals = " ".join(f"{k}={v:.3f}" for k, v in sorted(h.signals.items()))
         kind = "" if h.kind == "round" else f"{h.kind}  "
-        print(f"{h.rank:>3}. {h.score:.4f}  {minute(h.date)}  {kind}{h.session_id}  [{signals}]")
-        print(f"     {snippet(h.text, query=p.query)}")
+        where = h.session_id
+        if h.document is not None:  # a learned document's passage: its source and headings, not its session
+            where = "document " + " › ".join([h.document.source, *h.document.title_path])
+        print(f"{h.rank:>3}. {h.score:.4f}  {minute(h.date)}  {kind}{where}  [{signals}]")
+        found = parse_location(h.text) if h.document is not None else None
+        print(f"     {snippet(h.text if found is None else found[2], query=p.query)}")
 
 
 def _context(scope: Scope, p: ContextParams, ctx: Any) -> None:

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
 from graphrecall.models import Message, Role, validate_identifier
-from graphrecall.store.rows import MessageRow, RoundRow, round_texts
+from graphrecall.store.rows import USER_SIDE, MessageRow, RoundRow, round_texts
 from graphrecall.text import index_terms, message_language
 
 ROLE_NAMES = ", ".join(r.value for r in Role)
@@ -79,7 +79,7 @@ def build_rounds(session_id: str, messages: Sequence[MessageRow]) -> list[RoundR
     for m in messages:
         if m.role == Role.system.value:
             continue
-        if m.role == Role.user.value or not groups:
+        if m.role in USER_SIDE or not groups:
             groups.append([m])
         else:
             groups[-1].append(m)

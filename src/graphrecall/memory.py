@@ -10,18 +10,21 @@ from __future__ import annotations
 
 __all__ = ["Memory", "Progress", "ScopeLike", "When", "as_scope"]
 
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from graphrecall import operations as ops
 from graphrecall.config import ConsolidationConfig, RetrievalConfig, Settings
 from graphrecall.dataset import Dataset, DatasetFormat
 from graphrecall.dataset import build as build_dataset
+from graphrecall.documents import read_document
 from graphrecall.embed import CachedEmbedder, Embedder, default_embedder
+from graphrecall.errors import InvalidInput
 from graphrecall.events import EventSink
 from graphrecall.extract.extractor import ExtractionConfig
 from graphrecall.llm import LLM
@@ -42,6 +45,7 @@ from graphrecall.models import (
     HitKind,
     ImportResult,
     IngestResult,
+    LearnedDocument,
     Maintenance,
     MemoryGraph,
     Message,
@@ -76,6 +80,16 @@ AlsoLike = Scope | tuple[str, str] | str
 """A shared scope to read with a user's: a ``Scope``, an ``(org, user)`` pair, or a user id of the same org."""
 P = TypeVar("P", bound=Params)
 T = TypeVar("T")
+
+
+def _names_a_file(text: str) -> bool:
+    """Whether a one-line text is the path of an existing file (a caller who meant ``Path(text)``)."""
+    if "\n" in text or len(text) > 1024:
+        return False
+    try:
+        return Path(text).is_file()
+    except OSError:  # a name too long for the file system, or one it cannot hold
+        return False
 
 
 class _OnKnowledge(Generic[T]):
@@ -192,6 +206,30 @@ class Memory:
         """Sessions in the export format (``export_sessions``), added like ``add_sessions``."""
         s, p = self._check(ops.IMPORT_SESSIONS, scope, locals())
         return self._s.writing.import_sessions(s, p)
+
+    def add_document(
+        self, scope: ScopeLike, document: str | os.PathLike[str], *, source: str | None = None,
+        format: Literal["auto", "markdown", "text"] = "auto", date: When = None, extract: bool = False,
+    ) -> LearnedDocument:  # fmt: skip
+        """Learn a document: split at headings and paragraphs into passages, stored as a session of their own and
+        searched beside the chat history (a hit's ``document`` names its source, headings and position).
+        ``document``: its text, or a ``pathlib.Path`` to a Markdown, plain-text or PDF file (PDF: the ``pdf``
+        extra). ``source``: the name it is learned under; a file's path as given by default, a text's title and a
+        hash of the text (the same text is the same document, a changed one another: name it to replace it). Learning the same source again replaces
+        its passages (and what was extracted from them); the same passages again change nothing. ``extract``:
+        extraction over its passages, as ``add_session(extract=True)``. docs/documents.md."""
+        if isinstance(document, os.PathLike):
+            path = Path(document)
+            document, format = read_document(path, None if format == "auto" else format)
+            source = path.as_posix() if source is None else source
+        elif source is None and _names_a_file(document):
+            raise InvalidInput(
+                f"{document!r} is the name of a file: pass pathlib.Path({document!r}) to learn the file (a str is "
+                "the document's text; give a source to learn this text)",
+                where="document",
+            )
+        s, p = self._check(ops.ADD_DOCUMENT, scope, locals())
+        return self._s.documents.add_document(s, p)
 
     def flush(self) -> None:
         """Move every acknowledged write still in an open write log into Kuzu now (the flusher does this on its

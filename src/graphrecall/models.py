@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from graphrecall import docref
+
 MAX_ID_LENGTH = 128
 _ID_FORBIDDEN = re.compile(r"[/\\:*?\"<>|]")
 
@@ -155,10 +157,14 @@ class Scope(BaseModel):
 
 
 class Role(StrEnum):
+    """Who said a message. ``document``: a passage of a learned document (``Memory.add_document``), stored as a round
+    of its own and read as the user's side (``graphrecall.docref``)."""
+
     user = "user"
     assistant = "assistant"
     system = "system"
     tool = "tool"
+    document = "document"
 
 
 class Message(BaseModel):
@@ -347,6 +353,24 @@ class AddedFact(BaseModel):
 HitKind = Literal["round", "fact", "event"]
 
 
+class DocumentRef(BaseModel):
+    """Where a document passage comes from (``Memory.add_document``): the source it was learned under, the
+    headings above it and its place in the document."""
+
+    source: str = Field(description="the name the document was learned under (a file's path, a URL, a label)")
+    title_path: list[str] = Field(
+        default_factory=list,
+        description="the headings above the passage, outermost first (['Install', 'Linux']); empty without any",
+    )
+    position: int = Field(ge=0, description="the passage's place in the document, from 0")
+
+    @classmethod
+    def of_round(cls, text: str, idx: int) -> DocumentRef | None:
+        """The reference of a round that is a document passage (its text starts ``document:``), else None."""
+        found = docref.parse_location(text)
+        return None if found is None else cls(source=found[0], title_path=found[1], position=idx)
+
+
 class Hit(BaseModel):
     """One retrieved piece of evidence with where it came from and why it ranked where it did.
 
@@ -366,6 +390,11 @@ class Hit(BaseModel):
     scope: Scope | None = Field(
         default=None,
         description="the scope it came from: the one searched, or a shared scope searched with it",
+    )
+    document: DocumentRef | None = Field(
+        default=None,
+        description="set when the hit is a passage of a learned document (add_document): its source, headings and "
+        "position; its session is the document's",
     )
 
 
@@ -686,6 +715,25 @@ class ExtractionResult(BaseModel):
             a, b = getattr(self, name), getattr(other, name)
             data[name] = {**a, **b} if isinstance(a, dict) else a + b
         return ExtractionResult(**data)
+
+
+DocumentFormat = Literal["markdown", "text"]
+
+
+class LearnedDocument(BaseModel):
+    """What ``Memory.add_document`` did. ``status``: ``added`` (a new source), ``replaced`` (the source's earlier
+    passages were erased, with what was extracted from them, and the new ones stored) or ``unchanged`` (the same
+    passages are stored already: nothing written)."""
+
+    source: str
+    session_id: str = Field(description="the document's session: its passages are that session's messages")
+    status: Literal["added", "replaced", "unchanged"]
+    format: DocumentFormat
+    passages: int = Field(description="the passages the document is stored as")
+    removed: int = Field(default=0, description="passages of the earlier version erased (replaced)")
+    title: str | None = Field(default=None, description="the document's first heading, if it has one")
+    extraction: ExtractionResult | None = None
+    extraction_job: ExtractionJob | None = None
 
 
 def utcnow() -> datetime:

@@ -46,6 +46,7 @@ from graphrecall.models import (
     Fact,
     FeedbackResult,
     IngestResult,
+    LearnedDocument,
     Maintenance,
     MemoryGraph,
     Profile,
@@ -203,6 +204,33 @@ IMPORT_SESSIONS = Operation(
     IngestResult,
     errors=WRITES,
     http=Http("POST", "/import", "Add sessions in the export format", "scope"),
+)
+ADD_DOCUMENT = Operation(
+    "add_document",
+    P.AddDocumentParams,
+    "LearnedDocument",
+    LearnedDocument,
+    errors=(*WRITES, NotAvailable),
+    http=Http(
+        "POST",
+        "/documents",
+        "Learn a document: its passages become searchable beside the chat",
+        "sessions",
+        accepted=True,
+    ),
+    mcp=Mcp(
+        "memory_learn",
+        "Remember a document the user gives you (notes, a manual, a README: its text, and a source naming it). It "
+        "is split into passages found by memory_search and memory_context beside past conversations, each hit "
+        "naming its source and headings. Learning the same source again replaces it; the same text changes nothing.",
+    ),
+    cli=Cli(
+        "learn",
+        "learn documents (Markdown, plain text, PDF): passages searchable beside the chat, replaced when a file "
+        "changes",
+        llm=True,
+        custom=True,
+    ),
 )
 SEARCH = Operation(
     "search",
@@ -687,7 +715,7 @@ DATASET = Operation(
 OPERATIONS: dict[str, Operation[Any]] = {
     op.name: op
     for op in (
-        ADD_SESSION, ADD_MESSAGES, ADD_SESSIONS, IMPORT_SESSIONS, SEARCH, CONTEXT, PROFILE, ANSWER, STATS,
+        ADD_SESSION, ADD_MESSAGES, ADD_SESSIONS, IMPORT_SESSIONS, ADD_DOCUMENT, SEARCH, CONTEXT, PROFILE, ANSWER, STATS,
         SESSIONS, GET_SESSION, EXPORT_SESSIONS, EXPORT_SCOPE, IMPORT_SCOPE, FORGET, ERASE, BACKFILL_PASSAGES,
         SCOPES, STORED, EXTRACT, EXTRACTION_JOBS, RETRY_EXTRACTION, WAIT_FOR_EXTRACTION, FLUSH, FACTS, HISTORY,
         SUPERSEDE, FEEDBACK, ADD_FACT, CONSOLIDATE, ENTITIES, EVENTS, MAINTAIN, REPORT, DATASET, LIST_SCOPES, GRAPH,

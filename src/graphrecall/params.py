@@ -37,6 +37,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from graphrecall import docref
 from graphrecall.dates import parse_date
 from graphrecall.errors import InvalidInput
 from graphrecall.models import (
@@ -313,6 +314,64 @@ class ImportSessionsParams(Params):
         """Checked here, where the error names the request's field, not by the ``add_sessions`` it becomes."""
         unique_ids([(s.id, s.messages) for s in self.sessions])
         return self
+
+
+MAX_DOCUMENT_CHARS = 1_000_000
+"""Longest document text (about 400 pages): more is several documents (a request body is capped at 2 MB anyway)."""
+
+
+SOURCE_PATTERN = r"^[^\n\r]*\S[^\n\r]*$"
+"""A document's source as a JSON-schema ``pattern``: one line, not blank (``_source`` says it in words)."""
+
+
+def _source(value: str) -> str:
+    if "\n" in value or "\r" in value:
+        raise ValueError("source must be one line (a file's path, a URL or a label)")
+    return value
+
+
+class AddDocumentParams(Params):
+    """``add_document``: a document (Markdown or plain text) split into passages stored as a session of their own,
+    searchable beside the chat history. Learning the same source again replaces its passages; the same text again
+    changes nothing."""
+
+    document: Text = Field(
+        min_length=1,
+        max_length=MAX_DOCUMENT_CHARS,
+        description="the document's text (the Python API and the learn command also take a file: Markdown, plain "
+        "text or PDF)",
+    )
+    source: (
+        Annotated[
+            str,
+            AfterValidator(_not_blank),
+            AfterValidator(_source),
+            Field(json_schema_extra={"pattern": SOURCE_PATTERN}),
+        ]
+        | None
+    ) = Field(
+        default=None,
+        min_length=1,
+        max_length=docref.MAX_SOURCE_CHARS,
+        description="the name the document is learned under (a file's path, a URL, a label): learning the same "
+        "source again replaces it. Omitted: a file's path, else the document's title (or first line) and a hash of "
+        "its text, so that the same text is the same document but a changed one is another",
+    )
+    format: Literal["auto", "markdown", "text"] = Field(
+        default="auto",
+        description="how to split it: markdown (headings and paragraphs), text (blank lines), or auto (by the "
+        "source's suffix, else markdown when it has # headings)",
+    )
+    date: DateArg | None = Field(
+        default=None,
+        description="when the document was written or is valid from (ISO-8601, naive = UTC): questions asked "
+        "before it do not see it; omitted = now",
+    )
+    extract: bool = Field(
+        default=False,
+        description="also extract facts, events and entities from its passages with the configured LLM (queued "
+        "like add_session's)",
+    )
 
 
 # -- recall ---------------------------------------------------------------------------------------------------------

@@ -373,7 +373,7 @@ def test_a_subprocess_gets_exit_2_and_one_line_for_a_bad_file(tmp_path: Path) ->
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "graphrecall: error: history.json: sessions[0].messages[0].role: 'bot' is not one of user, assistant, "
-        "system, tool"
+        "system, tool, document"
     ]
     debug = graphrecall("ingest", bad, *SCOPE, "--root", tmp_path / "store", "--debug")
     assert debug.returncode != 0 and "Traceback" in debug.stderr

@@ -68,7 +68,7 @@ async def test_lists_the_memory_tools_with_validated_argument_schemas(memory: Me
     assert set(tools) == {
         "memory_add", "memory_search", "memory_context", "memory_answer", "memory_facts", "memory_profile",
         "memory_add_fact", "memory_erase", "memory_consolidate", "memory_maintain", "memory_report", "memory_dataset",
-        "memory_graph", "memory_feedback",
+        "memory_graph", "memory_feedback", "memory_learn",
     }  # fmt: skip
     assert set(tools["memory_add"].input_schema["required"]) == {"messages", "session_id"}
     k = tools["memory_search"].input_schema["properties"]["k"]

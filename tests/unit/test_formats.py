@@ -248,7 +248,7 @@ def test_an_unknown_role_message_lists_the_allowed_roles() -> None:
     with pytest.raises(InvalidInput) as err:
         parse_bytes(json.dumps(doc).encode(), "history.json")
     assert str(err.value) == (
-        "history.json: sessions[3].messages[2].role: 'bot' is not one of user, assistant, system, tool"
+        "history.json: sessions[3].messages[2].role: 'bot' is not one of user, assistant, system, tool, document"
     )
 
 

@@ -85,11 +85,13 @@ def test_every_non_system_message_lands_in_exactly_one_round_in_order(role_seq: 
     flat = [mid for r in rounds for mid in r.message_ids]
     assert flat == [m.id for m in msgs if m.role != "system"]
     non_system = [r for r in role_seq if r != "system"]
-    expected_rounds = non_system.count("user") + (1 if non_system and non_system[0] != "user" else 0)
+    opens = ("user", "document")  # a user turn, and a learned document's passage, each open a round
+    leading = 1 if non_system and non_system[0] not in opens else 0
+    expected_rounds = sum(r in opens for r in non_system) + leading
     assert len(rounds) == expected_rounds
     assert [r.idx for r in rounds] == list(range(len(rounds)))
-    for r in rounds[1:] if non_system and non_system[0] != "user" else rounds:
-        assert r.text.startswith("user: ")
+    for r in rounds[leading:]:
+        assert r.text.startswith(("user: ", "document: "))
 
 
 # -- message ids -------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ FLOORS: dict[str, int] = {
     # 0 ground: schemas, errors, settings, parameters and the operation table, pure text/date/name helpers
     "models": 0, "errors": 0, "config": 0, "dates": 0, "names": 0, "text": 0, "prompts": 0, "params": 0,
     "results": 0, "operations": 0, "timewords": 0, "retry": 0, "telemetry": 0, "events": 0, "hook_errors": 0,
+    "docref": 0,
     # 1 providers
     "embed": 1, "llm": 1,
     # 2 index engines (tantivy, vector scans), knowing nothing of Kuzu
@@ -26,7 +27,7 @@ FLOORS: dict[str, int] = {
     # 3 the store of record, which keeps its derived indexes in step
     "store": 3,
     # 4 what builds rows for the store and what ranks them
-    "ingest": 4, "extract": 4, "retrieve": 4,
+    "ingest": 4, "extract": 4, "retrieve": 4, "documents": 4,
     # 5 reading answers
     "read": 5,
     # 6 what the services are made of: one question's reads, chat-history rows, the scope export format
@@ -38,6 +39,7 @@ FLOORS: dict[str, int] = {
     # 9 surfaces
     "formats": 9, "reembed": 9, "cli": 9, "cli_common": 9, "cli_extract": 9, "cli_ops": 9, "server": 9, "__main__": 9,
     "raymap": 9, "chat_exports": 9, "remote": 9, "cli_remote": 9, "cli_served": 9, "hooks": 9, "cli_hook": 9,
+    "cli_learn": 9,
 }  # fmt: skip
 # Floors whose modules may import each other (the ground floor's helpers, the facade and its async twin, the
 # surfaces). Elsewhere siblings stay apart.

@@ -22,6 +22,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "add_session": {"session_id": "s1", "messages": [{"role": "user", "content": "hi"}]},
     "add_messages": {"messages": [{"role": "user", "content": "hi"}]},
     "import_sessions": {"sessions": []},
+    "add_document": {"document": "# Tea\n\nGreen, no sugar.", "source": "tea.md"},
     "search": {"query": "tea", "kinds": ["round", "fact"], "question_date": "2024-05-01"},
     "context": {"query": "tea", "include_profile": True},
     "answer": {"question": "tea?"},

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 from graphrecall.dates import parse_date
 from graphrecall.errors import GraphRecallError
 from graphrecall.llm import ToolCall, ToolSpec
-from graphrecall.models import Hit, HitKind, TimeRange
+from graphrecall.models import DocumentRef, Hit, HitKind, TimeRange
 from graphrecall.read.access import MemoryAccess
 
 RESULT_CHARS = 2400
@@ -205,6 +205,7 @@ class ToolBox:
                     session_id=r.session_id,
                     date=r.at,
                     message_ids=r.message_ids,
+                    document=DocumentRef.of_round(r.text, r.idx),
                 )
                 for r in self.access.rounds_between(start, end, limit=500)
             ]
@@ -274,8 +275,9 @@ class ToolBox:
         if end < len(r.text):
             out["next_offset"] = end
         hit = Hit(
-            id=r.id, text=r.text, score=0.0, session_id=r.session_id, date=r.at, message_ids=r.message_ids
-        )
+            id=r.id, text=r.text, score=0.0, session_id=r.session_id, date=r.at, message_ids=r.message_ids,
+            document=DocumentRef.of_round(r.text, r.idx),
+        )  # fmt: skip
         return out, [hit]
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from graphrecall.docref import parse_location
 from graphrecall.models import Context, Hit
 from graphrecall.retrieve.excerpt import CHARS_PER_TOKEN, excerpt, question_terms, round_excerpt
 
@@ -37,12 +38,19 @@ def _fmt_date(d: datetime | None) -> str:
     return d.strftime("%Y-%m-%d (%a) %H:%M") if d else "unknown date"
 
 
-def _heading(session_id: str, d: datetime | None) -> str:
-    return f"### Session {session_id} — {_fmt_date(d)}"
+def _heading(h: Hit, d: datetime | None) -> str:
+    """A session's heading; a learned document's names its source instead of its session id."""
+    if h.document is not None:
+        return f"### Document {h.document.source} — {_fmt_date(d)}"
+    return f"### Session {h.session_id} — {_fmt_date(d)}"
 
 
 def _item(h: Hit, body: str, part: bool = False) -> str:
-    return f"[{h.id}] ({h.kind}, {_fmt_date(h.date)}{', excerpt' if part else ''})\n{body}"
+    what: str = h.kind
+    if h.document is not None:  # the passage's place: its number and the headings above it
+        path = " › ".join(h.document.title_path)
+        what = f"document passage {h.document.position}{f': {path}' if path else ''}"
+    return f"[{h.id}] ({what}, {_fmt_date(h.date)}{', excerpt' if part else ''})\n{body}"
 
 
 def _render(header: str, chosen: list[_Piece]) -> str:
@@ -50,8 +58,8 @@ def _render(header: str, chosen: list[_Piece]) -> str:
     for p in sorted(chosen, key=lambda p: (p.hit.date or datetime.min, p.hit.session_id, p.hit.id)):
         by_session.setdefault(p.hit.session_id, []).append(p)
     parts = [header] if header else []
-    for sid, items in by_session.items():
-        parts.append(_heading(sid, items[0].hit.date))
+    for items in by_session.values():
+        parts.append(_heading(items[0].hit, items[0].hit.date))
         parts.extend(_item(p.hit, p.body, p.part) for p in items)
         parts.append("")
     return "\n".join(parts).strip() + "\n"
@@ -72,6 +80,10 @@ def _shown(h: Hit, terms: frozenset[str], max_tokens: int) -> tuple[str, bool]:
     max_chars = max_tokens * CHARS_PER_TOKEN
     if h.kind != "round":
         return excerpt(h.text, terms, max_chars), len(h.text) > max_chars
+    found = parse_location(h.text) if h.document is not None else None
+    if found is not None:  # a document passage: its source and headings are in the heading and item line
+        body = found[2]
+        return excerpt(body, terms, max_chars), len(body) > max_chars
     return round_excerpt(h.text, terms, max_chars)
 
 
@@ -159,7 +171,7 @@ class _Packer:
         cost = self._cost(p)
         if p.hit.session_id not in self.sessions:
             # The heading shows the session's earliest chosen date, not known yet: charge the longer form.
-            heading = max(_heading(p.hit.session_id, p.hit.date), _heading(p.hit.session_id, None), key=len)
+            heading = max(_heading(p.hit, p.hit.date), _heading(p.hit, None), key=len)
             cost += estimate_tokens(heading + "\n") + 1  # + the blank line that closes the section
         if self.used + cost > self.budget:
             return False

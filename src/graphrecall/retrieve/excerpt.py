@@ -24,7 +24,8 @@ USER_SHARE = 0.7
 """Of a round cut to fit, the user's messages may take up to 70% of the room, whole when they fit."""
 MIN_TURN_CHARS = 40  # no message is cut below this, whatever its share
 
-_ROLE_LINE = re.compile(r"^(user|assistant|system|tool): ", re.MULTILINE)
+_ROLE_LINE = re.compile(r"^(user|assistant|system|tool|document): ", re.MULTILINE)
+_USER_SIDE = ("user", "document")  # ``ingest.USER_SIDE``: a document passage is read like the user's words
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+|\n+")
 
 
@@ -121,13 +122,13 @@ def round_excerpt(text: str, terms: frozenset[str], max_chars: int) -> tuple[str
     if not turns:
         return excerpt(text, terms, max_chars), True
     room = max_chars - sum(len(t.role) + 3 for t in turns)  # "role: " and the joining newline
-    user_len = sum(len(t.text) for t in turns if t.role == "user")
-    other_len = sum(len(t.text) for t in turns if t.role != "user")
+    user_len = sum(len(t.text) for t in turns if t.role in _USER_SIDE)
+    other_len = sum(len(t.text) for t in turns if t.role not in _USER_SIDE)
     user_room = min(user_len, int(room * USER_SHARE)) if other_len else room
     other_room = room - user_room
     lines = []
     for t in turns:
-        side_len, side_room = (user_len, user_room) if t.role == "user" else (other_len, other_room)
+        side_len, side_room = (user_len, user_room) if t.role in _USER_SIDE else (other_len, other_room)
         cap = max(MIN_TURN_CHARS, side_room * len(t.text) // max(1, side_len))
         lines.append(f"{t.role}: {excerpt(t.text, terms, cap) if t.text else ''}")
     body = "\n".join(lines)

@@ -28,7 +28,7 @@ from graphrecall.config import ListName, RetrievalConfig
 from graphrecall.dates import Cutoff
 from graphrecall.embed.base import Embedder, Vectors
 from graphrecall.embed.profile import profile_of
-from graphrecall.models import Hit, Round, TimeRange
+from graphrecall.models import DocumentRef, Hit, Round, TimeRange
 from graphrecall.retrieve import fusion
 from graphrecall.retrieve.graph import GraphCandidates
 from graphrecall.retrieve.intent import Cues, without_now_cue
@@ -174,4 +174,5 @@ def _hit(s: SearchState, lists: dict[str, dict[str, float]], rid: str, score: fl
         session_id=r.session_id,
         date=r.at,
         message_ids=list(r.message_ids),
+        document=DocumentRef.of_round(r.text, r.idx),
     )

@@ -221,8 +221,8 @@ class OperationRoutes:
             result = await self.call(self._invoke, op, scope, p)  # one thread hop: under load each hop queues
             if isinstance(result, IngestResult):
                 self.metrics.ingest(result)
-                if http.accepted and result.extraction_job is not None:
-                    response.status_code = 202  # stored; the extraction is queued (result.extraction_job)
+            if http.accepted and getattr(result, "extraction_job", None) is not None:
+                response.status_code = 202  # stored; the extraction is queued (result.extraction_job)
             return op.wire(scope, p, result)  # type: ignore[arg-type]
 
         endpoint.__signature__ = inspect.Signature(signature)  # type: ignore[attr-defined]

@@ -4,6 +4,7 @@
 | service | operations |
 |---|---|
 | ``WritingService`` | add_session, add_messages, add_sessions, flush, backfill_passages |
+| ``DocumentService`` | add_document: a document's passages as a session of their own, replaced when it changes |
 | ``HistoryService`` | stats, sessions, get_session, export_sessions, export_scope |
 | ``ImportService`` | import_scope |
 | ``KnowledgeService`` | extract and its background queue, add_fact, consolidate, supersede, facts, history, entities, events |
@@ -32,6 +33,7 @@ from graphrecall.recall import Recall
 from graphrecall.retrieve.rerank import Reranker, load_reranker
 from graphrecall.services.access import ScopeAccess
 from graphrecall.services.answering import AnsweringService
+from graphrecall.services.documents import DocumentService
 from graphrecall.services.erasure import ErasureService
 from graphrecall.services.history import HistoryService
 from graphrecall.services.importing import ImportService, scope_export
@@ -96,6 +98,7 @@ class Services:
         self.importing = ImportService(self.access, self.writing, embedder)
         self.erasure = ErasureService(self.access, self.writer, self.knowledge, self.events)
         self.answering = AnsweringService(self.knowledge)
+        self.documents = DocumentService(self.writing, self.history, self.erasure, self.knowledge)
         self.overview = OverviewService(self.access, self.history, self.knowledge)
         self.root = root
         self.maintenance = MaintenanceService(

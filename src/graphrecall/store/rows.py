@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from graphrecall import docref
 from graphrecall.embed.base import Vectors
 from graphrecall.models import Message, Role, Round, Session
 from graphrecall.names import is_user, match_keys, normalize_name
@@ -61,14 +62,24 @@ class MessageRow:
         )
 
 
+USER_SIDE = frozenset({Role.user.value, Role.document.value})
+"""Roles that open a round and are its user side: what the user said, and a passage of a document the user gave
+memory (``graphrecall.docref``), which is what the user knows rather than what the assistant replied."""
+
+
+def _user_side(role: str, body: str) -> str:
+    """A user-side message as embedded and indexed: a document passage without its source (``docref``)."""
+    return docref.indexed_text(body) if role == Role.document.value else body
+
+
 def round_texts(messages: Sequence[tuple[str, str]]) -> tuple[str, str, str]:
     """A round's text (every message as ``role: text``), its user side and its reply side, from its messages'
     (role, text) in order. The one definition: ingest makes rounds with it (``ingest.build_rounds``), and the store
     makes a round's texts again from its messages with it (Kuzu keeps a round's text only in its messages:
     ``round_texts_of``)."""
     text = "\n".join(f"{role}: {body}" for role, body in messages)
-    user = "\n".join(body for role, body in messages if role == Role.user.value)
-    reply = "\n".join(body for role, body in messages if role != Role.user.value)
+    user = "\n".join(_user_side(role, body) for role, body in messages if role in USER_SIDE)
+    reply = "\n".join(body for role, body in messages if role not in USER_SIDE)
     return text, user, reply
 
 

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { AddFactData, AddFactErrors, AddFactResponses, AddMessagesData, AddMessagesErrors, AddMessagesResponses, AddSessionData, AddSessionErrors, AddSessionResponses, AnswerData, AnswerErrors, AnswerResponses, ConsolidateData, ConsolidateErrors, ConsolidateResponses, ContextData, ContextErrors, ContextResponses, DatasetData, DatasetErrors, DatasetResponses, EntitiesData, EntitiesErrors, EntitiesResponses, EraseData, EraseErrors, EraseResponses, EventsData, EventsErrors, EventsResponses, ExportSessionsData, ExportSessionsErrors, ExportSessionsResponses, ExtractionJobsData, ExtractionJobsErrors, ExtractionJobsResponses, FactHistoryData, FactHistoryErrors, FactHistoryResponses, FactsData, FactsErrors, FactsResponses, FeedbackData, FeedbackErrors, FeedbackResponses, ForgetData, ForgetErrors, ForgetResponses, GetSessionData, GetSessionErrors, GetSessionResponses, GraphData, GraphErrors, GraphResponses, HealthzData, HealthzResponses, ImportSessionsData, ImportSessionsErrors, ImportSessionsResponses, ListOrgsData, ListOrgsResponses, ListScopesData, ListScopesErrors, ListScopesResponses, ListSessionsData, ListSessionsErrors, ListSessionsResponses, MaintainData, MaintainErrors, MaintainResponses, MetricsData, MetricsErrors, MetricsResponses, ProfileData, ProfileErrors, ProfileResponses, ReadyzData, ReadyzErrors, ReadyzResponses, ReportData, ReportErrors, ReportResponses, RetryExtractionData, RetryExtractionErrors, RetryExtractionResponses, SearchData, SearchErrors, SearchResponses, StatsData, StatsErrors, StatsResponses, SupersedeFactData, SupersedeFactErrors, SupersedeFactResponses } from './types.gen.js';
+import type { AddDocumentData, AddDocumentErrors, AddDocumentResponses, AddFactData, AddFactErrors, AddFactResponses, AddMessagesData, AddMessagesErrors, AddMessagesResponses, AddSessionData, AddSessionErrors, AddSessionResponses, AnswerData, AnswerErrors, AnswerResponses, ConsolidateData, ConsolidateErrors, ConsolidateResponses, ContextData, ContextErrors, ContextResponses, DatasetData, DatasetErrors, DatasetResponses, EntitiesData, EntitiesErrors, EntitiesResponses, EraseData, EraseErrors, EraseResponses, EventsData, EventsErrors, EventsResponses, ExportSessionsData, ExportSessionsErrors, ExportSessionsResponses, ExtractionJobsData, ExtractionJobsErrors, ExtractionJobsResponses, FactHistoryData, FactHistoryErrors, FactHistoryResponses, FactsData, FactsErrors, FactsResponses, FeedbackData, FeedbackErrors, FeedbackResponses, ForgetData, ForgetErrors, ForgetResponses, GetSessionData, GetSessionErrors, GetSessionResponses, GraphData, GraphErrors, GraphResponses, HealthzData, HealthzResponses, ImportSessionsData, ImportSessionsErrors, ImportSessionsResponses, ListOrgsData, ListOrgsResponses, ListScopesData, ListScopesErrors, ListScopesResponses, ListSessionsData, ListSessionsErrors, ListSessionsResponses, MaintainData, MaintainErrors, MaintainResponses, MetricsData, MetricsErrors, MetricsResponses, ProfileData, ProfileErrors, ProfileResponses, ReadyzData, ReadyzErrors, ReadyzResponses, ReportData, ReportErrors, ReportResponses, RetryExtractionData, RetryExtractionErrors, RetryExtractionResponses, SearchData, SearchErrors, SearchResponses, StatsData, StatsErrors, StatsResponses, SupersedeFactData, SupersedeFactErrors, SupersedeFactResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean> = Options2<TData, ThrowOnError> & {
     /**
@@ -69,6 +69,23 @@ export const addMessages = <ThrowOnError extends boolean = false>(options: Optio
 export const importSessions = <ThrowOnError extends boolean = false>(options: Options<ImportSessionsData, ThrowOnError>) => (options.client ?? client).post<ImportSessionsResponses, ImportSessionsErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/v1/scopes/{org}/{user}/import',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Learn a document: its passages become searchable beside the chat
+ *
+ * ``add_document``: a document (Markdown or plain text) split into passages stored as a session of their own,
+ * searchable beside the chat history. Learning the same source again replaces its passages; the same text again
+ * changes nothing.
+ */
+export const addDocument = <ThrowOnError extends boolean = false>(options: Options<AddDocumentData, ThrowOnError>) => (options.client ?? client).post<AddDocumentResponses, AddDocumentErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/v1/scopes/{org}/{user}/documents',
     ...options,
     headers: {
         'Content-Type': 'application/json',

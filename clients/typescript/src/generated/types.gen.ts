@@ -5,6 +5,46 @@ export type ClientOptions = {
 };
 
 /**
+ * AddDocumentParams
+ *
+ * ``add_document``: a document (Markdown or plain text) split into passages stored as a session of their own,
+ * searchable beside the chat history. Learning the same source again replaces its passages; the same text again
+ * changes nothing.
+ */
+export type AddDocumentParams = {
+    /**
+     * Document
+     *
+     * the document's text (the Python API and the learn command also take a file: Markdown, plain text or PDF)
+     */
+    document: string;
+    /**
+     * Source
+     *
+     * the name the document is learned under (a file's path, a URL, a label): learning the same source again replaces it. Omitted: a file's path, else the document's title (or first line) and a hash of its text, so that the same text is the same document but a changed one is another
+     */
+    source?: string | null;
+    /**
+     * Format
+     *
+     * how to split it: markdown (headings and paragraphs), text (blank lines), or auto (by the source's suffix, else markdown when it has # headings)
+     */
+    format?: 'auto' | 'markdown' | 'text';
+    /**
+     * Date
+     *
+     * when the document was written or is valid from (ISO-8601, naive = UTC): questions asked before it do not see it; omitted = now
+     */
+    date?: string | null;
+    /**
+     * Extract
+     *
+     * also extract facts, events and entities from its passages with the configured LLM (queued like add_session's)
+     */
+    extract?: boolean;
+};
+
+/**
  * AddFactParams
  *
  * ``add_fact``: store a fact the application already knows, versioned like an extracted one.
@@ -504,6 +544,33 @@ export type Dataset = {
      * Llm Calls
      */
     llm_calls?: number;
+};
+
+/**
+ * DocumentRef
+ *
+ * Where a document passage comes from (``Memory.add_document``): the source it was learned under, the
+ * headings above it and its place in the document.
+ */
+export type DocumentRef = {
+    /**
+     * Source
+     *
+     * the name the document was learned under (a file's path, a URL, a label)
+     */
+    source: string;
+    /**
+     * Title Path
+     *
+     * the headings above the passage, outermost first (['Install', 'Linux']); empty without any
+     */
+    title_path?: Array<string>;
+    /**
+     * Position
+     *
+     * the passage's place in the document, from 0
+     */
+    position: number;
 };
 
 /**
@@ -1353,6 +1420,10 @@ export type Hit = {
      * the scope it came from: the one searched, or a shared scope searched with it
      */
     scope?: Scope | null;
+    /**
+     * set when the hit is a passage of a learned document (add_document): its source, headings and position; its session is the document's
+     */
+    document?: DocumentRef | null;
 };
 
 /**
@@ -1433,6 +1504,54 @@ export type IngestResult = {
      * Rounds Written
      */
     rounds_written?: number;
+    extraction?: ExtractionResult | null;
+    extraction_job?: ExtractionJob | null;
+};
+
+/**
+ * LearnedDocument
+ *
+ * What ``Memory.add_document`` did. ``status``: ``added`` (a new source), ``replaced`` (the source's earlier
+ * passages were erased, with what was extracted from them, and the new ones stored) or ``unchanged`` (the same
+ * passages are stored already: nothing written).
+ */
+export type LearnedDocument = {
+    /**
+     * Source
+     */
+    source: string;
+    /**
+     * Session Id
+     *
+     * the document's session: its passages are that session's messages
+     */
+    session_id: string;
+    /**
+     * Status
+     */
+    status: 'added' | 'replaced' | 'unchanged';
+    /**
+     * Format
+     */
+    format: 'markdown' | 'text';
+    /**
+     * Passages
+     *
+     * the passages the document is stored as
+     */
+    passages: number;
+    /**
+     * Removed
+     *
+     * passages of the earlier version erased (replaced)
+     */
+    removed?: number;
+    /**
+     * Title
+     *
+     * the document's first heading, if it has one
+     */
+    title?: string | null;
     extraction?: ExtractionResult | null;
     extraction_job?: ExtractionJob | null;
 };
@@ -1843,8 +1962,11 @@ export type RetryResponse = {
 
 /**
  * Role
+ *
+ * Who said a message. ``document``: a passage of a learned document (``Memory.add_document``), stored as a round
+ * of its own and read as the user's side (``graphrecall.docref``).
  */
-export type Role = 'user' | 'assistant' | 'system' | 'tool';
+export type Role = 'user' | 'assistant' | 'system' | 'tool' | 'document';
 
 /**
  * Scope
@@ -2569,6 +2691,80 @@ export type ImportSessionsResponses = {
 };
 
 export type ImportSessionsResponse = ImportSessionsResponses[keyof ImportSessionsResponses];
+
+export type AddDocumentData = {
+    body: AddDocumentParams;
+    path: {
+        /**
+         * Org
+         *
+         * tenant (organisation) id
+         */
+        org: string;
+        /**
+         * User
+         *
+         * end-user id within the org
+         */
+        user: string;
+    };
+    query?: never;
+    url: '/v1/scopes/{org}/{user}/documents';
+};
+
+export type AddDocumentErrors = {
+    /**
+     * the body is not valid JSON, or Content-Length is not a number (invalid_input)
+     */
+    400: ErrorResponse;
+    /**
+     * missing or invalid API key (unauthorized)
+     */
+    401: ErrorResponse;
+    /**
+     * the key may not access this org (forbidden)
+     */
+    403: ErrorResponse;
+    /**
+     * the request is valid but this server has no LLM configured (not_available): nothing was done; the same request works on a server with GRAPHRECALL_LLM set
+     */
+    409: ErrorResponse;
+    /**
+     * request body over the limit (payload_too_large)
+     */
+    413: ErrorResponse;
+    /**
+     * invalid input; `field` names it (invalid_input)
+     */
+    422: ErrorResponse;
+    /**
+     * a fault of the server (internal), or a store written with another embedding model than the server's (embedder_mismatch; the message names the command that fixes it)
+     */
+    500: ErrorResponse;
+    /**
+     * the user's store is busy, or a write could not be stored right now; retry (store_busy, write_log)
+     */
+    503: ErrorResponse;
+    /**
+     * the server is out of storage space; nothing of the request was stored (storage_full)
+     */
+    507: ErrorResponse;
+};
+
+export type AddDocumentError = AddDocumentErrors[keyof AddDocumentErrors];
+
+export type AddDocumentResponses = {
+    /**
+     * Successful Response
+     */
+    200: LearnedDocument;
+    /**
+     * Stored; its extraction is queued (extraction_job)
+     */
+    202: LearnedDocument;
+};
+
+export type AddDocumentResponse = AddDocumentResponses[keyof AddDocumentResponses];
 
 export type SearchData = {
     body?: never;
