@@ -61,4 +61,6 @@ def test_a_text_without_a_source_is_named_by_its_title_or_first_line_and_its_has
     assert named.startswith("Notes [") and named == docref.text_source("# Notes\n\nbody", "Notes")
     assert named != docref.text_source("# Notes\n\nbody!", "Notes")
     long = docref.text_source("\n\n## " + "word " * 40, None)
-    assert long.startswith("word word") and long.split(" [")[0].endswith("…") and len(long.split(" [")[0]) == 60
+    assert (
+        long.startswith("word word") and long.split(" [")[0].endswith("…") and len(long.split(" [")[0]) == 60
+    )
