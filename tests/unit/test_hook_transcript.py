@@ -4,6 +4,7 @@ lines skipped), with stable ids and a partial last line left for the next read."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.transcripts import Transcript
@@ -116,3 +117,26 @@ def test_secrets_are_redacted_before_output_is_cut(tmp_path: Path) -> None:
     texts = [m["content"] for m in read_from(t.path).messages]
     assert not any("A1b2A1b2" in x for x in texts)
     assert texts[-1] == "my token is [REDACTED:openai_key]"
+
+
+def test_a_line_without_a_uuid_is_kept_with_an_id_its_content_gives(tmp_path: Path) -> None:
+    """Another agent's (or an older) transcript may carry no ``uuid``: its turns are still stored, and reading the
+    same lines again gives the same ids, so a repeated hook stores nothing twice."""
+    path = tmp_path / "plain.jsonl"
+    lines = [
+        {"type": "user", "message": {"role": "user", "content": "The deploy branch is release-train."}},
+        {
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "Noted."}]},
+        },
+        {"type": "user", "message": {"role": "user", "content": "The deploy branch is release-train."}},
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    first = read_from(path).messages
+    assert [(m["role"], m["content"]) for m in first] == [
+        ("user", "The deploy branch is release-train."),
+        ("assistant", "Noted."),
+        ("user", "The deploy branch is release-train."),
+    ]
+    assert [m["id"] for m in read_from(path).messages] == [m["id"] for m in first]
+    assert first[0]["id"] != first[1]["id"]

@@ -116,7 +116,14 @@ def prompt(hits: Sequence[Hit], *, where: str, budget: int) -> str:
     lines = [f"Relevant memory ({where}, graphrecall):"]
     for h in hits:
         lines.append(
-            f"- {day(h.date)} (session {h.session_id[:8]}): {cut(conversation_first(h.text), HIT_CHARS)}"
+            f"- {day(h.date)} (session {_short_session(h.session_id)}): {cut(conversation_first(h.text), HIT_CHARS)}"
         )
     kept = fit(lines, budget)
     return "\n".join(kept) + "\n" if len(kept) > 1 else ""
+
+
+def _short_session(session_id: str | None) -> str:
+    """A hit's session id as the agent can look it up: a shared scope's hit (the project's) carries it qualified
+    by the scope's user id (``_project-atlas/s1``, ``recall.py``), whose first eight characters would name the
+    scope, not the session."""
+    return (session_id or "").rsplit("/", 1)[-1][:8]

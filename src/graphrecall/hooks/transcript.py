@@ -1,7 +1,8 @@
 """A Claude Code transcript (JSONL, one event per line) read from where the last read stopped, as chat messages.
 
-Lines that become messages (each message's id is the line's ``uuid``, with ``-N`` for its N-th block after the
-first, so the same line always gives the same ids: sending it twice stores it once):
+Lines that become messages (each message's id is the line's ``uuid``, or a hash of the line where it has none,
+with ``-N`` for its N-th block after the first, so the same line always gives the same ids: sending it twice stores
+it once):
 
 - a ``user`` line whose content is text: the user's prompt (``user``);
 - an ``assistant`` line's ``text`` blocks: the reply (``assistant``);
@@ -26,6 +27,7 @@ Only complete lines are read: a line still being written (no newline yet) is lef
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -88,9 +90,13 @@ def read_from(path: Path, offset: int = 0, tools: Mapping[str, str] | None = Non
 def _messages(line: dict[str, Any], tools: dict[str, str]) -> Iterator[dict[str, Any]]:
     kind = line.get("type")
     message = line.get("message")
-    uuid = line.get("uuid")
-    if kind not in ("user", "assistant") or not isinstance(message, dict) or not isinstance(uuid, str):
+    if kind not in ("user", "assistant") or not isinstance(message, dict):
         return
+    uuid = line.get("uuid")
+    if not isinstance(uuid, str) or not uuid:
+        # Claude Code writes a ``uuid`` on every conversation line; a transcript from another agent or an older
+        # version may not. The line's content then names it, so a line read twice still gives the same ids.
+        uuid = "line-" + hashlib.sha256(json.dumps(line, sort_keys=True).encode()).hexdigest()[:32]
     if line.get("isSidechain") or line.get("isMeta") or line.get("isCompactSummary"):
         return
     at = line.get("timestamp") if isinstance(line.get("timestamp"), str) else None
