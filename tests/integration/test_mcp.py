@@ -327,7 +327,7 @@ async def test_stdio_transport_serves_a_bound_scope(tmp_path: Path) -> None:
         command=sys.executable, args=module_command(tmp_path / "store", "--org", "acme", "--user", "alice")
     )
     async with Client(params) as client:
-        assert len((await client.list_tools()).tools) == 14  # every memory_* tool, bound to one scope
+        assert len((await client.list_tools()).tools) == 15  # every memory_* tool, bound to one scope
         await add(client, "cat", CAT_SESSION)
         search = await client.call_tool("memory_search", {"query": "kitten", "k": 1})
     assert search.structured_content is not None

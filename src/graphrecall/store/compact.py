@@ -34,7 +34,7 @@ from typing import Any
 import kuzu
 
 from graphrecall.config import BUFFER_POOL_BYTES
-from graphrecall.store import compact_swap, freespace, schema
+from graphrecall.store import compact_swap, freespace, nodegroups, schema
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, BucketDatabase
 from graphrecall.store.database import _drain as drain
 
@@ -137,6 +137,11 @@ def rewrite(source: BucketDatabase, dest: Path, step: OnStep | None = None) -> R
                 )
                 _copy(conn, rel, frame, pair)
                 tick("page")
+        # The rewrite's tables end wherever their live rows do: one may end with a lone row in its last node
+        # group, which Kuzu 0.11.3 misreads in IN filters once checkpointed (store.nodegroups).
+        drain(conn.execute("BEGIN TRANSACTION"))
+        nodegroups.pad(lambda q, p: drain(conn.execute(q, p or {})), nodegroups.NODE_TABLES)
+        drain(conn.execute("COMMIT"))
         drain(conn.execute("CHECKPOINT"))
         counts = freespace.counts(lambda q: drain(conn.execute(q)))
         sizes = freespace.table_bytes(lambda q: drain(conn.execute(q)))

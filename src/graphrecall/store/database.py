@@ -49,7 +49,7 @@ from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.errors import SchemaMismatch, StoreBusy
 from graphrecall.index import index_dir
 from graphrecall.models import utcnow
-from graphrecall.store import compact_swap, schema
+from graphrecall.store import compact_swap, nodegroups, schema
 from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
 from graphrecall.store.known import KNOWN_TABLES, KnownIds
 from graphrecall.store.recovery import recover
@@ -145,8 +145,10 @@ class BucketDatabase:
         self._checkpointed = 0  # ... of which every one before this count is in the database file
         self._members: dict[str, Member] = {}
         self._members_lock = threading.Lock()
+        self._padded: dict[str, int] = {}  # node table -> the offset after which ``commit`` padded it
         try:
             self._ensure_schema()
+            self._mend_node_groups()
         except BaseException:
             self.close()
             raise
@@ -213,11 +215,33 @@ class BucketDatabase:
             log.debug("rollback after error: %s", e)
 
     def commit(self) -> int:
-        """COMMIT the open transaction (caller holds ``write_lock``); its number in ``commits``."""
+        """COMMIT the open transaction (caller holds ``write_lock``); its number in ``commits``. First, in the same
+        transaction, no node table is left with a lone row in its last node group (``store.nodegroups``: Kuzu
+        0.11.3 then misreads that row in every ``IN`` filter once a checkpoint has written it); if that fails, the
+        transaction is rolled back and nothing of it is kept."""
+        try:
+            padded = nodegroups.pad(self._write_query, nodegroups.NODE_TABLES, self._padded)
+        except BaseException:
+            self.rollback()
+            raise
         with self.gate.exclusive():  # COMMIT may checkpoint, which needs every read to have left
             _run(self.writer, "COMMIT")
+        self._padded.update(padded)
         self.commits += 1
         return self.commits
+
+    def _write_query(self, cypher: str, params: dict[str, Any] | None) -> list[list[Any]]:
+        return _run(self.writer, cypher, params)
+
+    def _mend_node_groups(self) -> None:
+        """A bucket that a checkpoint left with a lone row in a node table's last node group (written before the
+        rule in ``commit``) is padded once, durably, before anyone reads it."""
+        if not nodegroups.exposed(self._write_query, nodegroups.NODE_TABLES):
+            return
+        with self.write_lock:
+            _run(self.writer, "BEGIN TRANSACTION")
+            self.commit()
+            self.checkpoint()
 
     # -- scopes ------------------------------------------------------------------------------------------------
     def member(self, user_id: str) -> Member | None:
