@@ -101,6 +101,7 @@ class TantivyLexicalIndex:
         self._t = _tantivy()
         self.directory = directory
         restore_dir(directory)
+        shutil.rmtree(_compacting(directory), ignore_errors=True)  # a compaction killed before its swap
         self._manifest = read_manifest(directory, Manifest(kind=self.KIND, version=self.VERSION))
         self.schema = _schema(self._t)
         data = directory / "data"
@@ -120,7 +121,8 @@ class TantivyLexicalIndex:
         cls, directory: Path, rows: Iterable[Row], *, mark: str | None = None
     ) -> TantivyLexicalIndex:
         """Index (id, terms) rows (read from Kuzu) into a fresh directory and put it in place atomically."""
-        _build(directory, rows, Manifest(kind=cls.KIND, version=cls.VERSION, mark=mark))
+        tmp = directory.with_name(directory.name + f".tmp-{os.getpid()}")
+        _build(tmp, directory, rows, Manifest(kind=cls.KIND, version=cls.VERSION, mark=mark))
         return cls(directory)
 
     # -- reading -----------------------------------------------------------------------------------------------
@@ -201,7 +203,8 @@ class TantivyLexicalIndex:
         old index until the new one is opened. ``on_step``: "written" before the swap, "aside" within it."""
         with self._lock:
             self._close_writer()
-            _build(self.directory, rows, self._manifest.model_copy(update={"mark": mark}), on_step=on_step)
+            manifest = self._manifest.model_copy(update={"mark": mark})
+            _build(_compacting(self.directory), self.directory, rows, manifest, on_step=on_step)
             fresh = TantivyLexicalIndex(self.directory)
             self.index, self._manifest = fresh.index, fresh._manifest  # one store each: a search gets either
 
@@ -218,12 +221,16 @@ class TantivyLexicalIndex:
 OnStep = Callable[[str], None]
 
 
+def _compacting(directory: Path) -> Path:
+    """Where a compaction builds the fresh index (one name: a stray one a killed compaction left is found)."""
+    return directory.with_name(directory.name + ".compact")
+
+
 def _build(
-    directory: Path, rows: Iterable[Row], manifest: Manifest, *, on_step: OnStep | None = None
+    tmp: Path, directory: Path, rows: Iterable[Row], manifest: Manifest, *, on_step: OnStep | None = None
 ) -> None:
-    """Index ``rows`` into a fresh directory beside ``directory``, then put it in place (``replace_dir``)."""
+    """Index ``rows`` into the fresh directory ``tmp``, then put it in place of ``directory`` (``replace_dir``)."""
     t = _tantivy()
-    tmp = directory.with_name(directory.name + f".tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "data").mkdir(parents=True)
     index = t.Index(_schema(t), path=str(tmp / "data"), reuse=False)
