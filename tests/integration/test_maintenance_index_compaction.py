@@ -94,3 +94,26 @@ def test_maintenance_rewrites_the_churned_indexes_and_searches_answer_the_same(
     with caplog.at_level(logging.WARNING), _open(root) as m:  # the compacted indexes are trusted as they are
         assert _answers(m) == answers
     assert not [r for r in caplog.records if "rebuilt" in r.getMessage()]
+
+
+def test_a_lexical_index_is_rebuilt_from_the_store_and_keeps_its_rounds(
+    churned: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import shutil
+
+    import graphrecall.index.scope as scope_mod
+
+    monkeypatch.setattr(scope_mod, "MIN_DEAD_BYTES", 0)  # every index past the bound, however small
+    root = tmp_path / "store"
+    shutil.copytree(churned, root)
+    with _open(root) as m:
+        hits = {q: sorted((h.id, h.text) for h in m.search(SCOPE, q, k=20)) for q in QUERIES}
+        with caplog.at_level(logging.INFO, logger="graphrecall.services.maintenance"):
+            m.maintain(SCOPE)
+        assert any("compacted the round_terms index" in r.getMessage() for r in caplog.records)
+        # BM25's statistics no longer count the erased rounds: the same rounds found, with their text
+        assert {q: sorted((h.id, h.text) for h in m.search(SCOPE, q, k=20)) for q in QUERIES} == hits
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), _open(root) as m:
+        assert {q: sorted((h.id, h.text) for h in m.search(SCOPE, q, k=20)) for q in QUERIES} == hits
+    assert not [r for r in caplog.records if "rebuilt" in r.getMessage()]

@@ -316,9 +316,8 @@ class ExactVectorIndex:
                 _write_rows(tmp, self._file, np.ascontiguousarray(on_disk[keep]).tobytes(), ids)
             finally:
                 del on_disk
-            write_manifest(
-                tmp, self._manifest
-            )  # durable: the fresh directory is whole before it is swapped in
+            # durable: the fresh directory is whole, under the index's mark, before it is swapped in
+            write_manifest(tmp, self._manifest)
             if on_step is not None:
                 on_step("written")
             replace_dir(tmp, self.directory, on_step=on_step)
