@@ -406,7 +406,9 @@ class Settings(BaseModel):
         "share is estimated from Kuzu's own accounting and, once the bucket was compacted, from its growth since "
         "(store.freespace); a rewrite copies ~20k rows/s and holds the bucket's requests meanwhile. 0.3: a bucket "
         "holds at most ~1.4x what a rewrite would; a scope churned by imports and erasures was compacted every "
-        "10-14 rounds, 0.7-1.7 s each (docs/benchmarks.md 'Compaction')",
+        "10-14 rounds, 0.7-1.7 s each (docs/benchmarks.md 'Compaction'). The same bound applies to the scope's "
+        "derived indexes: one whose deleted or replaced rows are at least this share of its files is rewritten "
+        "(index.scope)",
     )
     passage_from_chars: int = Field(
         default=300,

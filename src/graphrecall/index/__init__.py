@@ -6,13 +6,14 @@ open-check-rebuild rule, and docs/benchmarks.md ("Index layer") for the measurem
 
 from graphrecall.index.lexical import LexicalIndex, TantivyLexicalIndex
 from graphrecall.index.manifest import IndexCorrupt, Manifest
-from graphrecall.index.scope import IndexSource, ScopeIndexes, index_dir
+from graphrecall.index.scope import IndexSource, IndexSpace, ScopeIndexes, index_dir
 from graphrecall.index.vector import ExactVectorIndex, TieredVectorIndex, VectorIndex
 
 __all__ = [
     "ExactVectorIndex",
     "IndexCorrupt",
     "IndexSource",
+    "IndexSpace",
     "LexicalIndex",
     "Manifest",
     "ScopeIndexes",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -76,15 +77,31 @@ def read_manifest(directory: Path, expected: Manifest) -> Manifest:
     return got
 
 
-def replace_dir(new: Path, final: Path) -> None:
+def replace_dir(new: Path, final: Path, *, on_step: Callable[[str], None] | None = None) -> None:
     """Put a freshly built index directory in place of ``final``: the old one is renamed aside first and removed
-    after, so a crash leaves either the old or the new index, and a leftover is detected by its manifest."""
+    after, so a crash leaves either the old or the new index, and a leftover is detected by its manifest.
+
+    Between the two renames neither is at ``final``: ``restore_dir`` (on open) puts the old one back, so a crash
+    there too leaves the old index, not a missing one. ``on_step("aside")`` is called in that gap (tests crash
+    there)."""
     import shutil
 
     old = final.with_name(final.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():
         os.replace(final, old)
+    if on_step is not None:
+        on_step("aside")
     os.replace(new, final)
     fsync_dir(final.parent)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def restore_dir(final: Path) -> None:
+    """Before opening the index at ``final``: if a ``replace_dir`` was killed between its two renames (the old
+    index aside, the new one not yet in place), put the old one back. It was complete when it was renamed aside
+    (it was the index in use), and opening checks it like any other (manifest, mark), so at worst it is rebuilt."""
+    old = final.with_name(final.name + ".old")
+    if not final.exists() and old.is_dir():
+        os.replace(old, final)
+        fsync_dir(final.parent)

@@ -8,11 +8,19 @@ Opening never trusts an index it cannot vouch for: a missing directory, a bad or
 the vector log cannot read, or a ``mark`` that differs from the store's (the index missed commits, e.g. a crash
 between the Kuzu commit and the index commit) each trigger a rebuild from the source (Kuzu), with one log line per
 open. Which rows each index covers, and how marks are kept, is the store's business (``graphrecall.store.derived``).
+
+Compaction (``ScopeIndexes.compact``): both kinds keep what was deleted on disk (the vector log its dead rows,
+tantivy its deleted documents), so a scope churned by imports and erasures grows its indexes with its operations.
+Each index whose dead share passes the bound (maintenance passes ``Settings.compact_free_fraction``, the bucket's
+bound: the same promise, at most ~1/(1-bound) of what a rewrite would hold) is rewritten: the vector index from its
+own live rows, the lexical one from the store's rows. Either swaps a complete fresh directory in for the old one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,9 +29,12 @@ from typing import Protocol, TypeVar
 
 from graphrecall.index.lexical import Row, TantivyLexicalIndex
 from graphrecall.index.manifest import IndexCorrupt
-from graphrecall.index.vector import F32, TieredVectorIndex
+from graphrecall.index.vector import F32, OnStep, TieredVectorIndex
 
 log = logging.getLogger(__name__)
+
+# An index whose dead part is smaller than this is not rewritten whatever its share: a few rows of a small scope.
+MIN_DEAD_BYTES = 16 << 10
 
 
 class IndexSource(Protocol):
@@ -118,11 +129,55 @@ class ScopeIndexes:
             )
         return out
 
+    def compact(
+        self, source: IndexSource, bound: float, *, dry_run: bool = False, on_step: OnStep | None = None
+    ) -> list[IndexSpace]:
+        """Rewrite each index whose dead share is at least ``bound`` (and whose dead part is at least
+        ``MIN_DEAD_BYTES``); what each held and whether it was compacted. The caller keeps the store's writes out
+        meanwhile (the lexical rows are read from ``source`` at its current mark); searches go on."""
+        out: list[IndexSpace] = []
+        named: list[tuple[str, TantivyLexicalIndex | TieredVectorIndex]] = [*self.lexical.items()]
+        named += self.vector.items()
+        for name, idx in named:
+            space = IndexSpace(name, _size(idx.directory), idx.dead_fraction())
+            out.append(space)
+            if space.dead_fraction < bound or space.dead_fraction * space.bytes < MIN_DEAD_BYTES or dry_run:
+                continue
+            t0 = time.perf_counter()
+            if isinstance(idx, TantivyLexicalIndex):
+                idx.compact(source.lexical_rows(name), mark=source.mark(name), on_step=on_step)
+            elif not idx.compact(on_step=on_step):
+                continue
+            space.bytes_after, space.seconds = _size(idx.directory), time.perf_counter() - t0
+        return out
+
     def close(self) -> None:
         for lx in self.lexical.values():
             lx.close()
         for vx in self.vector.values():
             vx.close()
+
+
+@dataclass
+class IndexSpace:
+    """One derived index as compaction found it: its files' size, the share of what they hold that is dead, and
+    (when it was compacted) its size after and the seconds it took."""
+
+    name: str
+    bytes: int
+    dead_fraction: float
+    bytes_after: int | None = None
+    seconds: float | None = None
+
+
+def _size(directory: Path) -> int:
+    """The bytes of the files under ``directory`` (0 when it is gone)."""
+    total = 0
+    for where, _, names in os.walk(directory):
+        for n in names:
+            with contextlib.suppress(OSError):  # removed meanwhile (tantivy's merges)
+                total += os.path.getsize(os.path.join(where, n))
+    return total
 
 
 class _Marked(Protocol):

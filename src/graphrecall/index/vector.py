@@ -17,6 +17,16 @@ per operation: ``+id`` for a row appended to the vectors file in the same order,
 the log gives each id's latest row; a re-added id (a replaced round) simply points at its new row. A write appends the rows, fsyncs, then appends the log lines
 and fsyncs: a kill -9 in between leaves rows without log lines (or a torn last line), which opening cuts off, and
 none of that was acknowledged.
+
+Compaction (``compact``, run by maintenance once the dead share passes ``Settings.compact_free_fraction``): the file
+keeps every row ever appended, deleted and replaced ones too, so a churned scope's index grows with its operations.
+A compaction writes the live rows (their bytes as on disk, in their order) and one ``+id`` line each into a fresh
+directory beside the index, with the current manifest, fsyncs them, then swaps the directories (``replace_dir``).
+Invariant: a kill -9 at any point leaves either the old index or the new one at the index's path, each complete
+and consistent with its manifest's mark (both hold the same live rows under the same mark), never a mix: before the
+swap the fresh directory is a stray beside it (removed by the next open or compaction), between the swap's two
+renames the old one is put back on open (``restore_dir``), after it the new one is in place. Searches during a
+compaction read a published view (``_View``) of one generation; the compacted rows are published as a new one.
 """
 
 from __future__ import annotations
@@ -27,9 +37,9 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +50,7 @@ from graphrecall.index.manifest import (
     fsync_dir,
     read_manifest,
     replace_dir,
+    restore_dir,
     write_manifest,
 )
 
@@ -49,6 +60,8 @@ F32 = npt.NDArray[np.float32]
 VECTORS = "vectors.f32"
 HALF_VECTORS = "vectors.f16"
 LOG = "log.txt"
+COMPACTING = ".compact"  # suffix of the directory a compaction writes beside the index before the swap
+OnStep = Callable[[str], None]
 
 
 class VectorIndex(Protocol):
@@ -62,6 +75,18 @@ class VectorIndex(Protocol):
     @property
     def mark(self) -> str | None: ...
     def close(self) -> None: ...
+
+
+class _View(NamedTuple):
+    """What a reader sees, published as one attribute so that it is of one generation: the matrix, its live mask,
+    the id of each row and each live id's row. Appends extend ``ids`` and ``row`` in place and publish a longer
+    view; a compaction renumbers the rows, so it publishes new ones under the next ``gen``."""
+
+    mat: F32
+    live: npt.NDArray[np.bool_]
+    ids: list[str]
+    row: dict[str, int]
+    gen: int
 
 
 def _layout(half: bool) -> tuple[str, str, type[np.floating[Any]]]:
@@ -81,8 +106,11 @@ class ExactVectorIndex:
         self.directory, self.dim, self.half = directory, dim, half
         kind, self._file, self._disk = _layout(half)
         self._expected = Manifest(kind=kind, version=self.VERSION, embedder_id=embedder_id, dim=dim)
+        restore_dir(directory)
+        shutil.rmtree(_compacting(directory), ignore_errors=True)  # a compaction killed before its swap
         self._manifest = read_manifest(directory, self._expected)
         self._lock = threading.Lock()
+        self._gen = 0
         self._load()
 
     # -- opening -----------------------------------------------------------------------------------------------
@@ -130,7 +158,11 @@ class ExactVectorIndex:
         self._buf: F32 = self._in_memory(raw[: appended * self.dim].reshape(appended, self.dim))
         self._live_buf = np.zeros(appended, dtype=bool)
         self._live_buf[list(self._row.values())] = True
-        self._mat, self._live = self._buf, self._live_buf
+        self._publish(appended)
+
+    def _publish(self, rows: int) -> None:
+        """Make the first ``rows`` rows what readers see (one attribute store: a reader gets all of it or none)."""
+        self._view = _View(self._buf[:rows], self._live_buf[:rows], self._ids, self._row, self._gen)
 
     def _in_memory(self, rows: npt.NDArray[Any]) -> F32:
         """Rows as the index holds them in memory: float32; of a half-precision index, also of unit length."""
@@ -186,11 +218,7 @@ class ExactVectorIndex:
 
     # -- reading -----------------------------------------------------------------------------------------------
     def search(self, vec: F32, k: int) -> list[tuple[str, float]]:
-        mat, live, ids = (
-            self._mat,
-            self._live,
-            self._ids,
-        )  # a snapshot: writers append beyond it, in place
+        mat, live, ids, _, _ = self._view  # a snapshot: writers append beyond it, in place
         if k <= 0 or not live.any():
             return []
         with _one_blas_thread():
@@ -206,7 +234,7 @@ class ExactVectorIndex:
         """The stored (normalized) vector of each id that has one."""
         # Not a copy of the whole id map (~ms at 100k rows, on every call): each ``get`` is atomic, and a row a
         # writer added after this snapshot of the matrix lies beyond it and is left out, as in ``search``.
-        mat, row = self._mat, self._row
+        mat, _, _, row, _ = self._view
         return {rid: mat[r].copy() for rid in ids if (r := row.get(rid)) is not None and r < len(mat)}
 
     def count(self) -> int:
@@ -243,7 +271,7 @@ class ExactVectorIndex:
                     self._live_buf[prev] = False
                 self._row[rid] = n + j
             self._ids.extend(ids)
-            self._mat, self._live = self._buf[: n + m], self._live_buf[: n + m]
+            self._publish(n + m)
             self._set_mark(mark)
 
     def delete(self, ids: Sequence[str], *, mark: str | None = None) -> None:
@@ -260,8 +288,61 @@ class ExactVectorIndex:
             self._manifest = self._manifest.model_copy(update={"mark": mark})
             write_manifest(self.directory, self._manifest, durable=False)  # rows and log lines were fsync'd
 
+    # -- compaction --------------------------------------------------------------------------------------------
+    def dead_fraction(self) -> float:
+        """The share of the file's rows that are not live (deleted, or replaced by a later row of their id)."""
+        n = len(self._ids)
+        return 0.0 if n == 0 else 1.0 - len(self._row) / n
+
+    def compact(self, *, on_step: OnStep | None = None) -> bool:
+        """Rewrite the file with its live rows only (module docstring: the swap and its invariant); whether it did
+        (not when no row is dead). Searches go on meanwhile on the published view; writers wait on the lock.
+
+        The rows are copied as the file holds them (not from memory: a half-precision index's memory is scaled to
+        unit length), and kept in their order, so a search returns the same ids and scores after as before.
+        ``on_step`` is called with "written" (the fresh directory complete, not swapped yet) and "aside" (between
+        the swap's two renames): tests crash there."""
+        with self._lock:
+            n = len(self._ids)
+            if len(self._row) == n:
+                return False
+            keep = np.flatnonzero(self._live_buf[:n])
+            ids = [self._ids[i] for i in keep]
+            tmp = _compacting(self.directory)
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            on_disk = np.memmap(self.directory / self._file, dtype=self._disk, mode="r", shape=(n, self.dim))
+            try:
+                _write_rows(tmp, self._file, np.ascontiguousarray(on_disk[keep]).tobytes(), ids)
+            finally:
+                del on_disk
+            # durable: the fresh directory is whole, under the index's mark, before it is swapped in
+            write_manifest(tmp, self._manifest)
+            if on_step is not None:
+                on_step("written")
+            replace_dir(tmp, self.directory, on_step=on_step)
+            self._buf, self._live_buf = self._buf[keep], np.ones(len(keep), dtype=bool)
+            self._ids, self._row = ids, {rid: j for j, rid in enumerate(ids)}
+            self._gen += 1
+            self._publish(len(ids))
+            return True
+
     def close(self) -> None:
         pass
+
+
+def _compacting(directory: Path) -> Path:
+    return directory.with_name(directory.name + COMPACTING)
+
+
+def _write_rows(directory: Path, name: str, rows: bytes, ids: Sequence[str]) -> None:
+    """A vectors file and its log (one ``+id`` line per row), both fsync'd."""
+    with open(directory / name, "wb") as fv, open(directory / LOG, "w") as fl:
+        fv.write(rows)
+        fl.write("".join(f"+{rid}\n" for rid in ids))
+        for f in (fv, fl):
+            f.flush()
+            os.fsync(f.fileno())
 
 
 _controller: Any = None
@@ -317,6 +398,11 @@ class TieredVectorIndex:
     scan computes them), so a hit's score does not depend on the graph's own precision. That lets the graph of a
     half-precision index keep its vectors in float16 (``dtype`` "f16"), which halves its file (768 of its ~1,050
     bytes per 384-d row were the vector; the rest are its links).
+
+    Compaction (``compact``) renumbers the log's rows, so the graph, keyed by row number, is dropped with the old
+    directory and built again from the compacted rows (then saved): seconds at the threshold's 20k rows, in a
+    maintenance pass that finds a third of the rows dead. Searches meanwhile scan exactly: a search reads the
+    published (graph, rows covered, generation) and uses the graph only with the exact view of that generation.
     """
 
     def __init__(
@@ -338,6 +424,7 @@ class TieredVectorIndex:
         self._connectivity, self._expansion_search = connectivity, expansion_search
         self._graph: Any = None
         self._covered = 0  # log rows in the in-memory graph
+        self._pub: tuple[Any, int, int] | None = None  # (graph, covered, generation) as searches see it
         self._saved = 0  # log rows in the saved graph
         self._lock = threading.Lock()
         if self.exact.count() >= threshold:
@@ -379,8 +466,9 @@ class TieredVectorIndex:
         try:
             meta = json.loads((self.directory / GRAPH_META).read_text())
             covered = int(meta["rows"])
-            if not 0 < covered <= len(self.exact._mat) or meta.get("dim") != self.dim:
-                raise ValueError(f"covers {covered} rows, the log holds {len(self.exact._mat)}")
+            held = len(self.exact._view.mat)
+            if not 0 < covered <= held or meta.get("dim") != self.dim:
+                raise ValueError(f"covers {covered} rows, the log holds {held}")
             if meta.get("dtype", "f32") != self._dtype:
                 raise ValueError(f"its vectors are {meta.get('dtype', 'f32')}, the index's {self._dtype}")
             graph.load(str(self.directory / GRAPH))
@@ -394,11 +482,13 @@ class TieredVectorIndex:
         self._catch_up()
 
     def _catch_up(self) -> None:
-        mat = self.exact._mat
+        view = self.exact._view
+        mat = view.mat
         if self._covered < len(mat):
             keys = np.arange(self._covered, len(mat), dtype=np.uint64)
             self._graph.add(keys, mat[self._covered :])
             self._covered = len(mat)
+        self._pub = (self._graph, self._covered, view.gen)
         if self._covered - self._saved >= self.persist_every or (self._saved == 0 and self._covered):
             self._persist()
 
@@ -415,15 +505,11 @@ class TieredVectorIndex:
         self._saved = self._covered
 
     def search(self, vec: F32, k: int) -> list[tuple[str, float]]:
-        graph = self._graph
-        if graph is None:
+        pub, view = self._pub, self.exact._view  # in this order: a graph is published after its rows
+        if pub is None or pub[2] != view.gen:  # no graph, or one of other row numbers (a compaction between)
             return self.exact.search(vec, k)
-        covered = self._covered
-        mat, live, ids = (
-            self.exact._mat,
-            self.exact._live,
-            self.exact._ids,
-        )  # rows beyond ``covered`` included
+        graph, covered, _ = pub
+        mat, live, ids = view.mat, view.live, view.ids  # rows beyond ``covered`` included
         dead = int(covered - live[:covered].sum())
         q = np.asarray(vec, dtype=np.float32).reshape(-1)
         m = graph.search(q, min(covered, k + dead))
@@ -457,7 +543,29 @@ class TieredVectorIndex:
 
     @property
     def uses_graph(self) -> bool:
-        return self._graph is not None
+        return self._pub is not None
+
+    def dead_fraction(self) -> float:
+        return self.exact.dead_fraction()
+
+    def compact(self, *, on_step: OnStep | None = None) -> bool:
+        """Compact the log (``ExactVectorIndex.compact``) and, above the threshold, build the graph again over the
+        compacted rows (class docstring); whether anything was rewritten."""
+        with self._lock:
+            had = self._graph is not None
+            self._pub = None  # searches scan exactly until the new graph is published
+            done = False
+            try:
+                done = self.exact.compact(on_step=on_step)
+            finally:
+                if had and not done:
+                    self._pub = (self._graph, self._covered, self.exact._view.gen)
+            if not done:
+                return False
+            self._graph, self._covered, self._saved = None, 0, 0  # its files went with the old directory
+            if self.exact.count() >= self.threshold:
+                self._open_graph()
+            return True
 
     def close(self) -> None:
         with self._lock:

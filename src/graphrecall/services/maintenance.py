@@ -26,6 +26,11 @@ same few buckets) and rewrites the bucket into a fresh file once that share pass
 (``Settings``), whether or not the scope itself was due: the space is the bucket's, not the scope's
 (``DatabasePool.compact``: the bucket's requests wait meanwhile). A dry run says whether it would. What was found
 and done is the result's ``compaction``.
+
+The scope's derived indexes (``index.scope``) keep what was deleted on disk too: each pass also rewrites those of
+the scope whose dead share passes the same bound (``ScopeDatabase.compact_indexes``: the bucket's writes wait, its
+searches go on; a dry run rewrites nothing). It is cheap to ask (counts in memory, tantivy's ``meta.json``), so
+every pass asks. What it did is logged, not part of the result (a field there changes the HTTP API's schema).
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from graphrecall.config import COMPACT_FREE_FRACTION
-from graphrecall.errors import StorageFull, StoreBusy
+from graphrecall.errors import EmbedderMismatch, NotFound, StorageFull, StoreBusy
+from graphrecall.index import IndexSpace
 from graphrecall.models import Compaction, Maintenance, MaintenanceRun, Scope, ScopeStats
 from graphrecall.params import ConsolidateParams, MaintainParams
 from graphrecall.services.history import HistoryService
@@ -86,7 +92,9 @@ class MaintenanceService:
     def maintain(self, scope: Scope, p: MaintainParams) -> Maintenance:
         done = self._consolidation(scope, p)
         with self._lock:
-            return done.model_copy(update={"compaction": self._compaction(scope, p)})
+            compaction = self._compaction(scope, p)
+            self._index_compaction(scope, p)
+            return done.model_copy(update={"compaction": compaction})
 
     def _consolidation(self, scope: Scope, p: MaintainParams) -> Maintenance:
         """The scope's own part: a backup and consolidation, when it changed and then stayed idle."""
@@ -197,6 +205,33 @@ class MaintenanceService:
                 "seconds": round(done.seconds, 3),
             }
         )
+
+    def _index_compaction(self, scope: Scope, p: MaintainParams) -> list[IndexSpace]:
+        """The scope's derived indexes, rewritten where their dead share passes the bound (module docstring);
+        what each held. Nothing when the scope has no rows in Kuzu (a scope in its write log has no indexes)."""
+        if self.pool is None or not self.pool.exists(scope):
+            return []
+        try:
+            with self.pool.acquire(scope, create=False) as db:
+                found = db.compact_indexes(self.compact_free_fraction, dry_run=p.dry_run)
+        except (StoreBusy, NotFound, EmbedderMismatch) as e:  # held by another process, gone, another model's
+            log.info("derived indexes of %s: not compacted: %s", scope, e)
+            return []
+        except Exception:  # each index is the old one or the new one (index.vector, index.lexical)
+            log.exception("derived indexes of %s: compaction failed", scope)
+            return []
+        for s in found:
+            if s.bytes_after is not None:
+                log.info(
+                    "compacted the %s index of %s: %d -> %d bytes (%.0f%% dead) in %.3f s",
+                    s.name,
+                    scope,
+                    s.bytes,
+                    s.bytes_after,
+                    100 * s.dead_fraction,
+                    s.seconds or 0.0,
+                )
+        return found
 
     def history_of(self, scope: Scope) -> tuple[list[tuple[datetime, dict[str, int]]], list[MaintenanceRun]]:
         """The counts each run saw change (growth over time) and the maintenance runs, oldest first."""

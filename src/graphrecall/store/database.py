@@ -47,7 +47,7 @@ import kuzu
 
 from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.errors import SchemaMismatch, StoreBusy
-from graphrecall.index import index_dir
+from graphrecall.index import IndexSpace, index_dir
 from graphrecall.models import utcnow
 from graphrecall.store import compact_swap, nodegroups, schema
 from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
@@ -540,6 +540,14 @@ class ScopeDatabase:
             self.indexes = DerivedIndexes.open(
                 self, self.path, marks, embedder_id=self.bucket.embedder_id, dim=self.bucket.dim, fresh=False
             )
+
+    def compact_indexes(self, bound: float, *, dry_run: bool = False) -> list[IndexSpace]:
+        """Rewrite the scope's derived indexes whose dead share passed ``bound`` (``index.scope``), under the
+        bucket's write lock: no commit moves the marks or the rows meanwhile; searches go on."""
+        if self.placeholder:
+            return []
+        with self.write_lock:
+            return self.indexes.compact(self, self._marks, bound, dry_run=dry_run)
 
     def _bump_marks(self, txn: WriteTxn) -> dict[str, int]:
         """The marks after this transaction, written into it: one more for each indexed table it changed."""

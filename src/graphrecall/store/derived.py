@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 import pyarrow as pa
 
-from graphrecall.index import ScopeIndexes
+from graphrecall.index import IndexSpace, ScopeIndexes
 from graphrecall.index.lexical import Row
 from graphrecall.index.vector import F32
 from graphrecall.models import Round
@@ -243,6 +243,13 @@ class DerivedIndexes:
                         vx.add(ids, _vectors(added, ids, spec.column, self.dim), mark=mark)
                     else:
                         vx.delete(deleted, mark=mark)
+
+    def compact(
+        self, db: Readable, marks: Mapping[str, int], bound: float, *, dry_run: bool = False
+    ) -> list[IndexSpace]:
+        """Rewrite the indexes whose dead share passed ``bound`` (``ScopeIndexes.compact``); ``marks``: the
+        store's, which the caller keeps from moving (it holds the write lock)."""
+        return self.indexes.compact(KuzuSource(db, marks, self.dim), bound, dry_run=dry_run)
 
     def close(self) -> None:
         self.indexes.close()
