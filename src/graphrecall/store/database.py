@@ -86,12 +86,33 @@ def check_scoped(cypher: str) -> None:
 
 
 @dataclass
+class Generations:
+    """How far a scope's writes have gone in this process: what the in-memory views of its rows (``store.adjacency``,
+    ``store.mentions``) compare with the generation they were read at, instead of asking Kuzu.
+
+    ``writes`` counts the write transactions committed through ``ScopeDatabase.write()``; ``graph`` is the value
+    ``writes`` had at the last one that wrote something other than new chat (``WriteTxn.graph_writes``). Only one
+    process holds a database (``store.proclock``), every write of a scope's rows goes through ``write()`` (a scope
+    moved or copied into a bucket is a new ``Member``, so views of it start over), and the counters live on the
+    bucket's ``Member``, which every view of the scope in this process shares."""
+
+    writes: int = 0
+    graph: int = 0
+
+    def committed(self, *, graph: bool) -> None:
+        self.writes += 1
+        if graph:
+            self.graph = self.writes
+
+
+@dataclass
 class Member:
     """A scope of a bucket: the prefix of its rows' keys and its derived indexes' marks (its ``Scope`` row)."""
 
     prefix: str
     marks: dict[str, int] = field(default_factory=dict)
     created: bool = False  # created by this process just now: its derived indexes start empty
+    generations: Generations = field(default_factory=Generations)
 
 
 def _prefix(n: int) -> str:
@@ -368,6 +389,7 @@ class ScopeDatabase:
         self.in_use = 0
         self.closed = False
         self._marks: dict[str, int] = dict(member.marks)
+        self.generations = member.generations  # bumped by every commit of ``write`` (``Generations``)
         self._last_commit = 0  # the bucket's commit count after this scope's last commit
         self._owns_bucket = False  # ``standalone``: closing the view closes the bucket
         self._deferred = threading.local()  # ``checkpoint_once`` blocks open on the calling thread
@@ -466,6 +488,7 @@ class ScopeDatabase:
                 raise
             else:
                 self._last_commit = bucket.commit()
+                self.generations.committed(graph=txn.graph_writes)
             finally:
                 bucket.txn = None
             self.known.committed(txn.ids_added, txn.ids_deleted)  # before anyone can trim what was written
@@ -646,10 +669,16 @@ class WriteTxn:
         self.ids_deleted: dict[str, list[str]] = {}
         self.created = False  # it inserted with CREATE (its commit does not checkpoint)
         self.copied = False  # it ran a COPY (its commit checkpoints)
+        # It wrote something other than new chat (``Generations.graph``): any statement that changes rows, unless
+        # it only stamps a session or the scope row (``_CHAT_ONLY``); any deletion; any insert outside the chat
+        # tables; a round holding a message this transaction did not insert.
+        self.graph_writes = False
 
     def execute(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Run a statement confined to the scope. Deleting rows of an indexed table must be announced with
         ``unindex``."""
+        if not self.graph_writes and _WRITES.search(cypher) and not _chat_only(cypher):
+            self.graph_writes = True
         return _run(self._conn, cypher, self.scope._bind(cypher, params))
 
     def key(self, id_: str) -> str:
@@ -659,6 +688,8 @@ class WriteTxn:
     def unindex(self, table: str, ids: Sequence[str]) -> None:
         """Announce that this transaction deletes ``ids`` of ``table`` (call it beside the statement that deletes
         them): at commit they leave its derived indexes and the database's known ids."""
+        if ids:
+            self.graph_writes = True
         if table in INDEXED_TABLES and ids:
             self.changes.append(Change(table, deleted=list(ids)))
         if table in KNOWN_TABLES and ids:
@@ -682,6 +713,8 @@ class WriteTxn:
         """
         if data.num_rows == 0:
             return
+        if not self.graph_writes and not self._new_chat(table, data):
+            self.graph_writes = True
         ends = schema.rel_ends(table)
         index_only = [c for c in schema.INDEX_ONLY.get(table, ()) if c in data.column_names]
         keyed = _keyed(
@@ -703,6 +736,31 @@ class WriteTxn:
             self.changes.append(Change(table, added=data))
         if table in KNOWN_TABLES:
             self.ids_added.setdefault(table, []).extend(data.column("id").to_pylist())
+
+
+    def _new_chat(self, table: str, data: Any) -> bool:
+        """Whether inserting ``data`` into ``table`` adds chat that nothing extracted can point at yet: sessions,
+        messages, rounds and passages with their edges, each round made of messages inserted by this transaction
+        (a round that regroups stored messages replaces one, which ``unindex`` announces anyway)."""
+        if table not in CHAT_TABLES:
+            return False
+        if table != "Round" or "message_ids" not in data.column_names:
+            return True
+        new = set(self.ids_added.get("Message", ()))
+        return all(m in new for m in data.column("message_ids").flatten().to_pylist())
+
+
+CHAT_TABLES = frozenset({"Session", "Message", "Round", "Passage", "MSG_IN", "ROUND_IN", "PASSAGE_OF"})
+_WRITES = re.compile(r"\b(SET|CREATE|DELETE|MERGE|REMOVE|COPY)\b", re.IGNORECASE)
+_LABELS = re.compile(r"[:|]\s*([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _chat_only(cypher: str) -> bool:
+    """A statement that only ``SET``s columns of sessions or of the scope row other than a session's start (the
+    ingest's ``updated_at``, the derived indexes' marks, an extraction status): nothing the graph's views read."""
+    if re.search(r"\b(CREATE|DELETE|MERGE|REMOVE|COPY)\b", cypher, re.IGNORECASE) or "started_at" in cypher:
+        return False
+    return set(_LABELS.findall(cypher)) <= {"Session", "Scope"}
 
 
 _ARROW_TYPES = {"STRING": "string", "INT64": "int64", "TIMESTAMP": "timestamp"}

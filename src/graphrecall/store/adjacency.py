@@ -1,0 +1,271 @@
+"""The graph around a scope's facts and events, held in memory: what the graph stage of a search reads instead of
+Kuzu.
+
+Why. Entity expansion and the fact and event lists (``retrieve.graph``) need, for a few hundred ids per search,
+whether each is visible at the question's cutoff (``store.visibility``), the facts about and events involving the
+entities the question names, and the rounds each came from. As Kuzu statements that was dozens of 2-6 ms queries per
+search (~600 ms at 10,000 entities, against ~5 ms for the same sessions unextracted: docs/benchmarks.md, "Entity
+expansion at 10,000 entities"). Here the same relations are dictionaries, and a search runs no Kuzu statement.
+
+**The invariant.** An ``Adjacency`` is derived: built from one read of the scope's rows in Kuzu, never written to
+by anyone, never a second source of truth. It is labelled with the scope's ``Generations`` (``store.database``) at
+the time of its read and used only while they still say nothing it reflects has changed: any committed write other
+than new chat (a session's sessions, messages, rounds and passages, which nothing extracted can point at yet) bumps
+``Generations.graph``, and the next search rebuilds it. An adjacency that knows events whose session is missing
+(which a later session of that id would make visible, as Kuzu's join would) is valid only until the next write of
+any kind. A build keeps its result only when the generations were the same before and after its read.
+
+**The semantics** are those of the Cypher it replaces, to the NULL: ``Adjacency.fact_visible`` is
+``visibility.fact_condition`` and ``_session_visible`` is ``visibility.event_condition`` in Python; the similarity
+of a neighbour to the question is Kuzu's ``array_cosine_similarity`` computed over the vectors of the derived
+vector indexes (``fact_vec``, ``event_vec``, which hold exactly the rows' embeddings). ``tests/integration/
+test_adjacency.py`` checks every answer against the Kuzu queries of ``store.facts`` they replace.
+
+Cost: the build reads the scope's facts, events, sessions and the edges between them (~N ms at 20,000 facts,
+docs/benchmarks.md); it runs on the first search after a write of extracted memory, not after a write of chat.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from graphrecall.embed.base import Vectors
+from graphrecall.store.database import MATCH_SCOPE, ScopeDatabase, owned
+
+VectorsById = Callable[[str, Sequence[str]], Mapping[str, np.ndarray]]
+"""``DerivedIndexes.vectors``: index name, ids -> the stored vector of each id it holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class FactTimes:
+    """What ``visibility.fact_condition`` reads of one fact: its own times, and when it was first replaced."""
+
+    recorded_at: datetime | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    expired: bool  # ``expired_at IS NOT NULL``: replaced, as known with no cutoff
+    replaced_always: bool  # a fact without ``recorded_at`` supersedes it: replaced at every cutoff
+    replaced_at: datetime | None  # the earliest ``recorded_at`` of the facts that supersede it
+
+
+@dataclass(frozen=True)
+class Adjacency:
+    """The scope's facts, events and their edges as of ``writes``/``graph`` (``store.database.Generations``)."""
+
+    writes: int
+    graph: int
+    facts: Mapping[str, FactTimes]
+    event_session: Mapping[str, str | None]  # event id -> its session_id
+    started: Mapping[str, datetime | None]  # session id -> started_at
+    about: Mapping[str, tuple[str, ...]]  # entity id -> ids of the facts ABOUT it
+    involving: Mapping[str, tuple[str, ...]]  # entity id -> ids of the events with it as SUBJECT or OBJECT
+    rounds: Mapping[str, Mapping[str, list[str]]]  # "Fact"/"Event" -> id -> sorted ids of its source rounds
+    orphans: bool  # some event's session is not stored
+
+    # -- visibility (``store.visibility``, in Python) -------------------------------------------------------------
+    def fact_visible(self, fact_id: str, until: datetime | None, as_of: datetime | None) -> bool:
+        """``fact_condition``: recorded by ``until`` and current then (not replaced by a fact recorded by then),
+        or, with ``as_of``, valid at ``as_of``. A fact the scope does not hold is not visible."""
+        f = self.facts.get(fact_id)
+        if f is None:
+            return False
+        if until is None:
+            replaced = f.expired
+        else:
+            if f.recorded_at is not None and f.recorded_at > until:
+                return False
+            replaced = f.replaced_always or (f.replaced_at is not None and f.replaced_at <= until)
+        if as_of is None:
+            return not replaced
+        if f.valid_from is not None and f.valid_from > as_of:
+            return False
+        return f.valid_to is None or f.valid_to > as_of or not replaced
+
+    def visible_fact_ids(self, ids: Iterable[str], until: datetime | None, as_of: datetime | None) -> set[str]:
+        """``store.facts.visible_fact_ids``."""
+        until, as_of = _naive(until), _naive(as_of)
+        return {i for i in ids if self.fact_visible(i, until, as_of)}
+
+    def event_visible(self, event_id: str, until: datetime | None, as_of: datetime | None) -> bool:
+        """``event_condition`` over the event's session, which must be stored."""
+        sid = self.event_session.get(event_id)
+        return sid is not None and sid in self.started and _session_visible(self.started[sid], until, as_of)
+
+    def visible_event_ids(self, ids: Iterable[str], until: datetime | None, as_of: datetime | None) -> set[str]:
+        """``store.facts.visible_event_ids``: with no cutoff and no ``as_of``, every id as given."""
+        if until is None and as_of is None:
+            return set(ids)
+        until, as_of = _naive(until), _naive(as_of)
+        return {i for i in ids if self.event_visible(i, until, as_of)}
+
+    # -- the neighbourhood of named entities ----------------------------------------------------------------------
+    def entity_neighbourhood(
+        self,
+        entity_ids: Sequence[str],
+        vec: Vectors,
+        k: int,
+        vectors: VectorsById,
+        *,
+        until: datetime | None,
+        as_of: datetime | None,
+    ) -> list[tuple[str, str, float]]:
+        """``store.facts.entity_neighbourhood``: (kind, id, similarity) of the visible current facts about, and
+        the visible events involving, the entities, the ``k`` most similar of each kind (ties by id)."""
+        if not entity_ids:
+            return []
+        until, as_of = _naive(until), _naive(as_of)
+        named = list(dict.fromkeys(entity_ids))
+        fact_ids = [
+            f for f in dict.fromkeys(f for e in named for f in self.about.get(e, ())) if self.fact_visible(f, until, as_of)
+        ]
+        event_ids = [
+            x
+            for x in dict.fromkeys(x for e in named for x in self.involving.get(e, ()))
+            if self.event_visible(x, until, as_of)
+        ]
+        out: list[tuple[str, str, float]] = []
+        for kind, index, ids in (("fact", "fact_vec", fact_ids), ("event", "event_vec", event_ids)):
+            sims = _cosines(vec, vectors(index, ids))
+            out += [(kind, i, s) for i, s in sorted(sims.items(), key=lambda x: (-x[1], x[0]))[:k]]
+        return out
+
+    def source_rounds(self, table: str, ids: Iterable[str]) -> dict[str, list[str]]:
+        """``store.facts.source_rounds``: fact or event id -> ids of the rounds holding its source messages (ids
+        with none are left out)."""
+        by_id = self.rounds[table]
+        return {i: list(by_id[i]) for i in ids if i in by_id}
+
+
+def _session_visible(started_at: datetime | None, until: datetime | None, as_of: datetime | None) -> bool:
+    """``visibility.event_condition`` for one session's start (a NULL start fails a bound, as in Kuzu)."""
+    for bound in (until, as_of):
+        if bound is not None and (started_at is None or started_at > bound):
+            return False
+    return True
+
+
+def _naive(t: datetime | None) -> datetime | None:
+    """A bound as Kuzu compares it with stored timestamps (naive UTC): an aware one converted to UTC."""
+    return t.astimezone(UTC).replace(tzinfo=None) if t is not None and t.tzinfo is not None else t
+
+
+def _cosines(vec: Vectors, stored: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """Id -> cosine similarity of its stored vector to ``vec``, as Kuzu's ``array_cosine_similarity`` computes it
+    in single precision (the vector indexes hold the vectors normalized; a zero vector has similarity 0)."""
+    if not stored:
+        return {}
+    q = np.asarray(vec, dtype=np.float32).reshape(-1)
+    ids = list(stored)
+    mat = np.stack([stored[i] for i in ids]).astype(np.float32, copy=False)
+    qn = float(np.linalg.norm(q))
+    norms = np.linalg.norm(mat, axis=1)
+    dots = mat @ q
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sims = np.where((norms > 0) & (qn > 0), dots / (norms * qn), 0.0)
+    return {i: float(s) for i, s in zip(ids, sims.astype(np.float32), strict=True)}
+
+
+# -- building it, once per generation ---------------------------------------------------------------------------
+def _rows(db: ScopeDatabase, pattern: str, returns: str) -> list[list[Any]]:
+    return db.query(f"{MATCH_SCOPE}MATCH {pattern} RETURN {returns}")
+
+
+def build(db: ScopeDatabase) -> Adjacency:
+    """Read the scope's facts, events, sessions and their edges from Kuzu (nine statements)."""
+    gen = db.generations
+    writes, graph = gen.writes, gen.graph
+    replaced_at: dict[str, datetime] = {}
+    replaced_always: set[str] = set()
+    for fid, at in _rows(db, f"{owned('f', 'Fact')}<-[:SUPERSEDES]-(n:Fact)", "f.id, n.recorded_at"):
+        if at is None:
+            replaced_always.add(str(fid))
+        elif not isinstance(at, datetime):
+            raise TypeError(f"recorded_at of a fact superseding {fid}: {at!r}")
+        elif str(fid) not in replaced_at or at < replaced_at[str(fid)]:
+            replaced_at[str(fid)] = at
+    facts = {
+        str(r[0]): FactTimes(
+            recorded_at=_time(r[1]),
+            valid_from=_time(r[2]),
+            valid_to=_time(r[3]),
+            expired=r[4] is not None,
+            replaced_always=str(r[0]) in replaced_always,
+            replaced_at=replaced_at.get(str(r[0])),
+        )
+        for r in _rows(db, owned("f", "Fact"), "f.id, f.recorded_at, f.valid_from, f.valid_to, f.expired_at")
+    }
+    event_session = {
+        str(r[0]): (None if r[1] is None else str(r[1])) for r in _rows(db, owned("x", "Event"), "x.id, x.session_id")
+    }
+    started = {str(r[0]): _time(r[1]) for r in _rows(db, owned("s", "Session"), "s.id, s.started_at")}
+    about = _grouped(_rows(db, f"{owned('f', 'Fact')}-[:ABOUT]->(e:Entity)", "e.id, f.id ORDER BY f.id"))
+    involving = _grouped(
+        _rows(db, f"{owned('x', 'Event')}-[:SUBJECT|OBJECT]->(e:Entity)", "e.id, x.id ORDER BY x.id")
+    )
+    rounds = {table: _source_rounds(db, table) for table in ("Fact", "Event")}
+    orphans = any(sid is not None and sid not in started for sid in event_session.values())
+    return Adjacency(writes, graph, facts, event_session, started, about, involving, rounds, orphans)
+
+
+def _time(value: object) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    raise TypeError(f"not a timestamp: {value!r}")
+
+
+def _grouped(rows: Iterable[Sequence[object]]) -> dict[str, tuple[str, ...]]:
+    out: dict[str, list[str]] = {}
+    for key, value in rows:
+        out.setdefault(str(key), []).append(str(value))
+    return {k: tuple(dict.fromkeys(v)) for k, v in out.items()}
+
+
+def _source_rounds(db: ScopeDatabase, table: str) -> dict[str, list[str]]:
+    """Every fact's (or event's) source rounds: the rounds of its messages' sessions that list those messages."""
+    rel = "FACT_FROM" if table == "Fact" else "EVENT_FROM"
+    rows = _rows(
+        db,
+        f"{owned('x', table)}-[:{rel}]->(m:Message)-[:MSG_IN]->(:Session)<-[:ROUND_IN]-(r:Round) "
+        "WHERE list_contains(r.message_ids, m.id)",
+        "x.id, collect(DISTINCT r.id)",
+    )
+    return {str(r[0]): sorted(str(x) for x in r[1]) for r in rows}
+
+
+_CACHE: weakref.WeakKeyDictionary[ScopeDatabase, Adjacency] = weakref.WeakKeyDictionary()
+_BUILDING: weakref.WeakKeyDictionary[ScopeDatabase, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def _current(db: ScopeDatabase, adj: Adjacency | None) -> bool:
+    gen = db.generations
+    return adj is not None and adj.graph == gen.graph and (not adj.orphans or adj.writes == gen.writes)
+
+
+def adjacency(db: ScopeDatabase) -> Adjacency:
+    """The scope's adjacency, rebuilt first when a write since its read may have changed it (module docstring).
+    One thread builds while the others that need it wait for its result."""
+    with _LOCK:
+        adj = _CACHE.get(db)
+        if _current(db, adj):
+            assert adj is not None
+            return adj
+        building = _BUILDING.setdefault(db, threading.Lock())
+    with building:
+        with _LOCK:
+            adj = _CACHE.get(db)
+        if _current(db, adj):
+            assert adj is not None
+            return adj
+        adj = build(db)
+        if _current(db, adj):  # nothing it reflects was written while it was read
+            with _LOCK:
+                _CACHE[db] = adj
+        return adj
