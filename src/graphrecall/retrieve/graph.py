@@ -31,8 +31,8 @@ from graphrecall.retrieve import fusion
 from graphrecall.retrieve.fusion import Ranked
 from graphrecall.retrieve.salience import DEFAULT_HALF_LIFE_DAYS, SalienceFacts, salience
 from graphrecall.store import facts as fq
-from graphrecall.store.adjacency import adjacency
 from graphrecall.store import rounds as q
+from graphrecall.store.adjacency import adjacency
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.mentions import entities_named_in
 from graphrecall.text import query_terms

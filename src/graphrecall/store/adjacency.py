@@ -9,11 +9,15 @@ expansion at 10,000 entities"). Here the same relations are dictionaries, and a 
 
 **The invariant.** An ``Adjacency`` is derived: built from one read of the scope's rows in Kuzu, never written to
 by anyone, never a second source of truth. It is labelled with the scope's ``Generations`` (``store.database``) at
-the time of its read and used only while they still say nothing it reflects has changed: any committed write other
-than new chat (a session's sessions, messages, rounds and passages, which nothing extracted can point at yet) bumps
-``Generations.graph``, and the next search rebuilds it. An adjacency that knows events whose session is missing
-(which a later session of that id would make visible, as Kuzu's join would) is valid only until the next write of
-any kind. A build keeps its result only when the generations were the same before and after its read.
+the time of its read (before it: a commit bumps them after it lands) and used only while they say nothing it
+reflects has changed since. Every committed write goes through ``ScopeDatabase.write()``, which counts it: a write
+of anything but chat (facts, events, entities, their edges, supersessions, reinforcements, erasures, disputes...)
+bumps ``Generations.graph`` and the next search rebuilds the adjacency. A write of chat alone (sessions, messages,
+rounds, passages: what ingest and the write log's replay write) leaves a ``ChatNote`` of the sessions and rounds
+it inserted and the rounds it replaced, and rebuilds the adjacency only when one of those touches it (a session
+that an event names and that was missing, a round that holds a message a fact or an event comes from); so a
+service that ingests chat and searches does not rebuild it on every search. A build keeps its result only when
+nothing it holds was written during its read.
 
 **The semantics** are those of the Cypher it replaces, to the NULL: ``Adjacency.fact_visible`` is
 ``visibility.fact_condition`` and ``_session_visible`` is ``visibility.event_condition`` in Python; the similarity
@@ -21,8 +25,9 @@ of a neighbour to the question is Kuzu's ``array_cosine_similarity`` computed ov
 vector indexes (``fact_vec``, ``event_vec``, which hold exactly the rows' embeddings). ``tests/integration/
 test_adjacency.py`` checks every answer against the Kuzu queries of ``store.facts`` they replace.
 
-Cost: the build reads the scope's facts, events, sessions and the edges between them (~N ms at 20,000 facts,
-docs/benchmarks.md); it runs on the first search after a write of extracted memory, not after a write of chat.
+Cost: the build reads the scope's facts, events, sessions and the edges between them (eleven statements; see
+docs/benchmarks.md for its time at 20,000 facts); it runs on the first search after a write of extracted memory,
+not after a write of chat.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from graphrecall.embed.base import Vectors
-from graphrecall.store.database import MATCH_SCOPE, ScopeDatabase, owned
+from graphrecall.store.database import MATCH_SCOPE, ChatNote, ScopeDatabase, owned
 
 VectorsById = Callable[[str, Sequence[str]], Mapping[str, np.ndarray]]
 """``DerivedIndexes.vectors``: index name, ids -> the stored vector of each id it holds."""
@@ -55,9 +60,10 @@ class FactTimes:
     replaced_at: datetime | None  # the earliest ``recorded_at`` of the facts that supersede it
 
 
-@dataclass(frozen=True)
+@dataclass
 class Adjacency:
-    """The scope's facts, events and their edges as of ``writes``/``graph`` (``store.database.Generations``)."""
+    """The scope's facts, events and their edges as of ``writes``/``graph`` (``store.database.Generations``); read
+    only, but for ``checked``."""
 
     writes: int
     graph: int
@@ -67,7 +73,20 @@ class Adjacency:
     about: Mapping[str, tuple[str, ...]]  # entity id -> ids of the facts ABOUT it
     involving: Mapping[str, tuple[str, ...]]  # entity id -> ids of the events with it as SUBJECT or OBJECT
     rounds: Mapping[str, Mapping[str, list[str]]]  # "Fact"/"Event" -> id -> sorted ids of its source rounds
-    orphans: bool  # some event's session is not stored
+    source_messages: frozenset[str]  # every message a fact or an event comes from
+    source_round_ids: frozenset[str]  # every round in ``rounds``
+    orphans: frozenset[str]  # sessions that events name and the scope does not hold
+    checked: int = 0  # the writes whose chat notes are known not to touch it (``writes`` at first)
+
+    def touched_by(self, note: ChatNote) -> bool:
+        """Whether a write of chat changed what this adjacency holds: it inserted a session an event names, or
+        deleted a round that a fact or an event comes from, or inserted a round that holds a message one comes
+        from (as the write log's replay replaces a round, or a session's last round grows)."""
+        return not (
+            self.orphans.isdisjoint(note.sessions)
+            and self.source_round_ids.isdisjoint(note.rounds_deleted)
+            and self.source_messages.isdisjoint(note.round_messages)
+        )
 
     # -- visibility (``store.visibility``, in Python) -------------------------------------------------------------
     def fact_visible(self, fact_id: str, until: datetime | None, as_of: datetime | None) -> bool:
@@ -88,7 +107,9 @@ class Adjacency:
             return False
         return f.valid_to is None or f.valid_to > as_of or not replaced
 
-    def visible_fact_ids(self, ids: Iterable[str], until: datetime | None, as_of: datetime | None) -> set[str]:
+    def visible_fact_ids(
+        self, ids: Iterable[str], until: datetime | None, as_of: datetime | None
+    ) -> set[str]:
         """``store.facts.visible_fact_ids``."""
         until, as_of = _naive(until), _naive(as_of)
         return {i for i in ids if self.fact_visible(i, until, as_of)}
@@ -98,7 +119,9 @@ class Adjacency:
         sid = self.event_session.get(event_id)
         return sid is not None and sid in self.started and _session_visible(self.started[sid], until, as_of)
 
-    def visible_event_ids(self, ids: Iterable[str], until: datetime | None, as_of: datetime | None) -> set[str]:
+    def visible_event_ids(
+        self, ids: Iterable[str], until: datetime | None, as_of: datetime | None
+    ) -> set[str]:
         """``store.facts.visible_event_ids``: with no cutoff and no ``as_of``, every id as given."""
         if until is None and as_of is None:
             return set(ids)
@@ -123,7 +146,9 @@ class Adjacency:
         until, as_of = _naive(until), _naive(as_of)
         named = list(dict.fromkeys(entity_ids))
         fact_ids = [
-            f for f in dict.fromkeys(f for e in named for f in self.about.get(e, ())) if self.fact_visible(f, until, as_of)
+            f
+            for f in dict.fromkeys(f for e in named for f in self.about.get(e, ()))
+            if self.fact_visible(f, until, as_of)
         ]
         event_ids = [
             x
@@ -178,7 +203,7 @@ def _rows(db: ScopeDatabase, pattern: str, returns: str) -> list[list[Any]]:
 
 
 def build(db: ScopeDatabase) -> Adjacency:
-    """Read the scope's facts, events, sessions and their edges from Kuzu (nine statements)."""
+    """Read the scope's facts, events, sessions and their edges from Kuzu (eleven statements)."""
     gen = db.generations
     writes, graph = gen.writes, gen.graph
     replaced_at: dict[str, datetime] = {}
@@ -202,7 +227,8 @@ def build(db: ScopeDatabase) -> Adjacency:
         for r in _rows(db, owned("f", "Fact"), "f.id, f.recorded_at, f.valid_from, f.valid_to, f.expired_at")
     }
     event_session = {
-        str(r[0]): (None if r[1] is None else str(r[1])) for r in _rows(db, owned("x", "Event"), "x.id, x.session_id")
+        str(r[0]): (None if r[1] is None else str(r[1]))
+        for r in _rows(db, owned("x", "Event"), "x.id, x.session_id")
     }
     started = {str(r[0]): _time(r[1]) for r in _rows(db, owned("s", "Session"), "s.id, s.started_at")}
     about = _grouped(_rows(db, f"{owned('f', 'Fact')}-[:ABOUT]->(e:Entity)", "e.id, f.id ORDER BY f.id"))
@@ -210,8 +236,27 @@ def build(db: ScopeDatabase) -> Adjacency:
         _rows(db, f"{owned('x', 'Event')}-[:SUBJECT|OBJECT]->(e:Entity)", "e.id, x.id ORDER BY x.id")
     )
     rounds = {table: _source_rounds(db, table) for table in ("Fact", "Event")}
-    orphans = any(sid is not None and sid not in started for sid in event_session.values())
-    return Adjacency(writes, graph, facts, event_session, started, about, involving, rounds, orphans)
+    messages = frozenset(
+        str(r[0])
+        for table, rel in (("Fact", "FACT_FROM"), ("Event", "EVENT_FROM"))
+        for r in _rows(db, f"{owned('x', table)}-[:{rel}]->(m:Message)", "DISTINCT m.id")
+    )
+    round_ids = frozenset(r for by_id in rounds.values() for ids in by_id.values() for r in ids)
+    orphans = frozenset(sid for sid in event_session.values() if sid is not None and sid not in started)
+    return Adjacency(
+        writes=writes,
+        graph=graph,
+        facts=facts,
+        event_session=event_session,
+        started=started,
+        about=about,
+        involving=involving,
+        rounds=rounds,
+        source_messages=messages,
+        source_round_ids=round_ids,
+        orphans=orphans,
+        checked=writes,
+    )
 
 
 def _time(value: object) -> datetime | None:
@@ -245,8 +290,18 @@ _LOCK = threading.Lock()
 
 
 def _current(db: ScopeDatabase, adj: Adjacency | None) -> bool:
+    """Whether nothing ``adj`` holds was written since its read: no graph write, and no write of chat that
+    touched it (``Adjacency.touched_by``); the notes it was checked against are not checked again."""
     gen = db.generations
-    return adj is not None and adj.graph == gen.graph and (not adj.orphans or adj.writes == gen.writes)
+    if adj is None or adj.graph != gen.graph:
+        return False
+    # The notes since ``gen.graph``, which ``adj.checked`` is not before: those after it are the ones to check.
+    writes, notes = gen.writes, gen.notes
+    if adj.checked < writes:
+        if any(n.writes > adj.checked and adj.touched_by(n) for n in notes):
+            return False
+        adj.checked = max(adj.checked, writes)
+    return True
 
 
 def adjacency(db: ScopeDatabase) -> Adjacency:
