@@ -25,7 +25,7 @@ of a neighbour to the question is Kuzu's ``array_cosine_similarity`` computed ov
 vector indexes (``fact_vec``, ``event_vec``, which hold exactly the rows' embeddings). ``tests/integration/
 test_adjacency.py`` checks every answer against the Kuzu queries of ``store.facts`` they replace.
 
-Cost: the build reads the scope's facts, events, sessions and the edges between them (eleven statements; see
+Cost: the build reads the scope's facts, events, sessions, rounds and the edges between them (ten statements; see
 docs/benchmarks.md for its time at 20,000 facts); it runs on the first search after a write of extracted memory,
 not after a write of chat.
 """
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -70,8 +70,8 @@ class Adjacency:
     facts: Mapping[str, FactTimes]
     event_session: Mapping[str, str | None]  # event id -> its session_id
     started: Mapping[str, datetime | None]  # session id -> started_at
-    about: Mapping[str, tuple[str, ...]]  # entity id -> ids of the facts ABOUT it
-    involving: Mapping[str, tuple[str, ...]]  # entity id -> ids of the events with it as SUBJECT or OBJECT
+    about: Mapping[str, Sequence[str]]  # entity id -> ids of the facts ABOUT it
+    involving: Mapping[str, Sequence[str]]  # entity id -> ids of the events with it as SUBJECT or OBJECT
     rounds: Mapping[str, Mapping[str, list[str]]]  # "Fact"/"Event" -> id -> sorted ids of its source rounds
     source_messages: frozenset[str]  # every message a fact or an event comes from
     source_round_ids: frozenset[str]  # every round in ``rounds``
@@ -198,49 +198,59 @@ def _cosines(vec: Vectors, stored: Mapping[str, np.ndarray]) -> dict[str, float]
 
 
 # -- building it, once per generation ---------------------------------------------------------------------------
-def _rows(db: ScopeDatabase, pattern: str, returns: str) -> list[list[Any]]:
-    return db.query(f"{MATCH_SCOPE}MATCH {pattern} RETURN {returns}")
+def _rows(db: ScopeDatabase, pattern: str, returns: str) -> Iterator[tuple[Any, ...]]:
+    """The rows of one statement over the scope, read as arrow (a Python row at a time from Kuzu costs ~3x more at
+    20,000 rows)."""
+    table = db.arrow(f"{MATCH_SCOPE}MATCH {pattern} RETURN {returns}")
+    return zip(*(table.column(i).to_pylist() for i in range(table.num_columns)), strict=True)
 
 
 def build(db: ScopeDatabase) -> Adjacency:
-    """Read the scope's facts, events, sessions and their edges from Kuzu (eleven statements)."""
+    """Read the scope's facts, events, sessions, rounds and the edges between them from Kuzu (ten statements)."""
     gen = db.generations
     writes, graph = gen.writes, gen.graph
     replaced_at: dict[str, datetime] = {}
     replaced_always: set[str] = set()
     for fid, at in _rows(db, f"{owned('f', 'Fact')}<-[:SUPERSEDES]-(n:Fact)", "f.id, n.recorded_at"):
         if at is None:
-            replaced_always.add(str(fid))
-        elif not isinstance(at, datetime):
-            raise TypeError(f"recorded_at of a fact superseding {fid}: {at!r}")
-        elif str(fid) not in replaced_at or at < replaced_at[str(fid)]:
-            replaced_at[str(fid)] = at
+            replaced_always.add(fid)
+        elif fid not in replaced_at or at < replaced_at[fid]:
+            replaced_at[fid] = at
     facts = {
-        str(r[0]): FactTimes(
-            recorded_at=_time(r[1]),
-            valid_from=_time(r[2]),
-            valid_to=_time(r[3]),
-            expired=r[4] is not None,
-            replaced_always=str(r[0]) in replaced_always,
-            replaced_at=replaced_at.get(str(r[0])),
+        fid: FactTimes(
+            recorded_at=recorded,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            expired=expired is not None,
+            replaced_always=fid in replaced_always,
+            replaced_at=replaced_at.get(fid),
         )
-        for r in _rows(db, owned("f", "Fact"), "f.id, f.recorded_at, f.valid_from, f.valid_to, f.expired_at")
+        for fid, recorded, valid_from, valid_to, expired in _rows(
+            db, owned("f", "Fact"), "f.id, f.recorded_at, f.valid_from, f.valid_to, f.expired_at"
+        )
     }
-    event_session = {
-        str(r[0]): (None if r[1] is None else str(r[1]))
-        for r in _rows(db, owned("x", "Event"), "x.id, x.session_id")
-    }
-    started = {str(r[0]): _time(r[1]) for r in _rows(db, owned("s", "Session"), "s.id, s.started_at")}
-    about = _grouped(_rows(db, f"{owned('f', 'Fact')}-[:ABOUT]->(e:Entity)", "e.id, f.id ORDER BY f.id"))
-    involving = _grouped(
-        _rows(db, f"{owned('x', 'Event')}-[:SUBJECT|OBJECT]->(e:Entity)", "e.id, x.id ORDER BY x.id")
-    )
-    rounds = {table: _source_rounds(db, table) for table in ("Fact", "Event")}
-    messages = frozenset(
-        str(r[0])
-        for table, rel in (("Fact", "FACT_FROM"), ("Event", "EVENT_FROM"))
-        for r in _rows(db, f"{owned('x', table)}-[:{rel}]->(m:Message)", "DISTINCT m.id")
-    )
+    event_session = dict(_rows(db, owned("x", "Event"), "x.id, x.session_id"))
+    started = dict(_rows(db, owned("s", "Session"), "s.id, s.started_at"))
+    about = _grouped(_rows(db, f"{owned('f', 'Fact')}-[:ABOUT]->(e:Entity)", "e.id, f.id"))
+    involving = _grouped(_rows(db, f"{owned('x', 'Event')}-[:SUBJECT|OBJECT]->(e:Entity)", "e.id, x.id"))
+    # A source round of a fact or an event: a round of its message's session that lists that message.
+    in_round: dict[tuple[str, str], list[str]] = {}
+    for sid, rid, mids in _rows(
+        db, "(sc)-[:OWNS]->(s:Session)<-[:ROUND_IN]-(r:Round)", "s.id, r.id, r.message_ids"
+    ):
+        for mid in dict.fromkeys(mids or ()):
+            in_round.setdefault((sid, mid), []).append(rid)
+    rounds: dict[str, dict[str, list[str]]] = {}
+    messages: set[str] = set()
+    for table, rel in (("Fact", "FACT_FROM"), ("Event", "EVENT_FROM")):
+        found: dict[str, set[str]] = {}
+        for xid, mid, sid in _rows(
+            db, f"{owned('x', table)}-[:{rel}]->(m:Message)-[:MSG_IN]->(s:Session)", "x.id, m.id, s.id"
+        ):
+            messages.add(mid)
+            if (sid, mid) in in_round:
+                found.setdefault(xid, set()).update(in_round[(sid, mid)])
+        rounds[table] = {xid: sorted(rids) for xid, rids in found.items()}
     round_ids = frozenset(r for by_id in rounds.values() for ids in by_id.values() for r in ids)
     orphans = frozenset(sid for sid in event_session.values() if sid is not None and sid not in started)
     return Adjacency(
@@ -252,36 +262,22 @@ def build(db: ScopeDatabase) -> Adjacency:
         about=about,
         involving=involving,
         rounds=rounds,
-        source_messages=messages,
+        source_messages=frozenset(messages),
         source_round_ids=round_ids,
         orphans=orphans,
         checked=writes,
     )
 
 
-def _time(value: object) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return value
-    raise TypeError(f"not a timestamp: {value!r}")
-
-
-def _grouped(rows: Iterable[Sequence[object]]) -> dict[str, tuple[str, ...]]:
+def _grouped(rows: Iterable[tuple[Any, ...]]) -> dict[str, list[str]]:
+    """Key -> its values (an event both SUBJECT and OBJECT of an entity is listed twice: readers dedupe)."""
     out: dict[str, list[str]] = {}
     for key, value in rows:
-        out.setdefault(str(key), []).append(str(value))
-    return {k: tuple(dict.fromkeys(v)) for k, v in out.items()}
-
-
-def _source_rounds(db: ScopeDatabase, table: str) -> dict[str, list[str]]:
-    """Every fact's (or event's) source rounds: the rounds of its messages' sessions that list those messages."""
-    rel = "FACT_FROM" if table == "Fact" else "EVENT_FROM"
-    rows = _rows(
-        db,
-        f"{owned('x', table)}-[:{rel}]->(m:Message)-[:MSG_IN]->(:Session)<-[:ROUND_IN]-(r:Round) "
-        "WHERE list_contains(r.message_ids, m.id)",
-        "x.id, collect(DISTINCT r.id)",
-    )
-    return {str(r[0]): sorted(str(x) for x in r[1]) for r in rows}
+        if key in out:
+            out[key].append(value)
+        else:
+            out[key] = [value]
+    return out
 
 
 _CACHE: weakref.WeakKeyDictionary[ScopeDatabase, Adjacency] = weakref.WeakKeyDictionary()
