@@ -17,7 +17,7 @@ from graphrecall.embed import HashingEmbedder
 from graphrecall.retrieve.graph import GraphCandidates
 from graphrecall.store import facts as fq
 from graphrecall.store.adjacency import adjacency
-from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.database import ScopeDatabase, _chat_only
 from graphrecall.store.facts import EventRow, ExtractionWrite, FactRow, Supersession
 from graphrecall.store.rows import EntityRecord
 from graphrecall.text import index_terms
@@ -293,3 +293,34 @@ def test_new_chat_keeps_the_adjacency_and_extracted_memory_renews_it(mem: Memory
     with testing.database(mem, SCOPE) as db:
         assert adjacency(db) is not before
         assert adjacency(db).source_rounds("Fact", ["f_s4"]) == fq.source_rounds(db, "Fact", ["f_s4"])
+
+
+@pytest.mark.parametrize(
+    ("statement", "chat"),
+    [
+        ("MATCH (s:Session {key: $k}) SET s.updated_at = $now", True),  # ingest and the write log
+        ("MATCH (s:Scope {key: $scope}) SET s.index_marks = $j", True),  # every write's marks
+        ("MATCH (s:Session {key: $k}) SET s.extract_status = $st, s.extract_error = $err", True),
+        ("MATCH (n:Round {key: $k}) SET n.feedback = coalesce(n.feedback, 0) + $d RETURN n.feedback", True),
+        (
+            "MATCH (r:Round {key: $k}) OPTIONAL MATCH (p:Passage)-[:PASSAGE_OF]->(r) "
+            "WITH r, p, p.id AS pid DETACH DELETE p, r RETURN pid",
+            True,
+        ),  # a replaced round: its id is noted by ``unindex``
+        ("MATCH (s:Session {key: $k}) SET s.started_at = $t", False),
+        ("MATCH (r:Round {key: $k}) SET r.message_ids = $m", False),
+        ("MATCH (f:Fact {key: $k}) SET f.disputed_at = $t, f.dispute_note = $n", False),  # feedback on a fact
+        ("MATCH (e:Entity {key: $k}) SET e.aliases = $a", False),
+        (
+            "MATCH (o:Fact {key: $old}), (n:Fact {key: $new}) SET o.valid_to = $vt CREATE (n)-[:SUPERSEDES]->(o)",
+            False,
+        ),
+        ("MATCH (n:Message {key: $k}) DETACH DELETE n", False),  # erase
+        ("MATCH (n:Session {key: $k}) DETACH DELETE n", False),
+    ],
+)
+def test_which_statements_are_chat_alone(statement: str, chat: bool) -> None:
+    """What ``WriteTxn`` counts as a write of chat (no rebuild of the adjacency, only a note): stamps on sessions,
+    rounds and the scope row, and rounds replaced; never a session's start, a round's messages, anything of facts,
+    events or entities, or a deletion of messages or sessions."""
+    assert _chat_only(statement) is chat

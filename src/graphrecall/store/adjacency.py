@@ -25,7 +25,7 @@ of a neighbour to the question is Kuzu's ``array_cosine_similarity`` computed ov
 vector indexes (``fact_vec``, ``event_vec``, which hold exactly the rows' embeddings). ``tests/integration/
 test_adjacency.py`` checks every answer against the Kuzu queries of ``store.facts`` they replace.
 
-Cost: the build reads the scope's facts, events, sessions, rounds and the edges between them (ten statements; see
+Cost: the build reads the scope's facts, events, sessions, rounds and the edges between them (nine statements; see
 docs/benchmarks.md for its time at 20,000 facts); it runs on the first search after a write of extracted memory,
 not after a write of chat.
 """
@@ -206,7 +206,7 @@ def _rows(db: ScopeDatabase, pattern: str, returns: str) -> Iterator[tuple[Any, 
 
 
 def build(db: ScopeDatabase) -> Adjacency:
-    """Read the scope's facts, events, sessions, rounds and the edges between them from Kuzu (ten statements)."""
+    """Read the scope's facts, events, sessions, rounds and the edges between them from Kuzu (nine statements)."""
     gen = db.generations
     writes, graph = gen.writes, gen.graph
     replaced_at: dict[str, datetime] = {}

@@ -784,20 +784,22 @@ class WriteTxn:
 
 CHAT_TABLES = frozenset({"Session", "Message", "Round", "Passage", "MSG_IN", "ROUND_IN", "PASSAGE_OF"})
 _WRITES = re.compile(r"\b(SET|CREATE|DELETE|MERGE|REMOVE|COPY)\b", re.IGNORECASE)
+_NOT_CHAT = re.compile(r"\b(CREATE|MERGE|REMOVE|COPY)\b", re.IGNORECASE)
 _ROUND_LABELS = frozenset({"Round", "Passage", "PASSAGE_OF"})
 _LABELS = re.compile(r"[:|]\s*([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def _chat_only(cypher: str) -> bool:
-    """A statement that only ``SET``s columns of sessions or of the scope row other than a session's start (the
-    ingest's ``updated_at``, the derived indexes' marks, an extraction status), or that deletes rounds with their
-    passages (``rounds.delete_rounds``: the ids are announced by ``unindex``, which notes them)."""
+    """A statement that only ``SET``s columns of sessions, rounds or the scope row other than a session's start or
+    a round's messages (the ingest's ``updated_at``, the derived indexes' marks, an extraction status, a round's
+    feedback count), or that deletes rounds with their passages (``rounds.delete_rounds``: the ids are announced
+    by ``unindex``, which notes them). Anything else may change what ``store.adjacency`` holds."""
     labels = set(_LABELS.findall(cypher))
-    if re.search(r"\b(CREATE|MERGE|REMOVE|COPY)\b", cypher, re.IGNORECASE) or "started_at" in cypher:
+    if _NOT_CHAT.search(cypher) or "started_at" in cypher or "message_ids" in cypher:
         return False
     if re.search(r"\bDELETE\b", cypher, re.IGNORECASE):
         return labels <= _ROUND_LABELS and not re.search(r"\bSET\b", cypher, re.IGNORECASE)
-    return labels <= {"Session", "Scope"}
+    return labels <= {"Session", "Round", "Scope"}
 
 
 _ARROW_TYPES = {"STRING": "string", "INT64": "int64", "TIMESTAMP": "timestamp"}
