@@ -22,12 +22,13 @@ nothing it holds was written during its read.
 **The semantics** are those of the Cypher it replaces, to the NULL: ``Adjacency.fact_visible`` is
 ``visibility.fact_condition`` and ``_session_visible`` is ``visibility.event_condition`` in Python; the similarity
 of a neighbour to the question is Kuzu's ``array_cosine_similarity`` computed over the vectors of the derived
-vector indexes (``fact_vec``, ``event_vec``, which hold exactly the rows' embeddings). ``tests/integration/
-test_adjacency.py`` checks every answer against the Kuzu queries of ``store.facts`` they replace.
+vector indexes (``fact_vec``, ``event_vec``, which hold the rows' embeddings normalized), equal to Kuzu's to float32
+rounding (1.8e-7 at most, measured; every ranking identical). ``tests/integration/test_adjacency.py`` checks every
+answer against the Kuzu queries of ``store.facts`` they replace.
 
-Cost: the build reads the scope's facts, events, sessions, rounds and the edges between them (nine statements; see
-docs/benchmarks.md for its time at 20,000 facts); it runs on the first search after a write of extracted memory,
-not after a write of chat.
+Cost: the build reads the scope's facts, events, sessions, rounds and the edges between them (nine statements:
+~270 ms and 12 MB held at 20,000 facts, docs/benchmarks.md); it runs on the first search after a write of extracted
+memory, not after a write of chat.
 """
 
 from __future__ import annotations
@@ -287,14 +288,15 @@ _LOCK = threading.Lock()
 
 def _current(db: ScopeDatabase, adj: Adjacency | None) -> bool:
     """Whether nothing ``adj`` holds was written since its read: no graph write, and no write of chat that
-    touched it (``Adjacency.touched_by``); the notes it was checked against are not checked again."""
+    touched it (``Adjacency.touched_by``); the notes it was checked against are not checked again. ``writes`` is
+    read first: ``Generations.committed`` moves it last, so ``graph`` and ``notes`` cover every commit it counts."""
     gen = db.generations
+    writes = gen.writes
     if adj is None or adj.graph != gen.graph:
         return False
-    # The notes since ``gen.graph``, which ``adj.checked`` is not before: those after it are the ones to check.
-    writes, notes = gen.writes, gen.notes
     if adj.checked < writes:
-        if any(n.writes > adj.checked and adj.touched_by(n) for n in notes):
+        # The notes since ``gen.graph`` (which ``adj.checked`` is not before): those after it are the ones to check.
+        if any(n.writes > adj.checked and adj.touched_by(n) for n in gen.notes):
             return False
         adj.checked = max(adj.checked, writes)
     return True

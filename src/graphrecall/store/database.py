@@ -118,14 +118,16 @@ class Generations:
     _note_ids: int = 0
 
     def committed(self, txn: WriteTxn) -> None:
-        """Count a commit (the caller holds the bucket's write lock)."""
-        self.writes += 1
-        note = txn.chat_note(self.writes)
+        """Count a commit (the caller holds the bucket's write lock). ``writes`` moves last: a reader that reads it
+        first (``store.adjacency``) then finds ``graph`` and ``notes`` at least as new as that count."""
+        n = self.writes + 1
+        note = txn.chat_note(n)
         size = len(note.sessions) + len(note.rounds_deleted) + len(note.round_messages)
         if txn.graph_writes or self._note_ids + size > self.MAX_NOTE_IDS:
-            self.graph, self.notes, self._note_ids = self.writes, (), 0
+            self.graph, self.notes, self._note_ids = n, (), 0
         elif size:
             self.notes, self._note_ids = (*self.notes, note), self._note_ids + size
+        self.writes = n
 
 
 @dataclass
