@@ -14,6 +14,9 @@ match keys (checked against the entity table on every lookup) against the rule i
 matched in Python, as ``retrieve.graph`` did up to 4560ba3), with a check that both find the same entities for
 every question.
 
+Beside that too, where this checkout has ``store.adjacency``: the time to build the scope's adjacency from Kuzu
+(what the first search after a write of extracted memory pays; the timed searches reuse the one the warm-up built).
+
 Every search's hits are written as a ranking dump (``benchmarks.rankings``), so two runs of this script on two
 checkouts compare with ``python -m benchmarks.rankings.compare``. The script uses only what both sides of the change
 have (the facade, ``testing.retriever``, ``timings``), so it measures "before" when run on the older checkout.
@@ -294,6 +297,21 @@ def time_lookups(mem: Memory, qs: Sequence[str], repeats: int) -> dict[str, Any]
     }
 
 
+def time_adjacency_build(mem: Memory, repeats: int) -> dict[str, Any] | None:
+    """``store.adjacency.build`` on the extracted scope, ``repeats`` times, where this checkout has it."""
+    try:
+        module = importlib.import_module("graphrecall.store.adjacency")
+    except ImportError:
+        return None
+    ms: list[float] = []
+    with testing.database(mem, SCOPE) as db:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            module.build(db)
+            ms.append((time.perf_counter() - t0) * 1000)
+    return summarize(ms)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     args.embed_cache.parent.mkdir(parents=True, exist_ok=True)
     embedder: Embedder = arguments.build_embedder(args.embedder, args.embed_cache)
@@ -325,6 +343,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "latency": time_searches(mem, qs, args.repeats, searches),
                 "latency_unextracted": time_searches(mem, qs, args.repeats, searches, PLAIN),
                 "lookup": time_lookups(mem, qs, args.repeats),
+                "adjacency_build": time_adjacency_build(mem, max(3, args.repeats)),
             }
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -358,6 +377,13 @@ def markdown(r: dict[str, Any]) -> str:
             f"{plain['search']['p95_ms']:.1f} |",
             "",
             f"Extracted / not extracted, search p50: **{ratio:.2f}x**.",
+            "",
+        ]
+    build = r.get("adjacency_build")
+    if build:
+        lines += [
+            f"Building the adjacency from Kuzu (store.adjacency, once per write of extracted memory): p50 "
+            f"{build['p50_ms']:.1f} ms, p95 {build['p95_ms']:.1f} ms.",
             "",
         ]
     look = r.get("lookup")

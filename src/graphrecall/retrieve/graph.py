@@ -4,7 +4,9 @@ Two outputs from the same candidates. Called by the retriever, the object return
 (the rounds whose messages a matching fact or event came from), so round search keeps its provenance and simply
 gains a "the user's facts say this round matters" signal. ``node_hits`` returns the facts and events themselves
 as ``Hit(kind="fact"|"event")`` for callers that ask for them (``Memory.search(kinds=...)``). Every read goes through
-``store.facts`` and ``store.mentions``: no query is written here.
+``store.adjacency`` (the graph around facts and events, in memory: no Kuzu statement on the search path unless a
+write since the last search changed extracted memory), ``store.mentions`` and ``store.facts``: no query is written
+here.
 
 With ``RetrievalConfig.salience_weight`` > 0, fact hits (not rounds, not events) gain that weight times their
 salience (``retrieve.salience``) in RRF rank-1 units: a weak prior for facts said often and lately.
@@ -30,6 +32,7 @@ from graphrecall.retrieve.fusion import Ranked
 from graphrecall.retrieve.salience import DEFAULT_HALF_LIFE_DAYS, SalienceFacts, salience
 from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
+from graphrecall.store.adjacency import adjacency
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.mentions import entities_named_in
 from graphrecall.text import query_terms
@@ -75,10 +78,9 @@ class GraphCandidates:
         by_kind: dict[str, list[tuple[str, float]]] = {"fact": [], "event": []}
         for kind, node_id, sim in sorted(expanded, key=lambda x: -x[2]):
             by_kind[kind].append((node_id, sim))
-        # One read of the source rounds per table for the direct and the expanded candidates together: each read is
-        # a Kuzu query of a few milliseconds (a search of an extracted scope made four).
+        adj = adjacency(db)
         sources = {
-            table: fq.source_rounds(db, table, list(dict.fromkeys(i for i, _ in [*direct, *by_kind[kind]])))
+            table: adj.source_rounds(table, dict.fromkeys(i for i, _ in [*direct, *by_kind[kind]]))
             for table, kind, direct in (("Fact", "fact", facts), ("Event", "event", events))
         }
         out: dict[ListName, Ranked] = {}
@@ -110,6 +112,7 @@ class GraphCandidates:
         m = n * self.oversample
         terms = query_terms(query, drop_query_stopwords=self.query_stopwords)
         until = cutoff.until if cutoff is not None else None
+        adj = adjacency(db)
         out: list[Ranked] = []
         for table, vindex, findex in (
             ("Fact", "fact_vec", "fact_terms"),
@@ -119,9 +122,9 @@ class GraphCandidates:
             bm25 = q.lexical_search(db, findex, terms, m)
             ids = list(dict.fromkeys([i for i, _ in vec] + [i for i, _ in bm25]))
             ok = (
-                fq.visible_fact_ids(db, ids, until, as_of)
+                adj.visible_fact_ids(ids, until, as_of)
                 if table == "Fact"
-                else fq.visible_event_ids(db, ids, until, as_of)
+                else adj.visible_event_ids(ids, until, as_of)
             )
             lists = {"vector": [x for x in vec if x[0] in ok], "bm25": [x for x in bm25 if x[0] in ok]}
             out.append(fusion.order(fusion.fuse(lists, method="rrf", k=self.rrf_k))[:n])
@@ -140,7 +143,9 @@ class GraphCandidates:
         if not named:
             return []
         until = cutoff.until if cutoff is not None else None
-        return fq.entity_neighbourhood(db, named, qvec, n, until=until, as_of=as_of)
+        return adjacency(db).entity_neighbourhood(
+            named, qvec, n, db.indexes.vectors, until=until, as_of=as_of
+        )
 
     # -- as facts and events themselves ------------------------------------------------------------------------------
     def node_hits(
@@ -210,7 +215,7 @@ class GraphCandidates:
 
 def _to_rounds(sources: dict[str, list[str]], ranked: Ranked, n: int) -> Ranked:
     """Each round scores as its best fact/event (ranked lists keep their order through fusion); ``sources``: fact or
-    event id -> its rounds (``store.facts.source_rounds``)."""
+    event id -> its rounds (``Adjacency.source_rounds``)."""
     best: dict[str, float] = {}
     for node_id, score in ranked:
         for rid in sources.get(node_id, []):

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import kuzu
+import pyarrow.compute as pc
 
 from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.errors import SchemaMismatch, StoreBusy
@@ -85,6 +86,50 @@ def check_scoped(cypher: str) -> None:
         raise UnscopedQuery(f"the statement names neither $scope nor a key: {cypher}")
 
 
+@dataclass(frozen=True)
+class ChatNote:
+    """What a write of chat alone (``WriteTxn.graph_writes`` false) added or replaced: the only things in it that
+    could change what the graph's views read (``store.adjacency`` checks them against what it holds)."""
+
+    writes: int  # the commit's number (``Generations.writes``)
+    sessions: frozenset[str]  # sessions inserted (an event may name a session that was not stored)
+    rounds_deleted: frozenset[str]  # rounds deleted (replaced, as the write log replays them)
+    round_messages: frozenset[str]  # the messages of the rounds inserted
+
+
+@dataclass
+class Generations:
+    """How far a scope's writes have gone in this process: what the in-memory views of its rows (``store.adjacency``,
+    ``store.mentions``) compare with the generation they were read at, instead of asking Kuzu.
+
+    ``writes`` counts the write transactions committed through ``ScopeDatabase.write()``; ``graph`` is the value
+    ``writes`` had at the last one that wrote something other than chat (``WriteTxn.graph_writes``); ``notes`` are
+    what each write of chat since then added or replaced (``ChatNote``), at most ``MAX_NOTE_IDS`` ids in all (past
+    that, a write counts as a graph write: the views are read again, and the notes start over). Only one process
+    holds a database (``store.proclock``), every write of a scope's rows goes through ``write()`` (a scope moved or
+    copied into a bucket is a new ``Member``, so views of it start over), and the counters live on the bucket's
+    ``Member``, which every view of the scope in this process shares."""
+
+    MAX_NOTE_IDS = 200_000
+
+    writes: int = 0
+    graph: int = 0
+    notes: tuple[ChatNote, ...] = ()  # replaced, never mutated: readers take it without a lock
+    _note_ids: int = 0
+
+    def committed(self, txn: WriteTxn) -> None:
+        """Count a commit (the caller holds the bucket's write lock). ``writes`` moves last: a reader that reads it
+        first (``store.adjacency``) then finds ``graph`` and ``notes`` at least as new as that count."""
+        n = self.writes + 1
+        note = txn.chat_note(n)
+        size = len(note.sessions) + len(note.rounds_deleted) + len(note.round_messages)
+        if txn.graph_writes or self._note_ids + size > self.MAX_NOTE_IDS:
+            self.graph, self.notes, self._note_ids = n, (), 0
+        elif size:
+            self.notes, self._note_ids = (*self.notes, note), self._note_ids + size
+        self.writes = n
+
+
 @dataclass
 class Member:
     """A scope of a bucket: the prefix of its rows' keys and its derived indexes' marks (its ``Scope`` row)."""
@@ -92,6 +137,7 @@ class Member:
     prefix: str
     marks: dict[str, int] = field(default_factory=dict)
     created: bool = False  # created by this process just now: its derived indexes start empty
+    generations: Generations = field(default_factory=Generations)
 
 
 def _prefix(n: int) -> str:
@@ -392,6 +438,7 @@ class ScopeDatabase:
         self.in_use = 0
         self.closed = False
         self._marks: dict[str, int] = dict(member.marks)
+        self.generations = member.generations  # bumped by every commit of ``write`` (``Generations``)
         self._last_commit = 0  # the bucket's commit count after this scope's last commit
         self._owns_bucket = False  # ``standalone``: closing the view closes the bucket
         self._deferred = threading.local()  # ``checkpoint_once`` blocks open on the calling thread
@@ -490,6 +537,7 @@ class ScopeDatabase:
                 raise
             else:
                 self._last_commit = bucket.commit()
+                self.generations.committed(txn)
             finally:
                 bucket.txn = None
             self.known.committed(txn.ids_added, txn.ids_deleted)  # before anyone can trim what was written
@@ -678,10 +726,19 @@ class WriteTxn:
         self.ids_deleted: dict[str, list[str]] = {}
         self.created = False  # it inserted with CREATE (its commit does not checkpoint)
         self.copied = False  # it ran a COPY (its commit checkpoints)
+        # It wrote something other than chat (``Generations``): a statement that changes rows other than by
+        # stamping a session or the scope row or deleting rounds (``_chat_only``), a deletion of rows other than
+        # rounds and passages (``unindex``), an insert outside the chat tables (``CHAT_TABLES``).
+        self.graph_writes = False
+        self._sessions: list[str] = []  # what a write of chat inserted and replaced: ``chat_note``
+        self._rounds_deleted: list[str] = []
+        self._round_messages: list[str] = []
 
     def execute(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Run a statement confined to the scope. Deleting rows of an indexed table must be announced with
         ``unindex``."""
+        if not self.graph_writes and _WRITES.search(cypher) and not _chat_only(cypher):
+            self.graph_writes = True
         return _run(self._conn, cypher, self.scope._bind(cypher, params))
 
     def key(self, id_: str) -> str:
@@ -691,6 +748,10 @@ class WriteTxn:
     def unindex(self, table: str, ids: Sequence[str]) -> None:
         """Announce that this transaction deletes ``ids`` of ``table`` (call it beside the statement that deletes
         them): at commit they leave its derived indexes and the database's known ids."""
+        if table == "Round":
+            self._rounds_deleted.extend(ids)
+        elif ids and table != "Passage":
+            self.graph_writes = True
         if table in INDEXED_TABLES and ids:
             self.changes.append(Change(table, deleted=list(ids)))
         if table in KNOWN_TABLES and ids:
@@ -714,6 +775,15 @@ class WriteTxn:
         """
         if data.num_rows == 0:
             return
+        if table not in CHAT_TABLES:
+            self.graph_writes = True
+        elif table == "Session":
+            self._sessions.extend(data.column("id").to_pylist())
+        elif table == "Round":
+            if "message_ids" in data.column_names:
+                self._round_messages.extend(pc.list_flatten(data.column("message_ids")).to_pylist())
+            else:
+                self.graph_writes = True
         ends = schema.rel_ends(table)
         index_only = [c for c in schema.INDEX_ONLY.get(table, ()) if c in data.column_names]
         keyed = _keyed(
@@ -735,6 +805,35 @@ class WriteTxn:
             self.changes.append(Change(table, added=data))
         if table in KNOWN_TABLES:
             self.ids_added.setdefault(table, []).extend(data.column("id").to_pylist())
+
+    def chat_note(self, writes: int) -> ChatNote:
+        """What this transaction, as commit number ``writes``, inserted and replaced of the chat."""
+        return ChatNote(
+            writes,
+            frozenset(self._sessions),
+            frozenset(self._rounds_deleted),
+            frozenset(self._round_messages),
+        )
+
+
+CHAT_TABLES = frozenset({"Session", "Message", "Round", "Passage", "MSG_IN", "ROUND_IN", "PASSAGE_OF"})
+_WRITES = re.compile(r"\b(SET|CREATE|DELETE|MERGE|REMOVE|COPY)\b", re.IGNORECASE)
+_NOT_CHAT = re.compile(r"\b(CREATE|MERGE|REMOVE|COPY)\b", re.IGNORECASE)
+_ROUND_LABELS = frozenset({"Round", "Passage", "PASSAGE_OF"})
+_LABELS = re.compile(r"[:|]\s*([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _chat_only(cypher: str) -> bool:
+    """A statement that only ``SET``s columns of sessions, rounds or the scope row other than a session's start or
+    a round's messages (the ingest's ``updated_at``, the derived indexes' marks, an extraction status, a round's
+    feedback count), or that deletes rounds with their passages (``rounds.delete_rounds``: the ids are announced
+    by ``unindex``, which notes them). Anything else may change what ``store.adjacency`` holds."""
+    labels = set(_LABELS.findall(cypher))
+    if _NOT_CHAT.search(cypher) or "started_at" in cypher or "message_ids" in cypher:
+        return False
+    if re.search(r"\bDELETE\b", cypher, re.IGNORECASE):
+        return labels <= _ROUND_LABELS and not re.search(r"\bSET\b", cypher, re.IGNORECASE)
+    return labels <= {"Session", "Round", "Scope"}
 
 
 _ARROW_TYPES = {"STRING": "string", "INT64": "int64", "TIMESTAMP": "timestamp"}

@@ -402,6 +402,8 @@ def supersession_chain(db: ScopeDatabase, fact_id: str) -> list[Fact]:
 
 
 # -- retrieval (every read applies ``store.visibility``) -----------------------------------------------------------
+# A search reads ``visible_fact_ids``, ``visible_event_ids``, ``entity_neighbourhood`` and ``source_rounds`` from
+# ``store.adjacency`` (in memory); these Kuzu queries are the reference its tests compare it with.
 def visible_fact_ids(
     db: ScopeDatabase, ids: Sequence[str], until: datetime | None, as_of: datetime | None
 ) -> set[str]:
