@@ -324,3 +324,24 @@ def test_which_statements_are_chat_alone(statement: str, chat: bool) -> None:
     rounds and the scope row, and rounds replaced; never a session's start, a round's messages, anything of facts,
     events or entities, or a deletion of messages or sessions."""
     assert _chat_only(statement) is chat
+
+
+def test_a_later_view_of_the_scope_reuses_the_adjacency_until_a_write_changes_it(mem: Memory) -> None:
+    """The pool closes the view of a user not searched lately; the adjacency is kept with the scope's generations
+    (its bucket's), so the next view's search does not build it again, unless extracted memory changed."""
+    from graphrecall.store import adjacency as adjacency_module
+
+    with testing.database(mem, SCOPE) as db:
+        first = adjacency(db)
+        adjacency_module._CACHE.clear()  # as if its view had been closed
+        assert adjacency(db) is first
+        adjacency_module._CACHE.clear()
+        _extract(
+            db,
+            ExtractionWrite(
+                session_id="s3",
+                facts=[_fact("f_kept", "Ada sings", recorded=JUN, valid_from=JUN, sid="s3", ents=["ada"])],
+            ),
+        )
+        renewed = adjacency(db)
+        assert renewed is not first and "f_kept" in renewed.facts

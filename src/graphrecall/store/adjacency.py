@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from graphrecall.embed.base import Vectors
-from graphrecall.store.database import MATCH_SCOPE, ChatNote, ScopeDatabase, owned
+from graphrecall.store.database import MATCH_SCOPE, ChatNote, Generations, ScopeDatabase, owned
 
 VectorsById = Callable[[str, Sequence[str]], Mapping[str, np.ndarray]]
 """``DerivedIndexes.vectors``: index name, ids -> the stored vector of each id it holds."""
@@ -282,6 +283,16 @@ def _grouped(rows: Iterable[tuple[Any, ...]]) -> dict[str, list[str]]:
 
 
 _CACHE: weakref.WeakKeyDictionary[ScopeDatabase, Adjacency] = weakref.WeakKeyDictionary()
+KEEP_ROWS = 200_000
+"""Facts and events that adjacencies of closed views may hold in all (~0.55 KB each: ~110 MB), most recent first.
+Why keep them past their view: the pool closes the view of a user not searched lately, and the next search of that
+user would otherwise rebuild (~24 ms of a 50 ms cold search of a 20-round user, docs/benchmarks.md "A fleet of
+users on one node"); the scope's ``Generations`` outlive its views (they are its bucket's), so an adjacency kept
+with them is checked by the same rule as one kept with its view."""
+_KEPT: OrderedDict[int, tuple[Generations, Adjacency, int]] = (
+    OrderedDict()
+)  # id(generations) -> (them, it, rows)
+_KEPT_ROWS = 0
 _BUILDING: weakref.WeakKeyDictionary[ScopeDatabase, threading.Lock] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
@@ -302,23 +313,53 @@ def _current(db: ScopeDatabase, adj: Adjacency | None) -> bool:
     return True
 
 
+def _cached(db: ScopeDatabase) -> Adjacency | None:
+    """(Under ``_LOCK``.) The view's adjacency, else one kept from an earlier view of the same scope."""
+    adj = _CACHE.get(db)
+    if adj is None:
+        kept = _KEPT.get(id(db.generations))
+        if kept is not None and kept[0] is db.generations:
+            _KEPT.move_to_end(id(db.generations))
+            adj = kept[1]
+    return adj
+
+
+def _keep(db: ScopeDatabase, adj: Adjacency) -> None:
+    """(Under ``_LOCK``.) ``adj`` for this view and, within ``KEEP_ROWS``, for the scope's later views."""
+    global _KEPT_ROWS
+    _CACHE[db] = adj
+    gen = db.generations
+    old = _KEPT.pop(id(gen), None)
+    if old is not None:
+        _KEPT_ROWS -= old[2]
+    rows = len(adj.facts) + len(adj.event_session)
+    if rows > KEEP_ROWS:
+        return
+    _KEPT[id(gen)] = (gen, adj, rows)  # holding ``gen`` keeps its id from being reused by another scope's
+    _KEPT_ROWS += rows
+    while _KEPT_ROWS > KEEP_ROWS:
+        _, (_, _, dropped) = _KEPT.popitem(last=False)
+        _KEPT_ROWS -= dropped
+
+
 def adjacency(db: ScopeDatabase) -> Adjacency:
     """The scope's adjacency, rebuilt first when a write since its read may have changed it (module docstring).
     One thread builds while the others that need it wait for its result."""
     with _LOCK:
-        adj = _CACHE.get(db)
+        adj = _cached(db)
         if _current(db, adj):
             assert adj is not None
+            _CACHE[db] = adj
             return adj
         building = _BUILDING.setdefault(db, threading.Lock())
     with building:
         with _LOCK:
-            adj = _CACHE.get(db)
+            adj = _cached(db)
         if _current(db, adj):
             assert adj is not None
             return adj
         adj = build(db)
         if _current(db, adj):  # nothing it reflects was written while it was read
             with _LOCK:
-                _CACHE[db] = adj
+                _keep(db, adj)
         return adj
