@@ -42,6 +42,19 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_synced(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` durably and atomically: written beside it, fsync'd, renamed over it, its
+    directory fsync'd (a journal that a killed process's next open must find whole or not at all)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
 def write_manifest(directory: Path, manifest: Manifest, *, durable: bool = True) -> None:
     """Atomically replace the manifest: write a temporary file, rename it over (a crash leaves the old or the new).
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from graphrecall.errors import StoreBusy
-from graphrecall.index.manifest import fsync_dir
+from graphrecall.index.manifest import fsync_dir, write_synced
 from graphrecall.store import proclock
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ def commit(path: Path, about: dict[str, Any], *, on_journal: Callable[[], None] 
             raise StoreBusy(
                 f"bucket {path} was opened by another process while it was compacted: {e}"
             ) from None
-        _write_synced(work_dir(path) / JOURNAL, json.dumps(about, sort_keys=True))
+        write_synced(work_dir(path) / JOURNAL, json.dumps(about, sort_keys=True))
         if on_journal is not None:
             on_journal()
         _apply(path)
@@ -178,13 +178,3 @@ def _sync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _write_synced(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)

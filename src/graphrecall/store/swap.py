@@ -36,7 +36,7 @@ from typing import Any
 
 from graphrecall.config import BUCKETS_PER_ORG
 from graphrecall.errors import StoreBusy
-from graphrecall.index.manifest import fsync_dir
+from graphrecall.index.manifest import fsync_dir, write_synced
 from graphrecall.models import Scope
 from graphrecall.store import buckets, proclock
 from graphrecall.store.database import BucketDatabase
@@ -94,7 +94,7 @@ def swap(
         raise RuntimeError(
             f"the rebuilt scope {scope} has neither rows nor a write log under {work / 'build'}"
         )
-    _sync_write(
+    write_synced(
         work / JOURNAL,
         json.dumps(
             {
@@ -266,14 +266,3 @@ def _move(src: Path, dst: Path, on_move: OnMove | None) -> None:
     os.replace(src, dst)
     if on_move is not None:
         on_move()
-
-
-def _sync_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
