@@ -1,5 +1,5 @@
-"""A node table whose last node group holds a single row (2,049 rows, 4,097...) is misread by Kuzu 0.11.3 in every
-``IN`` filter once checkpointed: the store pads such a group in the transaction that made it (``store.nodegroups``)
+"""A node table whose rows end one past a multiple of 2,048 (2,049 rows, 4,097...) is misread by Kuzu 0.11.3 in every
+``IN`` filter once checkpointed: the store pads such a table in the transaction that made it (``store.nodegroups``)
 and mends a database left so by an earlier version when it opens it. Found by ``benchmarks/perf/buckets.py``: the
 bucket's 2,049th fact could not be read back by the ``add_fact`` that wrote it."""
 
@@ -42,18 +42,18 @@ def test_kuzu_misreads_a_lone_row_in_the_last_node_group_unless_padded(tmp_path:
     """The defect itself, with Kuzu alone (when a Kuzu upgrade fixes it, the unpadded case fails: the rule can go)."""
     db = kuzu.Database(str(tmp_path / "db"))
     conn = kuzu.Connection(db)
-    _table_of(conn, nodegroups.NODE_GROUP_ROWS + 1)
+    _table_of(conn, nodegroups.BATCH_ROWS + 1)
     if padded:
         _rows(conn, "BEGIN TRANSACTION")
-        assert nodegroups.pad(_run(conn), ["T"]) == {"T": nodegroups.NODE_GROUP_ROWS}
+        assert nodegroups.pad(_run(conn), ["T"]) == {"T": nodegroups.BATCH_ROWS}
         _rows(conn, "COMMIT")
     _rows(conn, "CHECKPOINT")
-    last = f"v{nodegroups.NODE_GROUP_ROWS}"
+    last = f"v{nodegroups.BATCH_ROWS}"
     got = _rows(conn, "MATCH (t:T) WHERE t.id IN $ids RETURN t.id", {"ids": [last]})
-    assert got == ([[last]] if padded else [[f"v{nodegroups.NODE_GROUP_ROWS - 1}"]])
-    assert _rows(conn, "MATCH (t:T) RETURN count(*)") == [[nodegroups.NODE_GROUP_ROWS + 1]]  # the pad is gone
-    assert nodegroups.exposed(_run(conn), ["T"], {"T": nodegroups.NODE_GROUP_ROWS} if padded else None) == (
-        {} if padded else {"T": nodegroups.NODE_GROUP_ROWS}
+    assert got == ([[last]] if padded else [[f"v{nodegroups.BATCH_ROWS - 1}"]])
+    assert _rows(conn, "MATCH (t:T) RETURN count(*)") == [[nodegroups.BATCH_ROWS + 1]]  # the pad is gone
+    assert nodegroups.exposed(_run(conn), ["T"], {"T": nodegroups.BATCH_ROWS} if padded else None) == (
+        {} if padded else {"T": nodegroups.BATCH_ROWS}
     )
     conn.close()
     db.close()
@@ -61,7 +61,7 @@ def test_kuzu_misreads_a_lone_row_in_the_last_node_group_unless_padded(tmp_path:
 
 def _a_bucket_one_fact_short_of_a_new_node_group(tmp_path: Path) -> tuple[Settings, Scope]:
     """One bucket shared by the measured scope and a neighbour, whose ``Fact`` table holds exactly 2,048 rows."""
-    named = bench.synthetic_entities(nodegroups.NODE_GROUP_ROWS // 2 - 3)  # two facts per entity
+    named = bench.synthetic_entities(nodegroups.BATCH_ROWS // 2 - 3)  # two facts per entity
     neighbour = Scope(org_id=bench.SCOPE.org_id, user_id="neighbour")
     settings = Settings(root=tmp_path, buckets_per_org=1)
     with Memory.open(tmp_path, embedder=HashingEmbedder(64), settings=settings) as mem:
@@ -70,7 +70,7 @@ def _a_bucket_one_fact_short_of_a_new_node_group(tmp_path: Path) -> tuple[Settin
         for i in range(6 - mem.stats(bench.SCOPE).facts % 2):  # the neighbour's facts fill it to 2,048
             mem.add_fact(neighbour, f"The neighbour's locker number is {i}.")
         total = mem.stats(bench.SCOPE).facts + mem.stats(neighbour).facts
-        assert total == nodegroups.NODE_GROUP_ROWS, total
+        assert total == nodegroups.BATCH_ROWS, total
     return settings, neighbour
 
 

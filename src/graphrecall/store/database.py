@@ -262,7 +262,7 @@ class BucketDatabase:
 
     def commit(self) -> int:
         """COMMIT the open transaction (caller holds ``write_lock``); its number in ``commits``. First, in the same
-        transaction, no node table is left with a lone row in its last node group (``store.nodegroups``: Kuzu
+        transaction, no node table is left with a lone row in its last scan batch (``store.nodegroups``: Kuzu
         0.11.3 then misreads that row in every ``IN`` filter once a checkpoint has written it); if that fails, the
         transaction is rolled back and nothing of it is kept."""
         try:
@@ -280,7 +280,7 @@ class BucketDatabase:
         return _run(self.writer, cypher, params)
 
     def _mend_node_groups(self) -> None:
-        """A bucket that a checkpoint left with a lone row in a node table's last node group (written before the
+        """A bucket that a checkpoint left with a lone row in a node table's last scan batch (written before the
         rule in ``commit``) is padded once, durably, before anyone reads it."""
         if not nodegroups.exposed(self._write_query, nodegroups.NODE_TABLES):
             return

@@ -1,10 +1,10 @@
-"""Never leave a node table's last node group holding a single row: Kuzu 0.11.3 then answers list filters wrongly.
+"""Never leave a node table's rows ending one past a multiple of 2,048: Kuzu 0.11.3 then answers list filters wrongly.
 
-The defect (measured with Kuzu alone, ``tests/integration/test_node_groups.py``): Kuzu stores a node table in node
-groups of 2,048 rows. Once a checkpoint has written a table whose last node group holds exactly one row (2,049 rows,
-4,097, ...), every filter that tests that row with a list (``x.id IN $ids``, ``list_contains($ids, x.id)``, an
-``IN`` on any column) returns the row before it instead, until a later checkpoint finds two or more rows in that
-group. ``=``, comparisons and key lookups are right. The store reads by ``IN $ids`` everywhere (a search's fact
+The defect (measured with Kuzu alone, ``tests/integration/test_node_groups.py``): once a checkpoint has written a
+table whose rows end exactly one past a multiple of 2,048 (2,049 rows, 4,097, ...; 2,048 is the batch, or "vector",
+Kuzu's scans read: its node groups on disk hold 131,072 rows, ``store.compact``), every filter that tests that last
+row with a list (``x.id IN $ids``, ``list_contains($ids, x.id)``, an ``IN`` on any column) returns the row before it
+instead, until a later checkpoint finds two or more slots in that last batch. ``=``, comparisons and key lookups are right. The store reads by ``IN $ids`` everywhere (a search's fact
 visibility, ``get_facts``, the rounds behind facts...), so in a bucket the row before can be *another user's*:
 ``add_fact`` failed to find the fact it had just written (a ``KeyError``, found by ``benchmarks/perf/buckets.py``
 at the bucket's 2,049th fact), and a read of the newest row of a table returned its neighbour's.
@@ -25,11 +25,11 @@ from typing import Any
 
 from graphrecall.store.schema import SCOPE_TABLES
 
-NODE_GROUP_ROWS = 2_048
-"""Kuzu 0.11.3's node group size (``StorageConfig::NODE_GROUP_SIZE``, 2^11)."""
+BATCH_ROWS = 2_048
+"""The rows one Kuzu 0.11.3 scan batch holds (its vector capacity, 2^11): the unit of the defect."""
 
 PAD_KEY = ".pad"
-"""The key of the row that pads a node group: a user id never starts with a dot (``models.validate_identifier``) and
+"""The key of the row that pads a batch: a user id never starts with a dot (``models.validate_identifier``) and
 a scope's row key starts with its prefix (``0:``, ``1:`` ...), so no real row can have it."""
 
 NODE_TABLES: tuple[str, ...] = ("Scope", *SCOPE_TABLES)
@@ -39,14 +39,14 @@ Run = Callable[[str, dict[str, Any] | None], list[list[Any]]]
 
 
 def exposed(run: Run, tables: Sequence[str], padded: dict[str, int] | None = None) -> dict[str, int]:
-    """The ``tables`` whose last live row opens a node group (its offset a multiple of 2,048, past the first
-    group), with that offset; a table already padded at that offset (``padded``) is left out. Why the memory of
+    """The ``tables`` whose last live row opens a batch (its offset a multiple of 2,048, past the first), with that
+    offset; a table already padded at that offset (``padded``) is left out. Why the memory of
     what was padded: Kuzu counts only live rows, so after a pad the last live row still opens its group although
     the pad's deleted slot follows it, and padding again at every commit would add a dead slot each time."""
     out: dict[str, int] = {}
     for table in tables:
         [[last]] = run(f"MATCH (n:{table}) RETURN max(offset(id(n)))", None)
-        if last is None or last < NODE_GROUP_ROWS or last % NODE_GROUP_ROWS:
+        if last is None or last < BATCH_ROWS or last % BATCH_ROWS:
             continue
         if padded is not None and padded.get(table) == last:
             continue
@@ -55,8 +55,8 @@ def exposed(run: Run, tables: Sequence[str], padded: dict[str, int] | None = Non
 
 
 def pad(run: Run, tables: Sequence[str], padded: dict[str, int] | None = None) -> dict[str, int]:
-    """Inside the caller's open transaction: give each exposed table of ``tables`` a second slot in its last node
-    group (a row created and deleted). Returns the tables padded, with the offset each was padded after; the
+    """Inside the caller's open transaction: give each exposed table of ``tables`` a second slot in its last batch
+    (a row created and deleted). Returns the tables padded, with the offset each was padded after; the
     caller records them in ``padded`` once the transaction has committed."""
     found = exposed(run, tables, padded)
     for table in found:
