@@ -13,7 +13,13 @@ verbatim, keys included. So each scope's rows keep their keys and ids, its deriv
 in its ``Scope`` row) stay valid as they are and are not rebuilt, and nothing outside the bucket file changes.
 
 How. Every table is read a page of internal offsets at a time and ``COPY``'d into a database created empty in the
-work folder (``store.compact_swap``), edges too: a ``COPY`` of edges is unsafe only into a table whose checkpointed
+work folder (``store.compact_swap``), edges too. A page of node rows is one whole Kuzu node group: each ``COPY``
+then writes its node group once, where pages of 20,000 rows grew one node group by five out-of-place rewrites and
+left 2.4 KB of free pages per round in the rewrite of a 100,000-round bucket (that scope after a maintenance
+pass: 8,472 -> 6,108 bytes per round; docs/benchmarks.md, "Bytes per round in a bucket"). Such a ``COPY`` needs
+more than the 256 MiB pool a bucket is served with (it failed from ~44,000 rounds), so the rewrite opens its
+database with ``REWRITE_BUFFER_POOL_BYTES``: memory that only a compaction of a large bucket touches, and only
+while it runs. A ``COPY`` of edges is unsafe only into a table whose checkpointed
 edges a rollback could take with it (docs/architecture.md), and a failed rewrite is thrown away whole. Then every
 table's rows and edges are counted on both sides; the rewrite replaces the file only if they agree. The swap is
 journaled (``store.compact_swap``): a process killed at any moment leaves the old bucket or the new one, whole.
@@ -33,14 +39,15 @@ from typing import Any
 
 import kuzu
 
-from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.store import compact_swap, freespace, nodegroups, schema
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, BucketDatabase
 from graphrecall.store.database import _drain as drain
 
 log = logging.getLogger(__name__)
 
-PAGE = 20_000  # node rows per COPY (a page of 384-d rounds is ~60 MB of arrow)
+NODE_GROUP_ROWS = 1 << 17  # Kuzu 0.11.3's node group (2^17 rows)
+PAGE = NODE_GROUP_ROWS  # node rows per COPY: one whole node group each (module docstring, "How")
+REWRITE_BUFFER_POOL_BYTES = 1 << 30  # the rewrite's pool (100k rounds: peak RSS 1.8 -> 2.2 GB)
 EDGE_PAGE = 200_000  # source rows whose edges go in one COPY (an edge is two keys, few properties)
 
 OnStep = Callable[[str], None]
@@ -113,7 +120,7 @@ def rewrite(source: BucketDatabase, dest: Path, step: OnStep | None = None) -> R
     tick = step or (lambda _: None)
     _check_schema(source)
     windows = _Windows(source)
-    db = kuzu.Database(str(dest), buffer_pool_size=BUFFER_POOL_BYTES, max_db_size=DEFAULT_MAX_DB_SIZE)
+    db = kuzu.Database(str(dest), buffer_pool_size=REWRITE_BUFFER_POOL_BYTES, max_db_size=DEFAULT_MAX_DB_SIZE)
     conn = kuzu.Connection(db)
     try:
         for stmt in schema.bucket_tables(source.dim):
@@ -137,8 +144,8 @@ def rewrite(source: BucketDatabase, dest: Path, step: OnStep | None = None) -> R
                 )
                 _copy(conn, rel, frame, pair)
                 tick("page")
-        # The rewrite's tables end wherever their live rows do: one may end with a lone row in its last node
-        # group, which Kuzu 0.11.3 misreads in IN filters once checkpointed (store.nodegroups).
+        # The rewrite's tables end wherever their live rows do: one may end with a lone row in its last scan
+        # batch, which Kuzu 0.11.3 misreads in IN filters once checkpointed (store.nodegroups).
         drain(conn.execute("BEGIN TRANSACTION"))
         nodegroups.pad(lambda q, p: drain(conn.execute(q, p or {})), nodegroups.NODE_TABLES)
         drain(conn.execute("COMMIT"))
