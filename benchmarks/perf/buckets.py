@@ -6,8 +6,8 @@ the model, only on the dimension), extraction from a scripted model (one fact, o
 session; ``graphrecall.llm.ScriptedLLM``), so no model runs.
 
 - ``user``: a user with 10 rounds and 10 ``add_fact`` facts, and a user with 100 rounds extracted: alone in its
-  organisation (it pays the bucket's floor) and added to a bucket that already holds ``--neighbours`` such users
-  (the bytes the bucket and the user's files grew by: what one more user costs);
+  organisation (it pays the bucket's floor), and what one more such user costs in a bucket of ``--neighbours``
+  (the slope of the store's bytes over the second half of them: Kuzu grows its file by whole extents);
 - ``rounds``: one user of ``--sizes`` rounds (bulk ingest), total bytes per round, and the growth per round between
   sizes (the bucket's floor paid once);
 - ``fleet``: ``--users`` users of ``--rounds`` rounds each, extracted, in one organisation (``buckets_per_org``
@@ -140,8 +140,13 @@ def extracted_user(m: Memory, scope: Scope, rounds: int = 100) -> None:
     m.extract(scope)
 
 
-def users(work: Path, neighbours: int, added: int, buckets_per_org: int) -> dict[str, Any]:
+def users(work: Path, neighbours: int, buckets_per_org: int) -> dict[str, Any]:
+    """What one more user costs: the slope of the store's bytes over the second half of ``neighbours`` users written
+    into one bucket (from ``neighbours // 2`` to ``neighbours``). A slope over many users, not the growth after a
+    few: Kuzu grows its file by whole extents (8 MB here), so the mean of 10 added users moved by ~800 KB with one
+    extent more or less."""
     out: dict[str, Any] = {}
+    half = neighbours // 2
     for name, write in (("10 rounds + 10 facts", small_user), ("100 rounds extracted", extracted_user)):
         alone = work / "alone"
         shutil.rmtree(alone, ignore_errors=True)
@@ -150,25 +155,43 @@ def users(work: Path, neighbours: int, added: int, buckets_per_org: int) -> dict
         row: dict[str, Any] = {"alone_bytes": disk(alone), "alone_parts": parts(alone)}
         shared = work / "shared"
         shutil.rmtree(shared, ignore_errors=True)
-        with _open(shared, buckets_per_org=1) as m:  # every neighbour in the measured users' bucket
-            for i in range(neighbours):
-                write(m, Scope(org_id=ORG, user_id=f"n{i}"))
-        before, before_parts = disk(shared), parts(shared)
-        with _open(shared, buckets_per_org=1) as m:
-            for i in range(added):  # Kuzu grows its file by whole extents: the mean of several users
-                write(m, Scope(org_id=ORG, user_id=f"u{i}"))
-        after_parts = parts(shared)
+        marks: list[tuple[int, dict[str, int], dict[str, int]]] = []
+        for lo, hi in ((0, half), (half, neighbours)):
+            with _open(shared, buckets_per_org=1) as m:  # every user in one bucket
+                for i in range(lo, hi):
+                    write(m, Scope(org_id=ORG, user_id=f"n{i}"))
+            marks.append((hi, parts(shared), _maintained_parts(shared, Scope(org_id=ORG, user_id="n0"))))
+        (n0, p0, k0), (n1, p1, k1) = marks
         row |= {
             "neighbours": neighbours,
-            "added": added,
-            "bucket_with_neighbours_bytes": before_parts["buckets"],
-            "marginal_bytes": (disk(shared) - before) / added,
-            "marginal_parts": {k: (after_parts[k] - before_parts[k]) / added for k in after_parts},
-            "mean_bytes_per_user_in_bucket": disk(shared) / (neighbours + added),
+            "slope_users": n1 - n0,
+            "marginal_bytes": sum(p1[k] - p0[k] for k in p1) / (n1 - n0),
+            "marginal_parts": {k: (p1[k] - p0[k]) / (n1 - n0) for k in p1},
+            "mean_bytes_per_user_in_bucket": sum(p1.values()) / n1,
+            "maintained_marginal_bytes": sum(k1[k] - k0[k] for k in k1) / (n1 - n0),
+            "maintained_marginal_parts": {k: (k1[k] - k0[k]) / (n1 - n0) for k in k1},
         }
         out[name] = row
         print(f"  {name}: alone {row['alone_bytes'] / KB:,.0f} KB, one more user {row['marginal_bytes'] / KB:,.0f} KB "
-              f"{row['marginal_parts']}", flush=True)  # fmt: skip
+              f"{row['marginal_parts']}; after a maintenance pass {row['maintained_marginal_bytes'] / KB:,.0f} KB "
+              f"{row['maintained_marginal_parts']}", flush=True)  # fmt: skip
+    return out
+
+
+def _maintained_parts(root: Path, scope: Scope) -> dict[str, int]:
+    """``parts`` of a copy of the (closed) store at ``root`` after one maintenance pass of ``scope``
+    (``Memory.maintain(force=True)``, what ``serve --maintain`` runs once a user is idle: it compacts the scope's
+    bucket when its free share passes the bound), its backup left out."""
+    copy = root.with_name(root.name + "-maintained")
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(root, copy)
+    with Memory.open(
+        copy, embedder=HashingEmbedder(384), settings=Settings(root=copy, buckets_per_org=1)
+    ) as m:
+        m.maintain(scope, force=True)
+    shutil.rmtree(copy / "backups", ignore_errors=True)
+    out = parts(copy)
+    shutil.rmtree(copy, ignore_errors=True)
     return out
 
 
@@ -289,12 +312,13 @@ def serve(root: Path, n_users: int, buckets_per_org: int, samples: int, seed: in
 
 
 def report(res: dict[str, Any]) -> str:
-    lines = ["| user | alone in its organisation | one more user in a bucket of N (mean of the added) | N | mean per user in that bucket |",
-             "|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| user | alone in its organisation | one more user (slope over users N/2 to N of one bucket) | the same after a maintenance pass | N | mean per user in that bucket |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
     for name, r in res.get("user", {}).items():
         lines.append(
             f"| {name} | {r['alone_bytes'] / KB:,.0f} KB | {r['marginal_bytes'] / KB:,.0f} KB "
             f"({', '.join(f'{k} {v / KB:,.0f} KB' for k, v in r['marginal_parts'].items() if v)}) | "
+            f"{r['maintained_marginal_bytes'] / KB:,.0f} KB | "
             f"{r['neighbours']} | {r['mean_bytes_per_user_in_bucket'] / KB:,.0f} KB |"
         )
     if res.get("rounds"):
@@ -334,8 +358,12 @@ def report(res: dict[str, Any]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", default="user,rounds,fleet", help="which parts to run (default: %(default)s)")
-    ap.add_argument("--neighbours", type=int, default=200, help="users already in the bucket for 'user'")
-    ap.add_argument("--added", type=int, default=10, help="users added to it, whose mean is reported")
+    ap.add_argument(
+        "--neighbours",
+        type=int,
+        default=200,
+        help="users in one bucket for 'user' (the slope over the second half)",
+    )
     ap.add_argument("--sizes", default="1000,10000", help="rounds of one user for 'rounds'")
     ap.add_argument(
         "--maintain", action="store_true", help="'rounds': measure again after a maintenance pass"
@@ -360,7 +388,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = a.work or Path(tmp)
         if "user" in chosen:
-            res["user"] = users(work, a.neighbours, a.added, a.buckets)
+            res["user"] = users(work, a.neighbours, a.buckets)
         if "rounds" in chosen:
             res["rounds"] = rounds(work, [int(x) for x in a.sizes.split(",") if x], a.maintain)
         if "fleet" in chosen:
