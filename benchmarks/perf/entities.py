@@ -312,6 +312,55 @@ def time_adjacency_build(mem: Memory, repeats: int) -> dict[str, Any] | None:
     return summarize(ms)
 
 
+def time_graph_launch(mem: Memory, qs: Sequence[str], repeats: int) -> dict[str, Any] | None:
+    """The graph lists started on a worker once the query is embedded (``GraphLists.launch``) against run inline
+    after the vector list, both in this process, alternating per question (the order flipped every repeat), on the
+    extracted scope and on the unextracted one; whether every search's hits are the same both ways. None where
+    this checkout has no ``launch``."""
+    from graphrecall.retrieve import lists
+
+    started = getattr(lists.GraphLists, "launch", None)
+    if started is None:
+        return None
+
+    def inline(self: Any, s: Any) -> None:
+        return None
+
+    retriever = testing.retriever(mem)
+    out: dict[str, Any] = {}
+    try:
+        for scope in (SCOPE, PLAIN):
+            cutoff = mem.recall(scope, QUESTION_DATE).cutoff
+            ms: dict[str, list[float]] = {"worker": [], "inline": []}
+            same = 0
+            with testing.database(mem, scope) as db:
+                for question in qs:
+                    seen = []
+                    for fn in (started, inline):
+                        lists.GraphLists.launch = fn  # type: ignore[method-assign]
+                        seen.append(
+                            [(h.id, h.score) for h in retriever.search(db, question, K, cutoff=cutoff)]
+                        )
+                    same += seen[0] == seen[1]
+                for rep in range(repeats):
+                    ways = [("worker", started), ("inline", inline)]
+                    for question in qs:
+                        for name, fn in ways if rep % 2 == 0 else ways[::-1]:
+                            lists.GraphLists.launch = fn  # type: ignore[method-assign]
+                            t0 = time.perf_counter()
+                            retriever.search(db, question, K, cutoff=cutoff)
+                            ms[name].append((time.perf_counter() - t0) * 1000)
+            out["extracted" if scope == SCOPE else "unextracted"] = {
+                "worker": summarize(ms["worker"]),
+                "inline": summarize(ms["inline"]),
+                "identical": same,
+                "questions": len(qs),
+            }
+    finally:
+        lists.GraphLists.launch = started  # type: ignore[method-assign]
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     args.embed_cache.parent.mkdir(parents=True, exist_ok=True)
     embedder: Embedder = arguments.build_embedder(args.embedder, args.embed_cache)
@@ -344,6 +393,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "latency_unextracted": time_searches(mem, qs, args.repeats, searches, PLAIN),
                 "lookup": time_lookups(mem, qs, args.repeats),
                 "adjacency_build": time_adjacency_build(mem, max(3, args.repeats)),
+                "graph_launch": time_graph_launch(mem, qs, args.repeats) if args.launch_ab else None,
             }
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -386,6 +436,16 @@ def markdown(r: dict[str, Any]) -> str:
             f"{build['p50_ms']:.1f} ms, p95 {build['p95_ms']:.1f} ms.",
             "",
         ]
+    ab = r.get("graph_launch")
+    if ab:
+        lines += ["| search p50 / p95 ms | graph lists inline | on a worker (launch) | identical hits |",
+                  "|---|---|---|---|"]  # fmt: skip
+        for name, v in ab.items():
+            lines.append(
+                f"| {name} | {v['inline']['p50_ms']:.2f} / {v['inline']['p95_ms']:.2f} | "
+                f"{v['worker']['p50_ms']:.2f} / {v['worker']['p95_ms']:.2f} | {v['identical']} of {v['questions']} |"
+            )
+        lines.append("")
     look = r.get("lookup")
     if look:
         lines += [
@@ -414,6 +474,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=Settings().buffer_pool_bytes >> 20,
         help="Kuzu's buffer pool (default: the library's); the import of 10,000 entities in one transaction needs "
         "more than 256",
+    )
+    p.add_argument(
+        "--launch-ab",
+        action="store_true",
+        help="also time the graph lists on a worker against inline, alternating in this process",
     )
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/perf-entities"))
     p.add_argument("--label", default=None, help="what the run measures (default: this checkout's commit)")

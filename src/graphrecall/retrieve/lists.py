@@ -71,6 +71,10 @@ class Generator:
     def prefetch(self, s: SearchState) -> None:
         """Starts the store queries that need no query vector, so that they run while the query is embedded."""
 
+    def launch(self, s: SearchState) -> None:
+        """Starts, once the query is embedded, work that needs its vector but no other list, so that it runs on a
+        worker while the generators before it make theirs."""
+
     def generate(self, s: SearchState) -> None:
         raise NotImplementedError
 
@@ -240,12 +244,26 @@ class GraphLists(Generator):
     def wanted(self, s: SearchState) -> bool:
         return s.graph is not None and super().wanted(s)
 
+    def launch(self, s: SearchState) -> None:
+        # The graph lists read only the extracted memory's own indexes and the adjacency, none of the round lists:
+        # on a worker they overlap the vector list (an extracted scope of 10,000 entities: docs/benchmarks.md).
+        if self.wanted(s):
+            s.graph_job = s.run.submit("graph", self._lists, s)
+
     def generate(self, s: SearchState) -> None:
-        assert s.graph is not None
-        with stage(s.timings, "graph"):
-            found = s.graph(s.db, s.query, s.vector, s.n, cutoff=s.cutoff, as_of=s.as_of)
+        job, s.graph_job = s.graph_job, None
+        if job is not None:
+            found = job.result()
+        else:
+            with stage(s.timings, "graph"):
+                found = self._lists(s)
         for name, ranked in found.items():
             s.add(name, ranked)
+
+    @staticmethod
+    def _lists(s: SearchState) -> dict[ListName, Ranked]:
+        assert s.graph is not None
+        return s.graph(s.db, s.query, s.vector, s.n, cutoff=s.cutoff, as_of=s.as_of)
 
 
 class InRangeList(Generator):

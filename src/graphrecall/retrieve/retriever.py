@@ -118,6 +118,8 @@ class HybridRetriever:
         with stage(s.timings, "embed_query"):
             s.qvec = self._embed_query(s.query)[0]
         for g in wanted:
+            g.launch(s)
+        for g in wanted:
             g.generate(s)
         s.fused = fusion.fuse(s.ordered_lists(), weights(s), method=s.config.fusion, k=s.config.rrf_k)
         for post in POST_FUSION:
