@@ -80,7 +80,8 @@ def _open(root: Path, bound: float) -> Memory:
     )  # fmt: skip
 
 
-def _sessions(cycle: int, n: int) -> list[dict[str, Any]]:
+def sessions(cycle: int, n: int) -> list[dict[str, Any]]:
+    """``n`` sessions of one short exchange in the export format, dated ``cycle`` days after 2024-01-01."""
     t0 = datetime(2024, 1, 1) + timedelta(days=cycle)
     return [
         {
@@ -133,7 +134,7 @@ def _cycle(m: Memory, i: int, n: int) -> dict[str, float]:
     """One cycle's four operations (module docstring); the seconds each took."""
     took: dict[str, float] = {}
     t = time.perf_counter()
-    m.import_sessions(SCOPE, _sessions(i, n))
+    m.import_sessions(SCOPE, sessions(i, n))
     took["import"], t = time.perf_counter() - t, time.perf_counter()
     m.erase(SCOPE, session_ids=[f"c{i}s{j}" for j in range(n)])
     took["erase"], t = time.perf_counter() - t, time.perf_counter()

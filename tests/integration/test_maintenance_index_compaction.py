@@ -7,11 +7,10 @@ without a rebuild. A dry run rewrites nothing. Real Kuzu, real files; vectors fr
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
+from benchmarks.perf.repeat_ops import sessions
 
 from graphrecall import Memory, Scope, Settings
 from graphrecall.embed import HashingEmbedder
@@ -25,22 +24,6 @@ def _open(root: Path) -> Memory:
     return Memory.open(
         root, embedder=HashingEmbedder(384), settings=Settings(root=root, buckets_per_org=1, compact_free_fraction=0.3)
     )  # fmt: skip
-
-
-def _sessions(cycle: int, n: int) -> list[dict[str, Any]]:
-    t0 = datetime(2024, 1, 1) + timedelta(days=cycle)
-    return [
-        {
-            "id": f"c{cycle}s{j}",
-            "started_at": (t0 + timedelta(hours=j)).isoformat(),
-            "messages": [
-                {"role": "user", "content": f"Cycle {cycle}, session {j}: I walked the dog past bakery "
-                                            f"{cycle * 10 + j} and bought rye bread."},
-                {"role": "assistant", "content": f"Was bakery {cycle * 10 + j} the one with the sourdough?"},
-            ],
-        }
-        for j in range(n)
-    ]  # fmt: skip
 
 
 def _sizes(root: Path) -> dict[str, int]:
@@ -63,9 +46,9 @@ def churned(tmp_path_factory: pytest.TempPathFactory) -> Path:
         m.add_sessions(SCOPE, [{"session_id": "base", "date": "2023-12-01",
                                 "messages": [{"role": "user", "content": "I live in Lyon and walk my dog."}]}])  # fmt: skip
         for i in range(12):
-            m.import_sessions(SCOPE, _sessions(i, 4))
+            m.import_sessions(SCOPE, sessions(i, 4))
             m.erase(SCOPE, session_ids=[f"c{i}s{j}" for j in range(4)])
-        m.import_sessions(SCOPE, _sessions(99, 2))  # stays
+        m.import_sessions(SCOPE, sessions(99, 2))  # stays
     return root
 
 
