@@ -200,7 +200,7 @@ def run(root: Path, cycles: int, sessions: int, maintain: bool, bound: float) ->
 def ingest(root: Path, rounds: int) -> dict[str, Any]:
     shutil.rmtree(root, ignore_errors=True)
     t0 = datetime(2024, 1, 1)
-    sessions = [
+    history = [
         {"session_id": f"s{i}", "date": (t0 + timedelta(hours=i)).isoformat(),
          "messages": [m for j in range(10) for m in (
              {"role": "user", "content": f"Turn {i * 10 + j}: I walked the dog past bakery {j} and bought rye."},
@@ -209,8 +209,8 @@ def ingest(root: Path, rounds: int) -> dict[str, Any]:
     ]  # fmt: skip
     with counting() as written, _open(root, 0.99) as m:
         t = time.perf_counter()
-        for start in range(0, len(sessions), 500):
-            m.add_sessions(SCOPE, sessions[start : start + 500], batch_sessions=500)
+        for start in range(0, len(history), 500):
+            m.add_sessions(SCOPE, history[start : start + 500], batch_sessions=500)
         seconds = time.perf_counter() - t
         pool = testing.pool(m)
         found = pool.free_space(SCOPE)
