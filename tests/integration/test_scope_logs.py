@@ -47,8 +47,37 @@ def test_a_log_in_use_is_not_evicted_and_goes_once_it_is_free(tmp_path: Path) ->
         assert logs.get(a, create=False) is mine and mine.log.pending_count == 1
         with pool.acquire(b, create=False) as db:
             assert [s.id for s in q.list_sessions(db)] == ["b1"]
-        again = logs.get(b, create=False)  # opened again (a's log goes now): nothing waits in it
-        assert again is not None and again.log.pending_count == 0
+        # Its log closed empty with b in Kuzu: the file went with it, and nothing reopens it.
+        assert not logs.path(b).exists() and logs.get(b, create=False) is None
     finally:
         logs.close()
+        pool.close()
+
+
+def test_a_log_that_closes_empty_is_deleted_once_its_scope_is_in_kuzu_and_made_anew_by_the_next_write(
+    tmp_path: Path,
+) -> None:
+    """An empty log is six SQLite pages (24 KB per user: 20% of a small user after maintenance), so a close that
+    flushed every entry of a scope with a database deletes the file. A scope that lives in its log keeps it (the
+    log is all it has; a log whose flush failed keeps its entries too: ``test_full_disk.py``), and the next write
+    makes a new log whose entries reach Kuzu like the first one's."""
+    pool = DatabasePool(tmp_path, embedder_id=EMB.id, dim=EMB.dim, capacity=4)
+    a, b = Scope(org_id="o", user_id="a"), Scope(org_id="o", user_id="b")
+    logs = ScopeLogs(pool, EMB.dim, capacity=4, resident_rounds=0, max_age_s=3600)
+    resident = ScopeLogs(pool, EMB.dim, capacity=4, resident_rounds=100, max_age_s=3600)
+    try:
+        logs.append(a, entry("a1"))
+        resident.append(b, entry("b1"))  # b stays in its log: fewer rounds than resident_rounds
+        logs.close()
+        resident.close()
+        assert not logs.path(a).exists() and not pool.exists(b) and resident.path(b).exists()
+        again = ScopeLogs(pool, EMB.dim, capacity=4, resident_rounds=0, max_age_s=3600)
+        again.append(a, entry("a2"))
+        assert again.path(a).exists()
+        again.flush(a)
+        with pool.acquire(a, create=False) as db:
+            assert [s.id for s in q.list_sessions(db)] == ["a1", "a2"]
+        again.close()
+        assert not again.path(a).exists()
+    finally:
         pool.close()

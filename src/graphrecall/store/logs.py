@@ -7,7 +7,8 @@ is first written or read (opening replays what a crash left), flush before reads
 (listing sessions, export, extraction), delete a log with its scope, and flush every log on close.
 
 Open logs are bounded (each has a flusher thread): past ``capacity`` the least recently used one is flushed and
-closed; its file stays, and the next access opens it again.
+closed; its file stays, and the next access opens it again, unless the close left it empty and the scope has a
+Kuzu database: then it is deleted, and the scope's next write makes a new one (``_close``).
 
 Small scopes live in their log. Kuzu 0.11.3 spends ~1 MB on the first row of every node table (its primary-key
 index), so a user who said one word cost 4.3 MB in Kuzu against 24 KB in the log (docs/architecture.md, "Small
@@ -22,6 +23,7 @@ nothing but acknowledged writes that have not reached Kuzu yet, as before; they 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import threading
@@ -291,7 +293,7 @@ class ScopeLogs:
         leaves its entries in the log file, for the next open to replay."""
         for scope, old in evicted:
             try:
-                _close(old)
+                _close(old, in_kuzu=functools.partial(self._pool.exists, scope))
             except Exception:
                 _log.exception(
                     "closing the evicted write log of %s failed; its entries stay in the file", scope
@@ -354,21 +356,21 @@ class ScopeLogs:
             _close(found, flush=False)
         path = self.path(scope)
         held = path.exists()
-        for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), proclock.lock_path(path)):
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
+        _unlink_log(path)
+        with contextlib.suppress(FileNotFoundError):
+            proclock.lock_path(path).unlink()
         return held
 
     def close(self) -> None:
         """Flush and close every open log (pending writes reach Kuzu, but for scopes that live in their log)."""
         with self._lock:
-            logs = list(self._open.values())
+            logs = list(self._open.items())
             self._open.clear()
             self._closed = True
         errors: list[BaseException] = []
-        for log in logs:
+        for scope, log in logs:
             try:
-                _close(log)
+                _close(log, in_kuzu=functools.partial(self._pool.exists, scope))
             except Exception as e:  # close the others; the log keeps what did not flush, for the next open
                 errors.append(e)
         if errors:
@@ -381,12 +383,27 @@ def _sessions_of(tail: TailIndex) -> list[Session]:
     return sorted(out, key=lambda x: (x.started_at, x.id))
 
 
-def _close(log: ScopeLog, *, flush: bool = True) -> None:
-    """Close a scope's log, then let go of its process lock (``store.proclock``)."""
+def _close(log: ScopeLog, *, flush: bool = True, in_kuzu: Callable[[], bool] | None = None) -> None:
+    """Close a scope's log, then let go of its process lock (``store.proclock``). ``in_kuzu``: asked once the log
+    is closed (its flush may just have made the scope's database); when it says the scope has a database and the
+    close left the log without an entry (every one flushed into Kuzu and checkpointed), the log's files are
+    deleted while the lock is still held, and the scope's next write makes a new log. Why: an
+    empty log is still six SQLite pages (24 KB), 20% of what a small user costs after maintenance
+    (docs/benchmarks.md, "What one more user costs"). A sequence number of a deleted log can come again in the
+    new file, which is safe because nothing outlives the log that could remember one: a flusher counts only the
+    entries of the file it was opened with, and it is closed here."""
     try:
         log.close(flush=flush)
+        if flush and in_kuzu is not None and log.log.pending_count == 0 and in_kuzu():
+            _unlink_log(log.log.path)
     finally:
         proclock.release(log.log.path)
+
+
+def _unlink_log(path: Path) -> None:
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
 
 
 class ApplyToScope:
