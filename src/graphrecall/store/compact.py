@@ -42,6 +42,7 @@ import kuzu
 from graphrecall.store import compact_swap, freespace, nodegroups, schema
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, BucketDatabase
 from graphrecall.store.database import _drain as drain
+from graphrecall.store.statements import execute
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,7 @@ def rewrite(source: BucketDatabase, dest: Path, step: OnStep | None = None) -> R
         # The rewrite's tables end wherever their live rows do: one may end with a lone row in its last scan
         # batch, which Kuzu 0.11.3 misreads in IN filters once checkpointed (store.nodegroups).
         drain(conn.execute("BEGIN TRANSACTION"))
-        nodegroups.pad(lambda q, p: drain(conn.execute(q, p or {})), nodegroups.NODE_TABLES)
+        nodegroups.pad(lambda q, p: drain(execute(conn, q, p)), nodegroups.NODE_TABLES)
         drain(conn.execute("COMMIT"))
         drain(conn.execute("CHECKPOINT"))
         counts = freespace.counts(lambda q: drain(conn.execute(q)))
@@ -214,7 +215,7 @@ class _Windows:
 def _arrow(source: BucketDatabase, cypher: str, lo: int | None = None, hi: int | None = None) -> Any:
     params = {} if lo is None else {"lo": lo, "hi": hi}
     with source.gate.shared():
-        result = source.reader().execute(cypher, params)
+        result = execute(source.reader(), cypher, params)
         assert not isinstance(result, list)
         try:
             return result.get_as_arrow(chunk_size=100_000)

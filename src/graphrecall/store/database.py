@@ -58,6 +58,7 @@ from graphrecall.store.schema import (
     MATCH_SCOPE as MATCH_SCOPE,
 )  # every store module scopes its patterns with these
 from graphrecall.store.schema import owned as owned
+from graphrecall.store.statements import execute
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +220,7 @@ class BucketDatabase:
         """Run a read query over the whole bucket and return its rows as one pyarrow table: for reads of many
         vectors, which as Python lists cost a Python number per component."""
         with self.gate.shared():
-            result = self.reader().execute(cypher, params or {})
+            result = execute(self.reader(), cypher, params)
             assert not isinstance(result, list)
             try:
                 return result.get_as_arrow(chunk_size=100_000)
@@ -639,7 +640,7 @@ def _drain(result: kuzu.QueryResult | list[kuzu.QueryResult]) -> list[list[Any]]
 
 
 def _run(conn: kuzu.Connection, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
-    return _drain(conn.execute(cypher, params or {}))
+    return _drain(execute(conn, cypher, params))
 
 
 def _typed(expr: str, arrow_type: Any) -> str:

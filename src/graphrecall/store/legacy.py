@@ -26,6 +26,7 @@ from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy
 from graphrecall.store import schema
 from graphrecall.store.derived import parse_marks
 from graphrecall.store.recovery import recover
+from graphrecall.store.statements import execute
 from graphrecall.store.vectors import from_half, is_half
 from graphrecall.text import message_language
 
@@ -76,7 +77,7 @@ class LegacyDatabase:
 
     def arrow(self, cypher: str, params: dict[str, Any] | None = None) -> Any:
         """A query's result as a pyarrow table (columns named as the query returns them)."""
-        result = self._conn.execute(cypher, params or {})
+        result = execute(self._conn, cypher, params)
         assert not isinstance(result, list)
         try:
             return result.get_as_arrow(chunk_size=100_000)
@@ -192,7 +193,7 @@ class LegacyDatabase:
 
 
 def _run(conn: kuzu.Connection, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
-    result = conn.execute(cypher, params or {})
+    result = execute(conn, cypher, params)
     results = result if isinstance(result, list) else [result]
     rows: list[list[Any]] = []
     try:

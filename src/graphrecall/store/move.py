@@ -21,6 +21,7 @@ import pyarrow as pa
 from graphrecall.store import schema
 from graphrecall.store.database import BucketDatabase, Member, insert_edges, insert_rows
 from graphrecall.store.legacy import LEGACY_SUFFIXES, UPGRADE_WORK, LegacyDatabase
+from graphrecall.store.statements import execute
 from graphrecall.store.vectors import is_half, to_half
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class BucketSource:
         bound = dict(params or {})
         bound["scope"] = self.user_id
         conn = self.bucket.reader()
-        result = conn.execute(cypher, bound)
+        result = execute(conn, cypher, bound)
         assert not isinstance(result, list)
         try:
             return result.get_as_arrow(chunk_size=100_000)
