@@ -384,13 +384,14 @@ def _sessions_of(tail: TailIndex) -> list[Session]:
 
 
 def _close(log: ScopeLog, *, flush: bool = True, in_kuzu: Callable[[], bool] | None = None) -> None:
-    """Close a scope's log, then let go of its process lock (``store.proclock``). ``in_kuzu``: asked once the log
-    is closed (its flush may just have made the scope's database); when it says the scope has a database and the
-    close left the log without an entry (every one flushed into Kuzu and checkpointed), the log's files are
-    deleted while the lock is still held, and the scope's next write makes a new log. Why: an
-    empty log is still six SQLite pages (24 KB), 20% of what a small user costs after maintenance
-    (docs/benchmarks.md, "What one more user costs"). A sequence number of a deleted log can come again in the
-    new file, which is safe because nothing outlives the log that could remember one: a flusher counts only the
+    """Close a scope's log, then let go of its process lock (``store.proclock``).
+
+    ``in_kuzu``: asked once the log is closed (its flush may just have made the scope's database); when it says the
+    scope has a database and the close left the log without an entry (every one flushed into Kuzu and
+    checkpointed), the log's files are deleted while the lock is still held, and the scope's next write makes a
+    new log. Why: an empty log is still six SQLite pages (24 KB), 20% of what a small user costs after maintenance
+    (docs/benchmarks.md, "What one more user costs"). A sequence number of a deleted log can come again in the new
+    file, which is safe because nothing outlives the log that could remember one: a flusher counts only the
     entries of the file it was opened with, and it is closed here."""
     try:
         log.close(flush=flush)
