@@ -238,7 +238,9 @@ def test_a_run_killed_while_embedding_loses_nothing_and_the_next_one_reuses_its_
     assert not work_dir(root).exists()
 
 
-@pytest.mark.parametrize("moves", [1, 2, 3, 4, 5, 6])  # the rows' copy, four files, the old rows' drop
+# The rows' copy, two files (the old derived indexes' folder aside, the rebuilt one in: the scope has no write log,
+# which a close deletes once it is empty and its scope is in Kuzu), the old rows' drop.
+@pytest.mark.parametrize("moves", [1, 2, 3, 4])
 def test_a_run_killed_during_the_swap_is_finished_by_the_next_open(tmp_path: Path, moves: int) -> None:
     root = tmp_path / "store"
     seed(root, 3)
