@@ -247,14 +247,13 @@ class GraphLists(Generator):
     def launch(self, s: SearchState) -> None:
         # The graph lists read only the extracted memory's own indexes and the adjacency, none of the round lists:
         # on a worker they overlap the vector list (an extracted scope of 10,000 entities: docs/benchmarks.md).
-        if self.wanted(s):
-            s.graph_job = s.run.submit("graph", self._lists, s)
+        s.graph_job = s.run.submit("graph", self._lists, s)
 
     def generate(self, s: SearchState) -> None:
         job, s.graph_job = s.graph_job, None
         if job is not None:
             found = job.result()
-        else:
+        else:  # not launched (``benchmarks.perf.entities --launch-ab`` times this way too)
             with stage(s.timings, "graph"):
                 found = self._lists(s)
         for name, ranked in found.items():

@@ -51,9 +51,7 @@ class SearchState:
     )
     qvec: Vectors | None = None  # the question's vector, once embedded
     pending: dict[ListName, Future[Ranked]] = field(default_factory=dict)  # store queries started early
-    graph_job: Future[dict[ListName, Ranked]] | None = (
-        None  # the graph lists, started once the query is embedded
-    )
+    graph_job: Future[dict[ListName, Ranked]] | None = None  # the graph lists, once the query is embedded
     lists: dict[ListName, Ranked] = field(default_factory=dict)
     signals: dict[ListName, dict[str, float]] = field(default_factory=dict)  # per list: round id -> its score
     pool: dict[str, Round] = field(default_factory=dict)  # rounds read while generating, reused for the hits

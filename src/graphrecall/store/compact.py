@@ -19,10 +19,10 @@ left 2.4 KB of free pages per round in the rewrite of a 100,000-round bucket (th
 pass: 8,472 -> 6,108 bytes per round; docs/benchmarks.md, "Bytes per round in a bucket"). Such a ``COPY`` needs
 more than the 256 MiB pool a bucket is served with (it failed from ~44,000 rounds), so the rewrite opens its
 database with ``REWRITE_BUFFER_POOL_BYTES``: memory that only a compaction of a large bucket touches, and only
-while it runs. A ``COPY`` of edges is unsafe only into a table whose checkpointed
-edges a rollback could take with it (docs/architecture.md), and a failed rewrite is thrown away whole. Then every
-table's rows and edges are counted on both sides; the rewrite replaces the file only if they agree. The swap is
-journaled (``store.compact_swap``): a process killed at any moment leaves the old bucket or the new one, whole.
+while it runs. A ``COPY`` of edges is unsafe only into a table whose checkpointed edges a rollback could take with
+it (docs/architecture.md), and a failed rewrite is thrown away whole. Then every table's rows and edges are counted
+on both sides; the rewrite replaces the file only if they agree. The swap is journaled (``store.compact_swap``): a
+process killed at any moment leaves the old bucket or the new one, whole.
 
 The caller makes sure nobody uses the bucket meanwhile (``DatabasePool.compact``: requests for its scopes wait), and
 ``compact`` closes it: the pool opens the new file for the next request.

@@ -1,17 +1,18 @@
-"""Never leave a node table's rows ending one past a multiple of 2,048: Kuzu 0.11.3 then answers list filters wrongly.
+"""Never leave a node table's rows ending one past a multiple of 2,048: Kuzu 0.11.3 then misreads list filters.
 
 The defect (measured with Kuzu alone, ``tests/integration/test_node_groups.py``): once a checkpoint has written a
 table whose rows end exactly one past a multiple of 2,048 (2,049 rows, 4,097, ...; 2,048 is the batch, or "vector",
 Kuzu's scans read: its node groups on disk hold 131,072 rows, ``store.compact``), every filter that tests that last
 row with a list (``x.id IN $ids``, ``list_contains($ids, x.id)``, an ``IN`` on any column) returns the row before it
-instead, until a later checkpoint finds two or more slots in that last batch. ``=``, comparisons and key lookups are right. The store reads by ``IN $ids`` everywhere (a search's fact
-visibility, ``get_facts``, the rounds behind facts...), so in a bucket the row before can be *another user's*:
-``add_fact`` failed to find the fact it had just written (a ``KeyError``, found by ``benchmarks/perf/buckets.py``
-at the bucket's 2,049th fact), and a read of the newest row of a table returned its neighbour's.
+instead, until a later checkpoint finds two or more slots in that last batch. ``=``, comparisons and key lookups
+are right. The store reads by ``IN $ids`` everywhere (a search's fact visibility, ``get_facts``, the rounds behind
+facts...), so in a bucket the row before can be *another user's*: ``add_fact`` failed to find the fact it had just
+written (a ``KeyError``, found by ``benchmarks/perf/buckets.py`` at the bucket's 2,049th fact), and a read of the
+newest row of a table returned its neighbour's.
 
 The rule kept here: before a transaction that may have added rows commits, every node table whose rows (by their
 internal offsets, which Kuzu never reuses) end one past a multiple of 2,048 gets one more row, created and deleted in
-the same transaction. Kuzu keeps a deleted row's slot, so the group then holds two slots and the filter reads
+the same transaction. Kuzu keeps a deleted row's slot, so the batch then holds two slots and the filter reads
 right; nothing is visible (the row never outlives the transaction, and its key, ``PAD_KEY``, can be no scope's
 user id or row key). A database that a checkpoint already left in that state (written before this rule) is
 mended when it is opened (``mend``). Cost: one scan of internal ids per node table per commit (~1 ms for 100,000
@@ -40,9 +41,9 @@ Run = Callable[[str, dict[str, Any] | None], list[list[Any]]]
 
 def exposed(run: Run, tables: Sequence[str], padded: dict[str, int] | None = None) -> dict[str, int]:
     """The ``tables`` whose last live row opens a batch (its offset a multiple of 2,048, past the first), with that
-    offset; a table already padded at that offset (``padded``) is left out. Why the memory of
-    what was padded: Kuzu counts only live rows, so after a pad the last live row still opens its group although
-    the pad's deleted slot follows it, and padding again at every commit would add a dead slot each time."""
+    offset; a table already padded at that offset (``padded``) is left out. Why the memory of what was padded:
+    Kuzu counts only live rows, so after a pad the last live row still opens its batch although the pad's deleted
+    slot follows it, and padding again at every commit would add a dead slot each time."""
     out: dict[str, int] = {}
     for table in tables:
         [[last]] = run(f"MATCH (n:{table}) RETURN max(offset(id(n)))", None)
