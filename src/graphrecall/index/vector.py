@@ -380,6 +380,12 @@ def _append(path: Path, data: bytes) -> None:
 
 GRAPH = "hnsw.usearch"
 GRAPH_META = "hnsw.json"
+# A graph that starts with fewer rows than this is built on one thread. Concurrent inserts into a near-empty graph
+# link it poorly (``benchmarks/perf/graph_threads.py``, docs/benchmarks.md): built on all cores, 1,000 rows of 384-d
+# missed one of the exact top 5 in 1.3% of queries and 180 rows of 16-d in 2.4%, on one thread in none; from 5,000
+# rows of 384-d on, all cores recall as well (0.3% / 0.7% at 5k, 2.4% / 3.3% at 20k) in half the time. The default
+# threshold (20k rows) never builds one this small; a scope configured with a low one does.
+ONE_THREAD_BELOW = 4_096
 
 
 class TieredVectorIndex:
@@ -486,7 +492,8 @@ class TieredVectorIndex:
         mat = view.mat
         if self._covered < len(mat):
             keys = np.arange(self._covered, len(mat), dtype=np.uint64)
-            self._graph.add(keys, mat[self._covered :])
+            threads = 1 if self._covered < ONE_THREAD_BELOW else 0  # 0: all cores
+            self._graph.add(keys, mat[self._covered :], threads=threads)
             self._covered = len(mat)
         self._pub = (self._graph, self._covered, view.gen)
         if self._covered - self._saved >= self.persist_every or (self._saved == 0 and self._covered):
