@@ -16,6 +16,8 @@ session; ``graphrecall.llm.ScriptedLLM``), so no model runs.
   first search after a restart (bucket closed).
 
     python -m benchmarks.perf.buckets --users 10000 --rounds 20 --sizes 1000,10000 --out benchmarks/results/buckets
+    # a fleet built over several sittings (10,000 users take hours here): the same command again goes on with it
+    python -m benchmarks.perf.buckets --parts fleet --users 10000 --work /work/fleet --resume
 """
 
 from __future__ import annotations
@@ -246,24 +248,45 @@ def rss_bytes() -> int:
 
 
 def fleet(
-    work: Path, n_users: int, n_rounds: int, buckets_per_org: int, samples: int, seed: int
+    work: Path,
+    n_users: int,
+    n_rounds: int,
+    buckets_per_org: int,
+    samples: int,
+    seed: int,
+    resume: bool = False,
 ) -> dict[str, Any]:
-    root = work / "fleet"
-    shutil.rmtree(root, ignore_errors=True)
+    """Build the fleet (or, with ``resume``, go on with the one a killed run left in ``work``: its progress file
+    says how many users were done, and a user it was building when killed is extracted, not ingested again), then
+    serve it from a fresh process."""
+    root, progress = work / "fleet", work / "fleet-progress.json"
     scopes = [Scope(org_id=ORG, user_id=f"user{i:06d}") for i in range(n_users)]
-    curve: list[dict[str, Any]] = []
-    t0 = time.perf_counter()
+    state: dict[str, Any] = {"done": 0, "build_s": 0.0, "curve": []}
+    if resume and progress.exists():
+        state = json.loads(progress.read_text())
+        print(f"  resuming after {state['done']:,} users ({state['build_s']:,.0f} s of building)", flush=True)
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    curve: list[dict[str, Any]] = state["curve"]
+    t0 = time.perf_counter() - state["build_s"]
     step = max(1, n_users // 10)
     with _open(root, buckets_per_org=buckets_per_org) as m:
-        for i, scope in enumerate(scopes):
-            m.add_sessions(scope, _sessions(n_rounds, 5))
+        for i in range(state["done"], n_users):
+            scope = scopes[i]
+            if not (resume and m.stored(scope)):  # stored: the user a killed run was building
+                m.add_sessions(scope, _sessions(n_rounds, 5))
+            resume = False
             m.extract(scope)
             if (i + 1) % step == 0 or i + 1 == n_users:
                 m.flush()
                 curve.append({"users": i + 1, "bytes": disk(root), "parts": parts(root),
-                              "seconds": time.perf_counter() - t0})  # fmt: skip
-                print(f"  {i + 1:,} users: {curve[-1]['bytes'] / MB:,.0f} MB, {time.perf_counter() - t0:,.0f} s",
-                      flush=True)  # fmt: skip
+                              "seconds": time.perf_counter() - t0, "builder_rss_bytes": rss_bytes()})  # fmt: skip
+                print(f"  {i + 1:,} users: {curve[-1]['bytes'] / MB:,.0f} MB, {time.perf_counter() - t0:,.0f} s, "
+                      f"builder RSS {rss_bytes() / MB:,.0f} MB", flush=True)  # fmt: skip
+            state = {"done": i + 1, "build_s": time.perf_counter() - t0, "curve": curve}
+            tmp = progress.with_suffix(".tmp")
+            tmp.write_text(json.dumps(state))
+            tmp.replace(progress)
     build_s = time.perf_counter() - t0
     closed = {"bytes": disk(root), "parts": parts(root)}
     out: dict[str, Any] = {"users": n_users, "rounds": n_rounds, "buckets_per_org": buckets_per_org,
@@ -377,11 +400,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/buckets"))
     ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temporary one)")
+    ap.add_argument(
+        "--resume", action="store_true", help="'fleet': go on with the fleet a killed run left in --work"
+    )
     ap.add_argument("--serve", type=Path, default=None, help=argparse.SUPPRESS)  # the fleet's serving process
     a = ap.parse_args()
     if a.serve is not None:
         print(json.dumps(serve(a.serve, a.users, a.buckets, a.samples, a.seed)))
         return
+    if a.resume and a.work is None:
+        ap.error("--resume goes on with the fleet in --work: name it")
     run = Run.begin()
     chosen = set(a.parts.split(","))
     res: dict[str, Any] = {"args": {k: str(v) for k, v in vars(a).items()}}
@@ -392,7 +420,7 @@ def main() -> None:
         if "rounds" in chosen:
             res["rounds"] = rounds(work, [int(x) for x in a.sizes.split(",") if x], a.maintain)
         if "fleet" in chosen:
-            res["fleet"] = fleet(work, a.users, a.rounds, a.buckets, a.samples, a.seed)
+            res["fleet"] = fleet(work, a.users, a.rounds, a.buckets, a.samples, a.seed, a.resume)
     save_report(a.out, "buckets", res, report(res), run)
 
 
