@@ -406,7 +406,10 @@ class Memory:
     ) -> Maintenance:  # fmt: skip
         """When the scope changed since its last maintenance and has been idle for ``idle_s``: a backup (a
         whole-scope export under ``<root>/backups``), then ``consolidate`` (summaries too with an LLM), within
-        ``max_llm_calls``. ``graphrecall serve --maintain`` runs it by itself (``services.maintenance``)."""
+        ``max_llm_calls``. On every call, due or not: the scope's bucket is rewritten once its free space passes
+        ``Settings.compact_free_fraction`` (the result's ``compaction``), and so are the scope's derived indexes
+        past the same share of dead rows. ``graphrecall serve --maintain`` runs it by itself
+        (``services.maintenance``)."""
         s, p = self._check(ops.MAINTAIN, scope, locals())
         return self._s.maintenance.maintain(s, p)
 

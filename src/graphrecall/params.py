@@ -684,7 +684,8 @@ class ConsolidateParams(Params):
 
 class MaintainParams(Params):
     """``maintain``: a backup, then consolidation, when the scope changed since its last maintenance and has been
-    idle since (``services.maintenance``)."""
+    idle since; and on every call the scope's bucket and derived indexes rewritten once their free space passes
+    the compaction bound (``services.maintenance``)."""
 
     dry_run: bool = Field(default=False, description="only say whether it is due and plan: write nothing")
     force: bool = Field(default=False, description="run now even if nothing changed or the scope is in use")

@@ -263,7 +263,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--maintain",
         action="store_true",
-        help="maintain scopes by itself: a backup, then consolidation, for each scope that changed and is idle",
+        help="maintain scopes by itself: a backup, then consolidation, for each scope that changed and is idle;"
+        " and compaction of the files whose free space passed the bound (compact_free_fraction)",
     )
     p.add_argument(
         "--maintain-every-s",

@@ -11,7 +11,7 @@
 | ``ErasureService`` | erase, forget |
 | ``Recall`` (``graphrecall.recall``) | search, context, profile: one question's view of a scope |
 | ``AnsweringService`` | answer: the Reader over that view |
-| ``MaintenanceService`` | maintain (backup, then consolidation, when a scope changed and is idle), and the journal ``report`` reads |
+| ``MaintenanceService`` | maintain (backup, then consolidation, when a scope changed and is idle; compaction past the bound), and the journal ``report`` reads |
 | ``UsageLog`` | search latencies and answers per scope, for ``report`` |
 
 ``Services.open`` builds them over one store root; the facade holds one ``Services`` and only delegates.

@@ -321,7 +321,8 @@ export const events = <ThrowOnError extends boolean = false>(options: Options<Ev
  * Back up, then consolidate, when the memory changed and has been idle since (dry_run: only say)
  *
  * ``maintain``: a backup, then consolidation, when the scope changed since its last maintenance and has been
- * idle since (``services.maintenance``).
+ * idle since; and on every call the scope's bucket and derived indexes rewritten once their free space passes
+ * the compaction bound (``services.maintenance``).
  */
 export const maintain = <ThrowOnError extends boolean = false>(options: Options<MaintainData, ThrowOnError>) => (options.client ?? client).post<MaintainResponses, MaintainErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],

@@ -1560,7 +1560,8 @@ export type LearnedDocument = {
  * MaintainParams
  *
  * ``maintain``: a backup, then consolidation, when the scope changed since its last maintenance and has been
- * idle since (``services.maintenance``).
+ * idle since; and on every call the scope's bucket and derived indexes rewritten once their free space passes
+ * the compaction bound (``services.maintenance``).
  */
 export type MaintainParams = {
     /**
