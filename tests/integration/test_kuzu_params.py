@@ -1,5 +1,6 @@
-"""Kuzu 0.11.3's Python binding leaks the parameters of a query given as a string; ``store.statements.execute``,
-which every store query goes through, prepares the statement alone first and leaks nothing.
+"""Kuzu 0.11.3's Python binding leaks the parameters of a query given as a string, and ~4.7 KB at every
+``Connection.prepare``; ``store.statements.execute``, which every store query goes through, prepares each statement
+alone, once per connection, and leaks neither way.
 
 Found when a process that wrote 2,400 users of 20 rounds each grew to 23 GB and was killed (docs/benchmarks.md, "A
 fleet of users on one node"). Each way runs in a fresh process with Kuzu alone, so its resident memory is its own:
@@ -57,3 +58,47 @@ def test_parameters_given_with_a_query_string_leak_and_a_prepared_statement_free
         assert grew > 150, f"{grew} MB: Kuzu no longer leaks a query string's parameters"
     else:
         assert grew < 40, f"{grew} MB over 300 statements"
+
+
+PREPARES = textwrap.dedent(
+    """
+    import gc, importlib.util, sys
+    import kuzu
+    from graphrecall.store.statements import execute
+
+    def rss_mb():
+        return int([l for l in open("/proc/self/status") if l.startswith("VmRSS")][0].split()[1]) // 1024
+
+    db = kuzu.Database(sys.argv[1], buffer_pool_size=64 << 20, max_db_size=1 << 34)
+    conn = kuzu.Connection(db)
+    for i in range(20_200):
+        if i == 200:
+            gc.collect()
+            start = rss_mb()
+        if sys.argv[2] == "prepare-each":
+            conn.execute(conn.prepare("RETURN $x + 1"), {"x": i}).close()
+        else:
+            execute(conn, "RETURN $x + 1", {"x": i}).close()
+    gc.collect()
+    print(rss_mb() - start)
+    """
+)
+
+
+@pytest.mark.parametrize(("way", "leaks"), [("prepare-each", True), ("kept", False)])
+def test_each_prepare_leaks_and_a_statement_prepared_once_per_connection_does_not(
+    tmp_path: Path, way: str, leaks: bool
+) -> None:
+    """Found when a process that wrote and extracted 3,000 users grew by ~4.6 MB per user after the fix above."""
+    done = subprocess.run(
+        [sys.executable, "-c", PREPARES, str(tmp_path / way), way],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    grew = int(done.stdout.strip().splitlines()[-1])
+    if leaks:  # a canary, as above: 20,000 prepares
+        assert grew > 50, f"{grew} MB: Kuzu no longer leaks at each prepare"
+    else:
+        assert grew < 10, f"{grew} MB over 20,000 executions of one kept statement"

@@ -39,7 +39,7 @@ from typing import Any
 
 import kuzu
 
-from graphrecall.store import compact_swap, freespace, nodegroups, schema
+from graphrecall.store import compact_swap, freespace, nodegroups, schema, statements
 from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, BucketDatabase
 from graphrecall.store.database import _drain as drain
 from graphrecall.store.statements import execute
@@ -154,7 +154,7 @@ def rewrite(source: BucketDatabase, dest: Path, step: OnStep | None = None) -> R
         counts = freespace.counts(lambda q: drain(conn.execute(q)))
         sizes = freespace.table_bytes(lambda q: drain(conn.execute(q)))
     finally:
-        conn.close()
+        statements.close(conn)
         db.close()
     old = freespace.counts(source.query)
     wrong = {t: (n, counts.get(t)) for t, n in old.items() if counts.get(t) != n}

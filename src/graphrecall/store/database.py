@@ -50,7 +50,7 @@ from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.errors import SchemaMismatch, StoreBusy
 from graphrecall.index import IndexSpace, index_dir
 from graphrecall.models import utcnow
-from graphrecall.store import compact_swap, nodegroups, schema
+from graphrecall.store import compact_swap, nodegroups, schema, statements
 from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
 from graphrecall.store.known import KNOWN_TABLES, KnownIds
 from graphrecall.store.recovery import recover
@@ -419,7 +419,7 @@ class BucketDatabase:
             with self._conns_lock:
                 for c in self._conns:
                     with contextlib.suppress(Exception):
-                        c.close()
+                        statements.close(c)
                 self._conns.clear()
             self._db.close()
 

@@ -23,7 +23,7 @@ import kuzu
 
 from graphrecall.embed.spec import spec_of
 from graphrecall.errors import EmbedderMismatch, SchemaMismatch, StoreBusy
-from graphrecall.store import schema
+from graphrecall.store import schema, statements
 from graphrecall.store.derived import parse_marks
 from graphrecall.store.recovery import recover
 from graphrecall.store.statements import execute
@@ -86,7 +86,7 @@ class LegacyDatabase:
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
-            self._conn.close()
+            statements.close(self._conn)
         self._db.close()
 
     # -- schema ------------------------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ def write_legacy(path: Path, source: Any, *, embedder_id: str, dim: int, marks: 
             conn.execute("COPY HAS_MESSAGE FROM frame")
         _run(conn, "CHECKPOINT")
     finally:
-        conn.close()
+        statements.close(conn)
         db.close()
 
 
