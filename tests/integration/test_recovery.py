@@ -110,6 +110,45 @@ def test_a_replay_that_finds_its_keys_already_stored_moves_the_wal_aside(tmp_pat
         assert {"s0", "s1", "s2"} <= {s.id for s in m.sessions(SCOPE)}  # checkpointed before: kept
 
 
+def test_a_bucket_whose_wal_was_set_aside_is_rewritten_from_its_rows_before_anyone_uses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A checkpoint cut off by a kill can leave a primary-key index holding keys whose rows are not in the file
+    (every later insert of such a key fails: the write log could never replay that scope). So the pool rewrites a
+    bucket whose WAL recovery set aside (store/pool.py, ``_rewrite_recovered``): its indexes built again from its
+    rows, every row kept, and the scope takes writes as before."""
+    _kill_during_life(tmp_path)
+    path = bucket(tmp_path)
+    probe = "import sys; sys.exit('Runtime exception: Found duplicated primary key value 0:s1')"
+    real = recovery.recover
+    monkeypatch.setattr("graphrecall.store.database.recover", lambda p: real(p, probe=probe))
+    with caplog.at_level(logging.WARNING), Memory(tmp_path, embedder=HashingEmbedder(64)) as m:
+        assert {"s0", "s1", "s2"} <= {s.id for s in m.sessions(SCOPE)}
+        m.add_session(
+            SCOPE, [{"role": "user", "content": "after the crash"}], session_id="s3", date="2024-01-03"
+        )
+        assert "s3" in {s.id for s in m.sessions(SCOPE)}
+        assert m.search(SCOPE, "after the crash", 3)
+    assert "rewritten after its recovery" in caplog.text
+    assert Path(str(path) + ".rewritten.json").exists()  # store.freespace's record of a rewrite
+    assert len(list(path.parent.glob("*.wal.corrupt-*"))) == 1  # set aside, kept
+
+
+def test_a_bucket_opens_as_it_is_when_there_is_no_room_to_rewrite_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    _kill_during_life(tmp_path)
+    path = bucket(tmp_path)
+    probe = "import sys; sys.exit('Runtime exception: Found duplicated primary key value 0:s1')"
+    real = recovery.recover
+    monkeypatch.setattr("graphrecall.store.database.recover", lambda p: real(p, probe=probe))
+    monkeypatch.setattr("graphrecall.store.pool.short_of_room", lambda where, need: "the disk is full")
+    with caplog.at_level(logging.WARNING), Memory(tmp_path, embedder=HashingEmbedder(64)) as m:
+        assert {"s0", "s1", "s2"} <= {s.id for s in m.sessions(SCOPE)}
+    assert "not rewritten after its recovery (the disk is full)" in caplog.text
+    assert not Path(str(path) + ".rewritten.json").exists()
+
+
 def test_a_cleanly_closed_database_needs_no_probe(tmp_path: Path) -> None:
     with Memory(tmp_path, embedder=HashingEmbedder(64)) as m:
         m.add_session(SCOPE, [{"role": "user", "content": "hello"}], session_id="s", date="2024-01-01")

@@ -211,13 +211,9 @@ class DatabasePool:
                     found.in_use += 1
                     return found
             try:
-                bucket = BucketDatabase(
-                    path,
-                    embedder_id=m.embedder_id,
-                    dim=m.dim,
-                    buffer_pool_size=self._bp,
-                    max_db_size=self._max,
-                )
+                bucket = self._open_bucket(path, m)
+                if bucket.recovered_wal is not None:
+                    bucket = self._rewrite_recovered(bucket, m)
             except RuntimeError as e:  # replaying its WAL (or creating it) needs room too
                 reason = no_room(e, [path, wal_path(path)]) if is_io_failure(e) else None
                 if reason is None:
@@ -228,6 +224,44 @@ class DatabasePool:
                 self._buckets[path] = bucket
                 self._evict()
             return bucket
+
+    def _open_bucket(self, path: Path, m: buckets.Manifest) -> BucketDatabase:
+        return BucketDatabase(
+            path, embedder_id=m.embedder_id, dim=m.dim, buffer_pool_size=self._bp, max_db_size=self._max
+        )
+
+    def _rewrite_recovered(self, bucket: BucketDatabase, m: buckets.Manifest) -> BucketDatabase:
+        """A bucket whose write-ahead log recovery set aside (``store.recovery``), rewritten from its rows before
+        anyone uses it; the bucket reopened on the new file.
+
+        Why: when the previous process died inside a checkpoint, the file can hold a primary-key index that already
+        has keys of that checkpoint's rows while the rows are not there (measured on a fleet bucket killed during
+        extraction: ``Message`` had the key of one message of the scope being written and none of its rows). Every
+        later insert of that key fails ("duplicated primary key"), so the write log could never replay that
+        scope's entry and the scope was stuck. A rewrite (``store.compact``: every row copied into a fresh file,
+        counted on both sides) builds the indexes again from the rows. Without room for the copy the bucket opens
+        as it is, with an error in the log: a maintenance pass compacts it later."""
+        path = bucket.path
+        short = short_of_room(path, path.stat().st_size + WRITE_ROOM_BYTES)
+        if short is not None:
+            log.error(
+                "bucket %s: not rewritten after its recovery (%s); compact it when there is room", path, short
+            )
+            return bucket
+        try:
+            done = compact(bucket)  # closes ``bucket``
+        except Exception:
+            log.exception("bucket %s: rewriting it after its recovery failed; it opens as it is", path)
+        else:
+            log.warning(
+                "bucket %s: rewritten after its recovery (its primary-key indexes built again from its %d rows "
+                "and %d edges) in %.2f s",
+                path,
+                done.rows,
+                done.edges,
+                done.seconds,
+            )
+        return self._open_bucket(path, m)
 
     def _let_go(self, bucket: BucketDatabase) -> None:
         with self._lock:
@@ -510,13 +544,7 @@ class DatabasePool:
         try:
             bucket = self._take_out(path, wait_seconds)
             if bucket is None:
-                bucket = BucketDatabase(
-                    path,
-                    embedder_id=m.embedder_id,
-                    dim=m.dim,
-                    buffer_pool_size=self._bp,
-                    max_db_size=self._max,
-                )
+                bucket = self._open_bucket(path, m)
             return compact(bucket, on_step=on_step)
         finally:
             with self._lock:
