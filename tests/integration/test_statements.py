@@ -76,3 +76,17 @@ def test_closing_a_connection_drops_what_it_kept(tmp_path: Path) -> None:
     statements.close(c)
     assert statements.kept(c) == 0 and c.is_closed
     db.close()
+
+
+def test_no_store_module_prepares_a_statement_but_this_one() -> None:
+    """Every other ``Connection.prepare`` would leak again: statements go through ``statements.execute`` or
+    ``statements.prepared``."""
+    src = Path(statements.__file__).parents[1]
+    offenders = [
+        f"{p.relative_to(src)}:{n}"
+        for p in sorted(src.rglob("*.py"))
+        if p.name != "statements.py"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if ".prepare(" in line and "await prepare()" not in line
+    ]
+    assert not offenders, offenders

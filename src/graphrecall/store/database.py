@@ -239,7 +239,7 @@ class BucketDatabase:
             return rows
         conn = self.reader()
         with self.gate.shared():
-            stmt = conn.prepare(cypher)
+            stmt = statements.prepared(conn, cypher)
             for params in param_sets:
                 rows.extend(_drain(conn.execute(stmt, params)))
         return rows
@@ -883,8 +883,8 @@ def insert_rows(conn: kuzu.Connection, table: str, keyed: Any, user_id: str) -> 
     if table in schema.ANCHORED and keyed.num_rows >= ANCHORED_COPY_FROM:
         frame = keyed  # noqa: F841  (COPY reads it by name)
         _drain(conn.execute(f"COPY {table} FROM frame"))
-        owns = conn.prepare(
-            f"MATCH (sc:Scope {{key: $scope}}), (n:{table} {{key: $k}}) CREATE (sc)-[:OWNS]->(n)"
+        owns = statements.prepared(
+            conn, f"MATCH (sc:Scope {{key: $scope}}), (n:{table} {{key: $k}}) CREATE (sc)-[:OWNS]->(n)"
         )
         for k in keyed.column("key").to_pylist():
             _drain(conn.execute(owns, {"scope": user_id, "k": k}))
@@ -912,8 +912,8 @@ def insert_edges(conn: kuzu.Connection, table: str, keyed: Any) -> None:
     src, dst = ends
     extra = [c for c in keyed.column_names if c not in ("from", "to")]
     props = ", ".join(f"{c}: {_typed(f'${c}', keyed.schema.field(c).type)}" for c in extra)
-    stmt = conn.prepare(
-        f"MATCH (a:{src} {{key: $f}}), (b:{dst} {{key: $t}}) CREATE (a)-[:{table} {{{props}}}]->(b)"
+    stmt = statements.prepared(
+        conn, f"MATCH (a:{src} {{key: $f}}), (b:{dst} {{key: $t}}) CREATE (a)-[:{table} {{{props}}}]->(b)"
     )
     for r in keyed.to_pylist():
         _drain(conn.execute(stmt, {"f": r["from"], "t": r["to"], **{c: r[c] for c in extra}}))
