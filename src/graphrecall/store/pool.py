@@ -248,6 +248,10 @@ class DatabasePool:
                 "bucket %s: not rewritten after its recovery (%s); compact it when there is room", path, short
             )
             return bucket
+        with self._lock:
+            if path in self._compacting:  # a maintenance pass rewrites it already: leave it to that one
+                return bucket
+            self._compacting.add(path)  # ``compact`` must not start a second rewrite meanwhile
         try:
             done = compact(bucket)  # closes ``bucket``
         except Exception:
@@ -261,6 +265,10 @@ class DatabasePool:
                 done.edges,
                 done.seconds,
             )
+        finally:
+            with self._lock:
+                self._compacting.discard(path)
+                self._released.notify_all()
         return self._open_bucket(path, m)
 
     def _let_go(self, bucket: BucketDatabase) -> None:
