@@ -270,19 +270,20 @@ def fleet(
     curve: list[dict[str, Any]] = state["curve"]
     t0 = time.perf_counter() - state["build_s"]
     step = max(1, n_users // 10)
+    interrupted = state["done"] if resume else None  # the user a killed run may have been building
     with _open(root, buckets_per_org=buckets_per_org) as m:
         for i in range(state["done"], n_users):
             scope = scopes[i]
-            if not (resume and m.stored(scope)):  # stored: the user a killed run was building
+            if not (i == interrupted and m.stored(scope)):  # its sessions are in already: extract them
                 m.add_sessions(scope, _sessions(n_rounds, 5))
-            resume = False
             m.extract(scope)
             if (i + 1) % step == 0 or i + 1 == n_users:
                 m.flush()
-                curve.append({"users": i + 1, "bytes": disk(root), "parts": parts(root),
-                              "seconds": time.perf_counter() - t0, "builder_rss_bytes": rss_bytes()})  # fmt: skip
-                print(f"  {i + 1:,} users: {curve[-1]['bytes'] / MB:,.0f} MB, {time.perf_counter() - t0:,.0f} s, "
-                      f"builder RSS {rss_bytes() / MB:,.0f} MB", flush=True)  # fmt: skip
+                c = {"users": i + 1, "bytes": disk(root), "parts": parts(root), "seconds": time.perf_counter() - t0,
+                     "builder_rss_bytes": rss_bytes()}  # fmt: skip
+                curve.append(c)
+                print(f"  {i + 1:,} users: {c['bytes'] / MB:,.0f} MB, {c['seconds']:,.0f} s, "
+                      f"builder RSS {c['builder_rss_bytes'] / MB:,.0f} MB", flush=True)  # fmt: skip
             state = {"done": i + 1, "build_s": time.perf_counter() - t0, "curve": curve}
             tmp = progress.with_suffix(".tmp")
             tmp.write_text(json.dumps(state))

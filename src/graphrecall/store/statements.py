@@ -13,12 +13,11 @@ test_kuzu_params.py``):
 
 So each connection prepares a statement once and keeps it (in an attribute of the connection, so the statements go
 with it; ``close`` drops them before the connection closes), keyed by its text: the store's statements are a fixed
-set (values always go in parameters), so what is kept is bounded by the code, not the data.
-Kuzu binds a prepared statement again at each execution, against the catalog as it is then (a statement prepared
-before an ``ALTER TABLE`` sees the new column), so a kept statement never runs against a stale schema. A statement
-that failed to prepare (a table not there yet) is not kept. Past ``MAX_PREPARED`` texts on one connection, which
-only a statement with a value written into its text would reach, statements are prepared each time again and a
-warning says so once.
+set (values always go in parameters), so what is kept is bounded by the code, not the data. Kuzu binds a prepared
+statement again at each execution, against the catalog as it is then (a statement prepared before an ``ALTER
+TABLE`` sees the new column), so a kept statement never runs against a stale schema. A statement that failed to
+prepare (a table not there yet) is not kept. Past ``MAX_PREPARED`` texts on one connection, which only a statement
+with a value written into its text would reach, statements are prepared each time again and a warning says so once.
 """
 
 from __future__ import annotations
@@ -77,6 +76,5 @@ def kept(conn: kuzu.Connection) -> int:
 
 def close(conn: kuzu.Connection) -> None:
     """Drop the connection's prepared statements, then close it."""
-    if getattr(conn, _KEPT, None) is not None:
-        setattr(conn, _KEPT, None)
+    setattr(conn, _KEPT, None)
     conn.close()
