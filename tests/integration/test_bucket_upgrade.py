@@ -105,6 +105,31 @@ def test_a_move_cut_after_its_commit_only_deletes_the_old_file(
     assert not legacy.exists()
 
 
+def test_a_move_that_kuzu_tore_is_made_again_before_the_old_file_goes(
+    tmp_path: Path, expected: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Killed while its commit was being checkpointed, the move left the bucket with the scope's row and sessions
+    but without the messages and rounds a ``COPY`` wrote (tests/torn.py): the old file is not deleted on that
+    evidence; the torn copy is dropped and the move made again."""
+    from tests.torn import tear
+
+    root = unpack(tmp_path)
+    legacy = root / "fixture" / "ana.kuzu"
+    shutil.copy(legacy, tmp_path / "copy.kuzu")
+    with Memory.open(root, settings=Settings(root=root)) as m:
+        embedder_id = m.embedder.id
+        assert contents(m, ANA) == expected
+    shutil.copy(tmp_path / "copy.kuzu", legacy)  # the process died before the old file went
+    assert tear(root, ANA, embedder_id) > 0
+    caplog.clear()
+
+    with caplog.at_level(logging.INFO), Memory.open(root, settings=Settings(root=root)) as m:
+        assert contents(m, ANA) == expected
+    said = [r.getMessage() for r in caplog.records if r.name == move.__name__]
+    assert len(said) == 2 and "is not whole" in said[0] and "Message 0/" in said[0], said
+    assert "moved the store" in said[1] and not legacy.exists()
+
+
 def test_every_user_of_an_organisation_moves_and_stays_apart(tmp_path: Path) -> None:
     """Databases per scope of several users (written by this code's ``write_legacy``, schema 5) move into the
     organisation's buckets, each user with its own rows only."""

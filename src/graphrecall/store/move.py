@@ -2,7 +2,15 @@
 upgrade, ``move_legacy``) or from another bucket (``graphrecall reembed``'s swap, ``copy_scope``).
 
 Why one transaction: the scope's ``Scope`` row is created in it, so the bucket holds either the whole scope or none
-of it; a process killed half-way leaves the source as it was, and the next open copies again. The source is read a
+of it; a process killed half-way leaves the source as it was, and the next open copies again. Except for one Kuzu
+0.11.3 defect: a process killed while the commit of a transaction that ran a ``COPY`` is being checkpointed (such a
+commit checkpoints at once) leaves, once Kuzu has replayed its WAL, the transaction's ``CREATE``s and ``SET``s but
+not the rows the ``COPY`` wrote (measured with Kuzu alone: a kill 20-40 ms into an 80 ms commit of 10 ``CREATE``s
+and a 200,000-row ``COPY`` reopened with the 10 rows and none of the 200,000; docs/architecture.md). So a bucket
+that holds the scope may hold it torn: the ``Scope`` row and the sessions without their messages and rounds. Whoever
+resumes a copy compares the rows per table and edges per relationship with the source (``torn``), which is kept
+until the copy is known whole, and a torn copy is dropped and made again (its keys get a new prefix, so what Kuzu
+kept of the first one cannot collide). The source is read a
 page of rows at a time and each page is a ``COPY`` (the only bulk insert Kuzu has); keys get the new prefix, ids and
 every column stay as they are, and the derived indexes' marks come along, so a scope's ``<user>.kuzu.idx/`` built
 over the source is still valid over the copy (the ids it holds did not change).
@@ -143,6 +151,47 @@ def copy_rows(bucket: BucketDatabase, user_id: str, prefix: str, source: Source)
     return copied
 
 
+def counts(source: Source) -> dict[str, int]:
+    """The scope's rows per table and edges per relationship, as ``copy_rows`` reads them from ``source``."""
+    got: dict[str, int] = {}
+    for table in schema.SCOPE_TABLES:
+        got[table] = _count(source, f"{source.nodes(table)} RETURN count(n) AS c")
+    for rel in schema.rel_names():
+        src, dst = schema.rel_ends(rel) or ("", "")
+        got[rel] = _count(source, f"{source.nodes(src, 'a')}-[r:{rel}]->(b:{dst}) RETURN count(r) AS c")
+    return got
+
+
+def _count(source: Source, cypher: str) -> int:
+    column = source.arrow(cypher).column("c")
+    return int(column[0].as_py()) if len(column) else 0
+
+
+def torn(bucket: BucketDatabase, user_id: str, source: Source) -> dict[str, tuple[int, int]]:
+    """What the bucket's copy of the scope ``user_id`` lacks, or holds too much of, against ``source``: ``{table:
+    (in the bucket, in the source)}``, empty when the copy is whole (module docstring: a kill during the checkpoint
+    of the copy's commit can keep the ``Scope`` row and lose the rows a ``COPY`` wrote)."""
+    have, want = counts(BucketSource(bucket, user_id)), counts(source)
+    return {t: (have.get(t, 0), n) for t, n in want.items() if have.get(t, 0) != n}
+
+
+def drop_torn(bucket: BucketDatabase, user_id: str, source: Source, what: str) -> bool:
+    """Drop the bucket's copy of ``user_id`` if it is torn (``torn``), with a warning naming ``what`` was copied;
+    returns whether it was. The caller then copies again."""
+    missing = torn(bucket, user_id, source)
+    if not missing:
+        return False
+    log.warning(
+        "bucket %s: the copy of %s that a killed process committed is not whole (rows in the bucket vs the source: "
+        "%s; Kuzu 0.11.3 loses a COPY whose commit's checkpoint was cut off); it is dropped and copied again",
+        bucket.path,
+        what,
+        ", ".join(f"{t} {have}/{want}" for t, (have, want) in sorted(missing.items())),
+    )
+    bucket.drop_scope(user_id)
+    return True
+
+
 def copy_scope(bucket: BucketDatabase, user_id: str, source: Source, marks: dict[str, int]) -> Member:
     """The scope ``user_id`` created in ``bucket`` with every row of ``source``, in one durable transaction; the
     bucket must not hold it yet."""
@@ -168,25 +217,31 @@ def move_legacy(
 ) -> None:
     """Move the database per scope at ``legacy`` (``<root>/<org>/<user>.kuzu``, any schema from 1) into its bucket,
     then delete it (its derived indexes stay: same ids, same marks). A move that committed before the process died
-    left the bucket holding the scope: the old file is then only deleted. One log line says what was done."""
+    left the bucket holding the scope: the old file is then only deleted, once the copy is known whole (``torn``;
+    a torn one is made again). One log line says what was done."""
     t0 = time.perf_counter()
-    if bucket.member(user_id) is None:
-        old = LegacyDatabase(
-            legacy,
-            embedder_id=bucket.embedder_id,
-            dim=bucket.dim,
-            buffer_pool_size=buffer_pool_size,
-            max_db_size=max_db_size,
-        )
-        try:
-            counts = {
+    old = LegacyDatabase(
+        legacy,
+        embedder_id=bucket.embedder_id,
+        dim=bucket.dim,
+        buffer_pool_size=buffer_pool_size,
+        max_db_size=max_db_size,
+    )
+    try:
+        source = LegacySource(old)
+        if bucket.member(user_id) is not None:
+            drop_torn(bucket, user_id, source, f"the store {legacy}")
+        moved = bucket.member(user_id) is None
+        if moved:
+            rows = {
                 t: int(old.query(f"MATCH (n:{t}) RETURN count(n)")[0][0])
                 for t in ("Session", "Round", "Fact")
             }
-            copy_scope(bucket, user_id, LegacySource(old), old.marks)
+            copy_scope(bucket, user_id, source, old.marks)
             upgraded = old.upgraded_from
-        finally:
-            old.close()
+    finally:
+        old.close()
+    if moved:
         how = f" (upgraded from schema {upgraded}: {UPGRADE_WORK[upgraded]})" if upgraded else ""
         log.warning(
             "moved the store %s into its bucket %s in %.2f s%s: %d sessions, %d rounds, %d facts; the old file is "
@@ -195,9 +250,9 @@ def move_legacy(
             bucket.path,
             time.perf_counter() - t0,
             how,
-            counts["Session"],
-            counts["Round"],
-            counts["Fact"],
+            rows["Session"],
+            rows["Round"],
+            rows["Fact"],
         )
     for suffix in LEGACY_SUFFIXES:
         Path(str(legacy).removesuffix(".kuzu") + suffix).unlink(missing_ok=True)

@@ -10,7 +10,8 @@ every step can be done again:
    the names of the files that arrive, whether the rebuild holds rows) is written and synced. This is the commit
    point: before it the old scope is the scope, after it the rebuilt one is;
 2. the rebuilt rows are copied into the root's bucket of the new embedder, in one transaction (``store.move``),
-   unless that bucket holds the scope already (a copy done before a crash);
+   unless that bucket holds the scope already, whole (a copy done before a crash; one that Kuzu tore, its ``COPY``
+   lost in a checkpoint cut off by the crash, is dropped and made again: ``store.move.torn``);
 3. every old file of the scope is moved aside into ``<root>/.reembed/old/<org>/``, then every rebuilt file into
    ``<root>/<org>/`` (``os.replace``: the same file system, since the work folder is inside the root);
 4. the scope's rows leave the old embedder's bucket (one transaction), the folder is synced, the journal removed,
@@ -41,7 +42,7 @@ from graphrecall.models import Scope
 from graphrecall.store import buckets, proclock
 from graphrecall.store.database import BucketDatabase
 from graphrecall.store.derived import parse_marks
-from graphrecall.store.move import BucketSource, copy_scope
+from graphrecall.store.move import BucketSource, copy_scope, drop_torn
 from graphrecall.store.wal.log import log_path
 
 log = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ def _finish(root: Path, on_move: OnMove | None) -> Scope | None:
         old_dir.mkdir(parents=True, exist_ok=True)
         target.mkdir(parents=True, exist_ok=True)
         gone = [n for n in arriving if not (new_dir / n).exists() and not (target / n).exists()]
-        placed = _holds(root, scope, new)
+        placed = _holds(root, scope, new) and not _dropped_torn(root, scope, new)
         if plan["rows"] and not placed and not _holds(work / "build", scope, new):
             gone.append("the rebuilt rows")
         if gone:
@@ -219,6 +220,26 @@ def _copy_rows(root: Path, scope: Scope, new: Embedder) -> None:
         assert target is not None
         try:
             copy_scope(target, scope.user_id, BucketSource(source, scope.user_id), marks)
+        finally:
+            target.close()
+    finally:
+        source.close()
+
+
+def _dropped_torn(root: Path, scope: Scope, new: Embedder) -> bool:
+    """Whether the rows a killed swap copied into the root's bucket (step 2) were torn by Kuzu (``store.move``: the
+    ``Scope`` row kept, rows a ``COPY`` wrote lost) and so dropped, to be copied again from the rebuild. A rebuild
+    that no longer holds the scope cannot be compared with: the copy stands."""
+    source = _bucket(work_dir(root) / "build", scope, new)
+    if source is None:
+        return False
+    try:
+        if source.member(scope.user_id) is None:
+            return False
+        target = _bucket(root, scope, new)
+        assert target is not None
+        try:
+            return drop_torn(target, scope.user_id, BucketSource(source, scope.user_id), f"scope {scope}")
         finally:
             target.close()
     finally:
