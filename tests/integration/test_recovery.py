@@ -155,3 +155,59 @@ def test_a_cleanly_closed_database_needs_no_probe(tmp_path: Path) -> None:
     path = bucket(tmp_path)
     assert not recovery.wal_path(path).exists()
     assert recovery.recover(path, probe="raise SystemExit('must not run')") is None
+
+
+def test_a_bucket_whose_creation_was_cut_off_is_created_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kuzu runs DDL a statement at a time, so a process killed while earlier code created a bucket in place left
+    tables without the bucket row (a killed ``graphrecall reembed``): the next open creates it again. A bucket is
+    now made whole beside its name and renamed in; a leftover of that is deleted."""
+    import kuzu
+
+    from graphrecall.store import schema
+    from graphrecall.store.database import CREATING, BucketDatabase
+
+    half = tmp_path / "half.kuzu"
+    db = kuzu.Database(str(half))
+    conn = kuzu.Connection(db)
+    for stmt in schema.bucket_tables(64)[:5]:
+        conn.execute(stmt)
+    db.close()
+    leftover = tmp_path / f"fresh.kuzu{CREATING}"
+    leftover.write_bytes(b"cut off")
+
+    with caplog.at_level(logging.WARNING):
+        for path in (half, tmp_path / "fresh.kuzu"):
+            b = BucketDatabase(path, embedder_id="hashing-64", dim=64)
+            try:
+                b.create_scope("ana")
+                assert b.member("ana") is not None
+            finally:
+                b.close()
+    assert [r.getMessage() for r in caplog.records if "half created" in r.getMessage()] == [
+        f"bucket {half} was left half created by a killed process (tables without the bucket row, no rows): "
+        "created again"
+    ]
+    assert not leftover.exists()
+
+
+def test_a_database_with_rows_but_no_bucket_row_is_refused_untouched(tmp_path: Path) -> None:
+    import kuzu
+
+    from graphrecall.errors import SchemaMismatch
+    from graphrecall.store import schema
+    from graphrecall.store.database import BucketDatabase
+
+    foreign = tmp_path / "foreign.kuzu"
+    db = kuzu.Database(str(foreign))
+    conn = kuzu.Connection(db)
+    for stmt in schema.bucket_tables(64):
+        conn.execute(stmt)
+    conn.execute("CREATE (:Scope {key: 'someone'})")
+    db.close()
+    with pytest.raises(SchemaMismatch, match="no bucket row"):
+        BucketDatabase(foreign, embedder_id="hashing-64", dim=64)
+    db = kuzu.Database(str(foreign), read_only=True)
+    assert kuzu.Connection(db).execute("MATCH (s:Scope) RETURN s.key").get_all() == [["someone"]]
+    db.close()

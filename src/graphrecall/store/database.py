@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util  # noqa: F401  (kuzu's pyarrow scan path needs importlib.util imported)
 import logging
+import os
 import re
 import shutil
 import threading
@@ -49,6 +50,7 @@ import pyarrow.compute as pc
 from graphrecall.config import BUFFER_POOL_BYTES
 from graphrecall.errors import SchemaMismatch, StoreBusy
 from graphrecall.index import IndexSpace, index_dir
+from graphrecall.index.manifest import fsync_dir
 from graphrecall.models import utcnow
 from graphrecall.store import compact_swap, nodegroups, schema, statements
 from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
@@ -169,12 +171,19 @@ class BucketDatabase:
         path.parent.mkdir(parents=True, exist_ok=True)
         compact_swap.finish(path)  # a compaction a killed process left: its rewrite in place, or thrown away
         self.recovered_wal = recover(path)
-        try:
-            self._db = kuzu.Database(str(path), buffer_pool_size=buffer_pool_size, max_db_size=max_db_size)
-        except RuntimeError as e:
-            if "lock" in str(e).lower():
-                raise StoreBusy(f"database {path} is held by another process: {e}") from e
-            raise
+        if not path.exists():
+            create_bucket(path, embedder_id, dim)
+        self._db = _open_kuzu(path, buffer_pool_size, max_db_size)
+        if _half_created(self._db):
+            self._db.close()
+            log.warning(
+                "bucket %s was left half created by a killed process (tables without the bucket row, no rows): "
+                "created again",
+                path,
+            )
+            _remove(path)
+            create_bucket(path, embedder_id, dim)
+            self._db = _open_kuzu(path, buffer_pool_size, max_db_size)
         self.write_lock = threading.RLock()
         self.txn: WriteTxn | None = (
             None  # the open write transaction (a nested write() of its scope joins it)
@@ -369,10 +378,6 @@ class BucketDatabase:
 
     # -- schema ------------------------------------------------------------------------------------------------
     def _ensure_schema(self) -> None:
-        tables = {row[1] for row in self.query("CALL show_tables() RETURN *")}
-        if "Scope" not in tables:
-            self._create_schema()
-            return
         rows = self.query(
             "MATCH (b:Scope {key: $b}) RETURN b.schema_version, b.embedder_id, b.dim",
             {"b": schema.BUCKET_ROW},
@@ -395,21 +400,6 @@ class BucketDatabase:
             {"b": schema.BUCKET_ROW},
         ):
             self._members[key] = Member(prefix=prefix, marks=parse_marks(marks))
-
-    def _create_schema(self) -> None:
-        with self.write_lock:
-            # DDL runs in auto-commit mode (Kuzu does not allow it in one manual transaction).
-            for stmt in schema.bucket_tables(self.dim):
-                _run(self.writer, stmt)
-            _run(
-                self.writer,
-                "CREATE (:Scope {key: $b, schema_version: $v, embedder_id: $e, dim: $d, created_at: $t,"
-                " next_prefix: 0})",
-                {"b": schema.BUCKET_ROW, "v": schema.SCHEMA_VERSION, "e": self.embedder_id, "d": self.dim,
-                 "t": utcnow()},
-            )  # fmt: skip
-            # A new database is durable as a whole before its first write: recovery never has to replay DDL.
-            _run(self.writer, "CHECKPOINT")
 
     def close(self) -> None:
         if self.closed:
@@ -637,6 +627,73 @@ def _drain(result: kuzu.QueryResult | list[kuzu.QueryResult]) -> list[list[Any]]
         for r in results:
             r.close()
     return rows
+
+
+def create_bucket(path: Path, embedder_id: str, dim: int) -> None:
+    """A new bucket at ``path``: its tables and its bucket row, made whole in ``<path>.creating`` and renamed into
+    place. Why not in place: Kuzu runs DDL only in auto-commit mode, a statement at a time, so a process killed while
+    creating a bucket in place left a file with some tables and no bucket row (found by a killed ``graphrecall
+    reembed``: every later open failed on it). A leftover ``.creating`` of such a kill is deleted first. The file is
+    checkpointed and closed before the rename: recovery never has to replay DDL."""
+    tmp = path.with_name(path.name + CREATING)
+    _remove(tmp)
+    db = _open_kuzu(tmp, 16 << 20, DEFAULT_MAX_DB_SIZE)
+    conn = kuzu.Connection(db)
+    try:
+        for stmt in schema.bucket_tables(dim):
+            _run(conn, stmt)
+        _run(
+            conn,
+            "CREATE (:Scope {key: $b, schema_version: $v, embedder_id: $e, dim: $d, created_at: $t, next_prefix: 0})",
+            {"b": schema.BUCKET_ROW, "v": schema.SCHEMA_VERSION, "e": embedder_id, "d": dim, "t": utcnow()},
+        )
+        _run(conn, "CHECKPOINT")
+    finally:
+        statements.close(conn)
+        conn.close()
+        db.close()
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+CREATING = ".creating"
+
+
+def _open_kuzu(path: Path, buffer_pool_size: int, max_db_size: int) -> kuzu.Database:
+    try:
+        return kuzu.Database(str(path), buffer_pool_size=buffer_pool_size, max_db_size=max_db_size)
+    except RuntimeError as e:
+        if "lock" in str(e).lower():
+            raise StoreBusy(f"database {path} is held by another process: {e}") from e
+        raise
+
+
+def _half_created(db: kuzu.Database) -> bool:
+    """Whether the database is a bucket that earlier code began to create in place and a kill cut off: no bucket
+    row, and not one row in any table (so nothing is lost by creating it again). A database that holds rows but no
+    bucket row is not graphrecall's: ``_ensure_schema`` refuses it."""
+    conn = kuzu.Connection(db)
+    try:
+        tables = {row[1]: row[2] for row in _run(conn, "CALL show_tables() RETURN *")}
+        if "Scope" in tables and _run(conn, "MATCH (b:Scope {key: $b}) RETURN 1", {"b": schema.BUCKET_ROW}):
+            return False
+        return all(
+            not _run(conn, f"MATCH (n:{t}) RETURN 1 LIMIT 1")
+            if kind == "NODE"
+            else not _run(conn, f"MATCH ()-[r:{t}]->() RETURN 1 LIMIT 1")
+            for t, kind in tables.items()
+        )
+    finally:
+        statements.close(conn)
+        conn.close()
+
+
+def _remove(path: Path) -> None:
+    """A Kuzu database file and its companions."""
+    for p in (path, Path(f"{path}.wal"), Path(f"{path}.shadow")):
+        p.unlink(missing_ok=True)
 
 
 def _run(conn: kuzu.Connection, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:

@@ -63,6 +63,10 @@ COMPACT_WAIT_SECONDS = 120.0
 # Room a scope's store needs before it is written again after a write failed for lack of room: without it the next
 # write would fail the same way (and leave one more database behind).
 WRITE_ROOM_BYTES = 1 << 20
+# The placeholder bucket's buffer pool (``DatabasePool.empty``): virtual memory, paid for only as pages are read. With
+# 16 MiB, 3 of 60 opens of a newly created empty bucket failed their first read with "the buffer pool is full" (Kuzu
+# 0.11.3, a bucket created in one ``Database`` and opened in another, as ``create_bucket`` does); 32 and 64 MiB: 0.
+EMPTY_BUFFER_POOL = 64 << 20
 # Buckets left broken by a failed write (``DatabasePool._abandon``): never closed, never freed.
 _ABANDONED: list[BucketDatabase] = []
 
@@ -295,7 +299,7 @@ class DatabasePool:
                     where / "empty.kuzu",
                     embedder_id=self.embedder_id,
                     dim=self.dim,
-                    buffer_pool_size=16 << 20,
+                    buffer_pool_size=EMPTY_BUFFER_POOL,
                     max_db_size=self._max,
                 )
                 bucket.placeholder = True
