@@ -677,7 +677,8 @@ def _half_created(db: kuzu.Database) -> bool:
     conn = kuzu.Connection(db)
     try:
         tables = {row[1]: row[2] for row in _run(conn, "CALL show_tables() RETURN *")}
-        if "Scope" in tables and _run(conn, "MATCH (b:Scope {key: $b}) RETURN 1", {"b": schema.BUCKET_ROW}):
+        # Without parameters, so nothing is prepared on this throwaway connection (``store.statements``).
+        if "Scope" in tables and _run(conn, f"MATCH (b:Scope {{key: '{schema.BUCKET_ROW}'}}) RETURN 1"):
             return False
         return all(
             not _run(conn, f"MATCH (n:{t}) RETURN 1 LIMIT 1")
@@ -686,7 +687,6 @@ def _half_created(db: kuzu.Database) -> bool:
             for t, kind in tables.items()
         )
     finally:
-        statements.close(conn)
         conn.close()
 
 
