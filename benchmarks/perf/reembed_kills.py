@@ -100,11 +100,15 @@ def trial(base: Path, work: Path, delay: float, expected: dict[str, Any], keep: 
         run.send_signal(signal.SIGKILL)
     run.wait(120)
     killed = run.returncode == -signal.SIGKILL
-    opened = {dim: contents(root, dim) for dim in (64, 128)}
+    try:
+        opened = {dim: contents(root, dim) for dim in (64, 128)}
+    except Exception as e:  # the store does not open at all
+        print(f"  trial {n + 1}: {type(e).__name__}: {e}", flush=True)
+        opened = {}
     whole = [dim for dim, doc in opened.items() if doc == expected]
     if len(whole) == 1 and sum(doc is not None for doc in opened.values()) == 1:
         return ("old" if whole == [64] else "new") if killed else "finished"
-    shutil.copytree(root, keep / f"failed-{n}")
+    shutil.copytree(root, keep / f"failed-{n + 1}")
     return "failed"
 
 
