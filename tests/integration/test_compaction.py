@@ -167,6 +167,46 @@ def test_requests_for_the_bucket_wait_while_it_is_compacted(root: Path) -> None:
         assert found == [expected]
 
 
+def test_a_compaction_that_starts_while_a_request_opens_the_bucket_takes_that_bucket_out(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The request's open finishes first and the compaction takes the bucket it opened out of the pool: a file is
+    never open twice at once in one process (each open would believe it owns the file)."""
+    path = cs.bucket_path(root)
+    with cs.open_memory(root) as m:
+        pool = testing.pool(m)
+        buckets: list[BucketDatabase] = []
+        already_open: list[int] = []  # at each open: the file's buckets open or being opened
+        opening, go_on = threading.Event(), threading.Event()
+        real = pool._open_bucket
+
+        def slow(where: Path, manifest: object) -> BucketDatabase:
+            already_open.append(sum(not b.closed for b in buckets) + len(already_open) - len(buckets))
+            if len(already_open) == 1:
+                opening.set()
+                assert go_on.wait(30)
+            bucket = real(where, manifest)  # type: ignore[arg-type]
+            buckets.append(bucket)
+            return bucket
+
+        monkeypatch.setattr(pool, "_open_bucket", slow)
+        found: list[list[str]] = []
+        search = threading.Thread(
+            target=lambda: found.append([h.id for h in m.search(cs.ANN, "bakery", k=3)])
+        )
+        search.start()
+        assert opening.wait(30)
+        done: list[compact.Compacted] = []
+        compaction = threading.Thread(target=lambda: done.append(pool.compact(path)))
+        compaction.start()
+        time.sleep(0.3)
+        go_on.set()
+        search.join(60)
+        compaction.join(60)
+        assert done and found and set(already_open) == {0}, already_open
+        assert [h.id for h in m.search(cs.ANN, "bakery", k=3)] == found[0]
+
+
 def test_a_request_that_holds_the_bucket_makes_compaction_give_up(root: Path) -> None:
     path = cs.bucket_path(root)
     size = path.stat().st_size

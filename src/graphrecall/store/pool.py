@@ -553,10 +553,14 @@ class DatabasePool:
                     f"bucket {path} was reopened after a failed write; it is compacted after a restart"
                 )
             self._compacting.add(path)
+            opening = self._bucket_locks.setdefault(path, threading.Lock())
         try:
-            bucket = self._take_out(path, wait_seconds)
-            if bucket is None:
-                bucket = self._open_bucket(path, m)
+            # A request that began to open the bucket before ``_compacting`` had it finishes first (``_bucket``
+            # opens under this lock), so the bucket is then in the pool and taken out here, never opened twice.
+            with opening:
+                bucket = self._take_out(path, wait_seconds)
+                if bucket is None:
+                    bucket = self._open_bucket(path, m)
             return compact(bucket, on_step=on_step)
         finally:
             with self._lock:
