@@ -38,6 +38,24 @@ def test_tracker_totals_records_and_reset() -> None:
     assert tracker.total == Usage()
 
 
+def test_a_tracker_keeps_its_newest_records_and_counts_every_call() -> None:
+    """A server's tracker lives as long as the process: it keeps the newest ``keep`` records, and its totals and
+    ``since`` marks still count every call."""
+    tracker = UsageTracker(keep=3)
+    for i in range(5):
+        tracker.record(model="m", input_tokens=10 * i, output_tokens=1, latency_s=0.1, purpose=f"p{i % 2}")
+    assert [r.input_tokens for r in tracker.records] == [20, 30, 40]
+    assert tracker.calls == 5 and tracker.total.calls == 5 and tracker.total.input_tokens == 100
+    assert {k: u.calls for k, u in tracker.by_purpose().items()} == {"p0": 3, "p1": 2}
+    mark = tracker.calls
+    assert tracker.since(mark) == []
+    tracker.record(model="m", input_tokens=7, output_tokens=1, latency_s=0.1)
+    assert [r.input_tokens for r in tracker.since(mark)] == [7]
+    assert [r.input_tokens for r in tracker.since(0)] == [30, 40, 7]  # the older ones are gone
+    tracker.reset()
+    assert tracker.calls == 0 and tracker.records == [] and tracker.by_model() == {}
+
+
 def test_custom_price_table() -> None:
     tracker = UsageTracker(prices={"mine": (1.0, 2.0)})
     rec = tracker.record(model="mine-v2", input_tokens=10**6, output_tokens=10**6, latency_s=0)

@@ -93,8 +93,8 @@ class ConsolidationPlan:
     errors: list[str] = field(default_factory=list)
 
     def result(self, scope: Scope, *, dry_run: bool, llm: LLM | None, since: int) -> Consolidation:
-        """The report, with the cost of the LLM calls recorded after ``since`` (an index into its usage)."""
-        calls = [r for r in llm.usage.records[since:] if r.purpose in PURPOSES] if llm is not None else []
+        """The report, with the cost of the LLM calls recorded after ``since`` (its usage's ``calls`` before)."""
+        calls = [r for r in llm.usage.since(since) if r.purpose in PURPOSES] if llm is not None else []
         return Consolidation(
             llm_calls=len(calls),
             input_tokens=sum(r.input_tokens for r in calls),

@@ -158,7 +158,7 @@ class Extractor:
         if info is None:
             raise KeyError(session_id)
         session_date = info[0]
-        before = len(self.llm.usage.records)
+        before = self.llm.usage.calls
         result = ExtractionResult(sessions=1)
         try:
             self._extract(db, session_id, session_date, result)
@@ -175,7 +175,7 @@ class Extractor:
             result = ExtractionResult(sessions=1, sessions_failed=1, errors={session_id: reason},
                                       retry_later=[session_id] if _try_later(e) else [],
                                       items_dropped=result.items_dropped)  # fmt: skip
-        for rec in self.llm.usage.records[before:]:
+        for rec in self.llm.usage.since(before):
             if rec.purpose in PURPOSES:
                 result.llm_calls += 1
                 result.input_tokens += rec.input_tokens

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -109,13 +110,27 @@ def current_purpose() -> str:
     return _purpose.get()
 
 
-class UsageTracker:
-    """Accumulates per-call records and totals; shareable between several LLM instances."""
+KEEP_RECORDS = 10_000
+"""Call records a tracker keeps (the newest); its totals count every call. Why a bound: a server's tracker lives as
+long as the process, and one record per extraction or reader call grew without end (~3 per extracted session)."""
 
-    def __init__(self, prices: Mapping[str, tuple[float, float]] | None = None) -> None:
+
+class UsageTracker:
+    """Accumulates per-call records and totals; shareable between several LLM instances.
+
+    Totals (``total``, ``by_purpose``, ``by_model``) cover every call since the tracker was made or ``reset``; the
+    records themselves only the newest ``keep``. A caller that wants the calls of one piece of work takes
+    ``calls`` before it and ``since(mark)`` after."""
+
+    def __init__(
+        self, prices: Mapping[str, tuple[float, float]] | None = None, *, keep: int = KEEP_RECORDS
+    ) -> None:
         self._prices = dict(PRICES if prices is None else prices)
         self._lock = threading.Lock()
-        self._records: list[CallRecord] = []
+        self._records: deque[CallRecord] = deque(maxlen=keep)
+        self._calls = 0
+        self._by_purpose: dict[str, Usage] = {}
+        self._by_model: dict[str, Usage] = {}
 
     def record(
         self,
@@ -136,38 +151,56 @@ class UsageTracker:
             purpose=current_purpose() if purpose is None else purpose,
             at=time.time(),
         )
+        one = _sum([rec])
         with self._lock:
             self._records.append(rec)
+            self._calls += 1
+            self._by_purpose[rec.purpose] = self._by_purpose.get(rec.purpose, Usage()) + one
+            self._by_model[rec.model] = self._by_model.get(rec.model, Usage()) + one
         return rec
 
     def cost(self, model: str, input_tokens: int, output_tokens: int) -> float:
         return cost_usd(model, input_tokens, output_tokens, self._prices)
 
     @property
+    def calls(self) -> int:
+        """Calls recorded since the tracker was made or reset: a mark for ``since``."""
+        with self._lock:
+            return self._calls
+
+    def since(self, mark: int) -> list[CallRecord]:
+        """The records of the calls after the first ``mark`` (a ``calls`` taken earlier), oldest first; those
+        older than the newest ``keep`` are no longer there."""
+        with self._lock:
+            newer = max(0, self._calls - mark)
+            return list(self._records)[-newer:] if newer else []
+
+    @property
     def records(self) -> list[CallRecord]:
-        """A snapshot copy: callers may iterate it while other tasks keep recording."""
+        """A snapshot copy of the newest records (at most ``keep``): callers may iterate it while other tasks
+        keep recording."""
         with self._lock:
             return list(self._records)
 
     @property
     def total(self) -> Usage:
-        return _sum(self.records)
+        with self._lock:
+            return sum(self._by_model.values(), Usage())
 
     def by_purpose(self) -> dict[str, Usage]:
-        out: dict[str, list[CallRecord]] = {}
-        for rec in self.records:
-            out.setdefault(rec.purpose, []).append(rec)
-        return {k: _sum(v) for k, v in out.items()}
+        with self._lock:
+            return dict(self._by_purpose)
 
     def by_model(self) -> dict[str, Usage]:
-        out: dict[str, list[CallRecord]] = {}
-        for rec in self.records:
-            out.setdefault(rec.model, []).append(rec)
-        return {k: _sum(v) for k, v in out.items()}
+        with self._lock:
+            return dict(self._by_model)
 
     def reset(self) -> None:
         with self._lock:
             self._records.clear()
+            self._calls = 0
+            self._by_purpose.clear()
+            self._by_model.clear()
 
 
 def _sum(records: list[CallRecord]) -> Usage:

@@ -299,7 +299,7 @@ class KnowledgeService:
             raise needs_llm("summaries need an LLM")
         if not self.access.has_database(scope) and not (p.summaries and self.access.resident(scope)):
             return Consolidation(scope=scope, dry_run=p.dry_run)  # nothing extracted yet: no facts to merge
-        since = len(model.usage.records) if model is not None else 0
+        since = model.usage.calls if model is not None else 0
         config = (
             self.consolidation
             if max_llm_calls is None
