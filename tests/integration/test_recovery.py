@@ -211,3 +211,52 @@ def test_a_database_with_rows_but_no_bucket_row_is_refused_untouched(tmp_path: P
     db = kuzu.Database(str(foreign), read_only=True)
     assert kuzu.Connection(db).execute("MATCH (s:Scope) RETURN s.key").get_all() == [["someone"]]
     db.close()
+
+
+def test_a_bucket_created_by_several_threads_at_once_is_one_whole_bucket(tmp_path: Path) -> None:
+    import threading
+
+    from graphrecall.store.database import BucketDatabase, create_bucket
+
+    path = tmp_path / "b.kuzu"
+    failed: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            create_bucket(path, "hashing-64", 64)
+        except BaseException as e:  # reported by the assertion
+            failed.append(e)
+
+    threads = [threading.Thread(target=make) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert failed == []
+    b = BucketDatabase(path, embedder_id="hashing-64", dim=64)
+    try:
+        assert b.create_scope("ana") is not None and b.member("ana") is not None
+    finally:
+        b.close()
+
+
+def test_a_bucket_another_process_is_creating_is_refused_as_busy(tmp_path: Path) -> None:
+    from graphrecall.errors import StoreBusy
+    from graphrecall.store.database import CREATING, create_bucket
+
+    path = tmp_path / "b.kuzu"
+    hold = (
+        "import sys, time; from pathlib import Path; from graphrecall.store import proclock; "
+        "proclock.acquire(Path(sys.argv[1]), 'x'); print('holding', flush=True); time.sleep(600)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, f"{path}{CREATING}"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        with pytest.raises(StoreBusy, match="another process is creating it"):
+            create_bucket(path, "hashing-64", 64)
+        assert not path.exists()
+    finally:
+        holder.kill()
+        holder.wait(30)

@@ -52,7 +52,7 @@ from graphrecall.errors import SchemaMismatch, StoreBusy
 from graphrecall.index import IndexSpace, index_dir
 from graphrecall.index.manifest import fsync_dir
 from graphrecall.models import utcnow
-from graphrecall.store import compact_swap, nodegroups, schema, statements
+from graphrecall.store import compact_swap, nodegroups, proclock, schema, statements
 from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
 from graphrecall.store.known import KNOWN_TABLES, KnownIds
 from graphrecall.store.recovery import recover
@@ -631,11 +631,25 @@ def _drain(result: kuzu.QueryResult | list[kuzu.QueryResult]) -> list[list[Any]]
 
 def create_bucket(path: Path, embedder_id: str, dim: int) -> None:
     """A new bucket at ``path``: its tables and its bucket row, made whole in ``<path>.creating`` and renamed into
-    place. Why not in place: Kuzu runs DDL only in auto-commit mode, a statement at a time, so a process killed while
-    creating a bucket in place left a file with some tables and no bucket row (found by a killed ``graphrecall
-    reembed``: every later open failed on it). A leftover ``.creating`` of such a kill is deleted first. The file is
-    checkpointed and closed before the rename: recovery never has to replay DDL."""
+        place. Why not in place: Kuzu runs DDL only in auto-commit mode, a statement at a time, so a process killed while
+        creating a bucket in place left a file with some tables and no bucket row (found by a killed ``graphrecall
+        reembed``: every later open failed on it). A leftover ``.creating`` of such a kill is deleted first. The file is
+        checkpointed and closed before the rename: recovery never has to replay DDL. One creator at a time (a thread
+    lock, and a process lock beside the file: ``StoreBusy`` while another process creates it); one that finds the
+    bucket made meanwhile leaves it as it is."""
     tmp = path.with_name(path.name + CREATING)
+    with _CREATING_LOCK:
+        proclock.acquire(tmp, f"bucket {path} (another process is creating it)")
+        try:
+            if not path.exists():
+                _create_at(tmp, embedder_id, dim)
+                os.replace(tmp, path)
+                fsync_dir(path.parent)
+        finally:
+            proclock.release(tmp)
+
+
+def _create_at(tmp: Path, embedder_id: str, dim: int) -> None:
     _remove(tmp)
     db = _open_kuzu(tmp, 16 << 20, DEFAULT_MAX_DB_SIZE)
     conn = kuzu.Connection(db)
@@ -654,11 +668,10 @@ def create_bucket(path: Path, embedder_id: str, dim: int) -> None:
         db.close()
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 CREATING = ".creating"
+_CREATING_LOCK = threading.Lock()
 
 
 def _open_kuzu(path: Path, buffer_pool_size: int, max_db_size: int) -> kuzu.Database:
