@@ -4,16 +4,17 @@ upgrade, ``move_legacy``) or from another bucket (``graphrecall reembed``'s swap
 Why one transaction: the scope's ``Scope`` row is created in it, so the bucket holds either the whole scope or none
 of it; a process killed half-way leaves the source as it was, and the next open copies again. Except for one Kuzu
 0.11.3 defect: a process killed while the commit of a transaction that ran a ``COPY`` is being checkpointed (such a
-commit checkpoints at once) leaves, once Kuzu has replayed its WAL, the transaction's ``CREATE``s and ``SET``s but
-not the rows the ``COPY`` wrote (measured with Kuzu alone: a kill 20-40 ms into an 80 ms commit of 10 ``CREATE``s
-and a 200,000-row ``COPY`` reopened with the 10 rows and none of the 200,000; docs/architecture.md). So a bucket
-that holds the scope may hold it torn: the ``Scope`` row and the sessions without their messages and rounds. Whoever
-resumes a copy compares the rows per table and edges per relationship with the source (``torn``), which is kept
-until the copy is known whole, and a torn copy is dropped and made again (its keys get a new prefix, so what Kuzu
-kept of the first one cannot collide). The source is read a
-page of rows at a time and each page is a ``COPY`` (the only bulk insert Kuzu has); keys get the new prefix, ids and
-every column stay as they are, and the derived indexes' marks come along, so a scope's ``<user>.kuzu.idx/`` built
-over the source is still valid over the copy (the ids it holds did not change).
+commit checkpoints at once) reopens with part of that transaction (measured with Kuzu alone: a kill 20-40 ms into an
+80 ms commit of 10 ``CREATE``s and a 200,000-row ``COPY`` kept the 10 rows and none of the 200,000; in killed
+``graphrecall reembed`` runs, once the sessions without the messages and rounds, twice the messages and rounds
+without the edges to their sessions; docs/architecture.md). So a bucket that holds the scope may hold it torn.
+Whoever resumes a copy compares the rows per table and edges per relationship with the source (``torn``), which is
+kept until the copy is known whole, and a torn copy is dropped and made again (its keys get a new prefix, so what
+Kuzu kept of the first one cannot collide).
+
+The source is read a page of rows at a time and each page is a ``COPY`` (the only bulk insert Kuzu has); keys get
+the new prefix, ids and every column stay as they are, and the derived indexes' marks come along, so a scope's
+``<user>.kuzu.idx/`` built over the source is still valid over the copy (the ids it holds did not change).
 """
 
 from __future__ import annotations
