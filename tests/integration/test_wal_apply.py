@@ -115,6 +115,44 @@ def test_applying_a_batch_twice_changes_nothing(db: ScopeDatabase) -> None:
     assert q.lexical_search(db, "round_terms", "wbiscuit", 5)[0][0] == "s2@0"
 
 
+@pytest.mark.parametrize("turns", [6, 400])  # found by point lookups, and past them (store.known)
+def test_a_replay_mends_messages_that_a_torn_flush_kept_without_their_edges(
+    db: ScopeDatabase, turns: int
+) -> None:
+    """A kill inside the checkpoint of a flush's commit can keep the messages a ``COPY`` wrote and lose the edges to
+    their session (docs/architecture.md, "Decisions forced by measurement"); the write log still holds the entries,
+    and their replay gives each such message its edge again, neither skipping it nor creating it twice."""
+    es = seqd([entry("s1", [f"turn {i}: bread from bakery {i}" for i in range(turns)])])
+    apply_entries(db, es)
+    whole = dump(db)
+    db.bucket.writer.execute(
+        f"{MATCH_SCOPE}MATCH {owned('s', 'Session')}<-[e:MSG_IN]-(:Message) DELETE e", {"scope": db.user_id}
+    )
+    assert dump(db)["messages"] == []
+
+    apply_entries(db, es)
+
+    assert dump(db) == whole
+
+
+@pytest.mark.parametrize("sessions", [3, 300])
+def test_a_replay_mends_sessions_that_a_torn_flush_kept_without_their_owner_edge(
+    db: ScopeDatabase, sessions: int
+) -> None:
+    """The same for sessions (a flush of 2,000 or more copies them, then writes their ``OWNS`` edges)."""
+    es = seqd([entry(f"s{i}", [f"my note number {i}"]) for i in range(sessions)])
+    apply_entries(db, es)
+    whole = dump(db)
+    db.bucket.writer.execute(
+        "MATCH (:Scope {key: $scope})-[e:OWNS]->(:Session) DELETE e", {"scope": db.user_id}
+    )
+    assert dump(db)["sessions"] == []
+
+    apply_entries(db, es)
+
+    assert dump(db) == whole
+
+
 @pytest.mark.parametrize("flushed", [0, 1, 2, 3])
 def test_replaying_the_unmarked_suffix_over_any_flushed_prefix_gives_the_same_store(
     tmp_path: Path, flushed: int

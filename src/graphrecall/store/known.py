@@ -60,10 +60,21 @@ def existing_ids(db: _Database, table: str, ids: Iterable[str]) -> set[str]:
     if not wanted:
         return set()
     if len(wanted) <= POINT_LOOKUPS_UP_TO:
-        rows = db.query_each(f"MATCH (n:{table} {{key: $k}}) RETURN n.id", [{"k": db.key(i)} for i in wanted])
-        return {r[0] for r in rows}
+        return keyed_ids(db, table, wanted)
     stored = {r[0] for r in db.query(f"{MATCH_SCOPE}MATCH {owned('n', table)} RETURN n.id")}
     return stored.intersection(wanted)
+
+
+def keyed_ids(db: _Database, table: str, ids: Iterable[str]) -> set[str]:
+    """The subset of ``ids`` whose key ``table`` holds, one point lookup each: a row counts whether or not an edge
+    reaches it from the scope (what a torn commit can leave, ``store.wal.apply``)."""
+    if table not in ID_TABLES:
+        raise ValueError(f"not a table keyed by id: {table}")
+    wanted = list(dict.fromkeys(ids))
+    if not wanted:
+        return set()
+    rows = db.query_each(f"MATCH (n:{table} {{key: $k}}) RETURN n.id", [{"k": db.key(i)} for i in wanted])
+    return {r[0] for r in rows}
 
 
 class KnownIds:
