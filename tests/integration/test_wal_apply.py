@@ -153,6 +153,33 @@ def test_a_replay_mends_sessions_that_a_torn_flush_kept_without_their_owner_edge
     assert dump(db) == whole
 
 
+def test_a_replay_mends_passages_that_a_torn_flush_kept_without_their_round_edge(db: ScopeDatabase) -> None:
+    """A passage kept without its ``PASSAGE_OF`` edge is not reached by its round's replacement: its key fails the
+    batch once, and the batch applied again deletes the passages it writes by key first."""
+    plain = entry("s1", [f"a long diary entry, day {i}" for i in range(6)])
+    rounds = plain.rounds
+    passages = [EMB.embed([f"{r.id} part {j}" for j in range(2)]) for r in rounds]
+    es = seqd([WriteEntry.from_rows(sessions=plain.sessions, messages=plain.messages, rounds=rounds,
+                                    user_vectors=plain.user_matrix(), reply_vectors=plain.reply_matrix(),
+                                    passages=passages, dim=EMB.dim)])  # fmt: skip
+    assert [len(p) for p in es[0].passages() if p is not None] == [2] * len(rounds)
+
+    def stored() -> list[list[Any]]:
+        return db.query(f"{MATCH_SCOPE}MATCH {owned('p', 'Passage')} RETURN p.id ORDER BY p.id")
+
+    apply_entries(db, es)
+    whole, kept = dump(db), stored()
+    assert len(kept) == 2 * len(rounds)
+    db.bucket.writer.execute(
+        f"{MATCH_SCOPE}MATCH {owned('r', 'Round')}<-[e:PASSAGE_OF]-(:Passage) DELETE e", {"scope": db.user_id}
+    )
+    assert stored() == []
+
+    apply_entries(db, es)
+
+    assert stored() == kept and dump(db) == whole
+
+
 @pytest.mark.parametrize("flushed", [0, 1, 2, 3])
 def test_replaying_the_unmarked_suffix_over_any_flushed_prefix_gives_the_same_store(
     tmp_path: Path, flushed: int

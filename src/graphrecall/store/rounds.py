@@ -108,6 +108,17 @@ def delete_rounds(txn: WriteTxn, round_ids: Sequence[str]) -> None:
     txn.unindex("Round", round_ids)
 
 
+def delete_passages(txn: WriteTxn, passage_ids: Sequence[str]) -> None:
+    """Delete passages by key, whether or not an edge reaches them (a torn commit, ``store.wal.apply``)."""
+    gone: list[str] = []
+    for pid in passage_ids:
+        rows = txn.execute(
+            "MATCH (p:Passage {key: $k}) WITH p, p.id AS pid DETACH DELETE p RETURN pid", {"k": txn.key(pid)}
+        )
+        gone += [row[0] for row in rows]
+    txn.unindex("Passage", gone)
+
+
 def write_rounds(
     txn: WriteTxn,
     rounds: Sequence[RoundRow],

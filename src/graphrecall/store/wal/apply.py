@@ -14,6 +14,8 @@ of a commit that ran a ``COPY`` (a flush of more than 256 rows) can keep the mes
 edges to their session (docs/architecture.md, "Decisions forced by measurement"). The entries are still in the log
 (deleted only after the checkpoint), and their replay mends that: a message stored without its edge gets it again,
 and so does a session stored without its ``OWNS`` edge (a flush of 2,000 sessions or more copies them too).
+A passage kept without the edge to its round is not reached by the round's replacement; its key makes the batch
+fail, and the batch applied again deletes the passages it writes by key first.
 Such a message is found by key, so a batch whose ids were read from the scope's edges (past the point lookups,
 ``store.known``) and which then meets one of its keys fails on it; that batch is applied again with every session
 and message id looked up by key. A session or message already stored costs one lookup more; a new one, nothing.
@@ -31,6 +33,7 @@ from graphrecall.store import rounds as q
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.known import POINT_LOOKUPS_UP_TO, existing_ids, keyed_ids
 from graphrecall.store.rows import MessageRow, RoundRow, SessionRow
+from graphrecall.store.schema import passage_id
 from graphrecall.store.wal.entry import WriteEntry
 
 log = logging.getLogger(__name__)
@@ -89,6 +92,10 @@ def _apply(db: ScopeDatabase, entries: Sequence[WriteEntry], *, durable: bool, b
                 messages=new_messages,
                 replaced_round_ids=stale,
             )
+            if by_key:  # passages a torn commit kept without the edge that ``delete_rounds`` follows
+                q.delete_passages(
+                    txn, [passage_id(r.id, i) for r, _, _, pv in latest.values() for i in range(_n(pv))]
+                )
             for sid in unowned:  # one by one: a COPY of edges is never safe (docs/architecture.md)
                 txn.execute(
                     "MATCH (sc:Scope {key: $scope}), (s:Session {key: $s}) CREATE (sc)-[:OWNS]->(s)",
@@ -131,3 +138,7 @@ def _lacking(db: ScopeDatabase, ids: set[str], cypher: str) -> list[str]:
     if not ids:
         return []
     return [r[0] for r in db.query_each(cypher, [{"k": db.key(i)} for i in sorted(ids)])]
+
+
+def _n(passages: np.ndarray | None) -> int:
+    return 0 if passages is None else len(passages)
