@@ -631,10 +631,10 @@ def _drain(result: kuzu.QueryResult | list[kuzu.QueryResult]) -> list[list[Any]]
 
 def create_bucket(path: Path, embedder_id: str, dim: int) -> None:
     """A new bucket at ``path``: its tables and its bucket row, made whole in ``<path>.creating`` and renamed into
-        place. Why not in place: Kuzu runs DDL only in auto-commit mode, a statement at a time, so a process killed while
-        creating a bucket in place left a file with some tables and no bucket row (found by a killed ``graphrecall
-        reembed``: every later open failed on it). A leftover ``.creating`` of such a kill is deleted first. The file is
-        checkpointed and closed before the rename: recovery never has to replay DDL. One creator at a time (a thread
+    place. Why not in place: Kuzu runs DDL only in auto-commit mode, a statement at a time, so a process killed while
+    creating a bucket in place left a file with some tables and no bucket row (found by a killed ``graphrecall
+    reembed``: every later open failed on it). A leftover ``.creating`` of such a kill is deleted first. The file is
+    checkpointed and closed before the rename: recovery never has to replay DDL. One creator at a time (a thread
     lock, and a process lock beside the file: ``StoreBusy`` while another process creates it); one that finds the
     bucket made meanwhile leaves it as it is."""
     tmp = path.with_name(path.name + CREATING)

@@ -234,10 +234,7 @@ def move_legacy(
             drop_torn(bucket, user_id, source, f"the store {legacy}")
         moved = bucket.member(user_id) is None
         if moved:
-            rows = {
-                t: int(old.query(f"MATCH (n:{t}) RETURN count(n)")[0][0])
-                for t in ("Session", "Round", "Fact")
-            }
+            rows = counts(source)
             copy_scope(bucket, user_id, source, old.marks)
             upgraded = old.upgraded_from
     finally:
