@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from benchmarks.perf.reembed_kills import ANA
+from benchmarks.perf.reembed_kills import command as reembed_command
+from benchmarks.perf.reembed_kills import seed as seed_ana
 
 from graphrecall import EmbedderMismatch, Memory
 from graphrecall.embed import HashingEmbedder
@@ -24,32 +27,14 @@ from graphrecall.reembed import KILL_ENV, reembed, work_dir
 from graphrecall.store.rounds import kuzu_rounds
 from graphrecall.store.schema import MATCH_SCOPE, owned
 
-ANA = Scope(org_id="acme", user_id="ana")
 BO = Scope(org_id="acme", user_id="bo")
 
 
 def seed(root: Path, sessions: int) -> None:
+    """The benchmark's store (``benchmarks.perf.reembed_kills``: ``sessions`` sessions of ana, two facts, one
+    superseded), and bo, a scope small enough to live in its write log."""
+    seed_ana(root, sessions)
     with Memory.open(root, embedder=HashingEmbedder(64)) as m:
-        m.add_sessions(
-            ANA,
-            [
-                {
-                    "session_id": f"s{i}",
-                    "date": f"2024-03-{1 + i % 28:02d}T10:00:00",
-                    "messages": [
-                        {
-                            "role": "user",
-                            "content": f"I bought a red bicycle, number {i}, and rode to Lisbon",
-                        },
-                        {"role": "assistant", "content": f"Enjoy bicycle {i}!"},
-                    ],
-                }
-                for i in range(sessions)
-            ],
-        )
-        old = m.add_fact(ANA, "The user lives in Porto.", valid_from="2024-01-01")
-        new = m.add_fact(ANA, "The user lives in Lisbon.", valid_from="2024-03-01")
-        m.supersede(ANA, old.fact.id, new.fact.id)
         m.add_session(BO, [{"role": "user", "content": "My cat is called Mochi."}], session_id="b1")
 
 
@@ -208,8 +193,7 @@ def test_the_refusal_names_both_models_and_the_command_on_every_surface(tmp_path
 
 
 def command(root: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "graphrecall", "reembed", "--root", str(root), "--embedder", "hashing:128",
-            "--org", "acme", "--user", "ana", *extra]  # fmt: skip
+    return [*reembed_command(root), *extra]
 
 
 def env(**extra: str) -> dict[str, str]:
