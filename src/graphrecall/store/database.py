@@ -33,6 +33,7 @@ same whatever the bucket holds, and their marks live in the scope's ``Scope`` ro
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util  # noqa: F401  (kuzu's pyarrow scan path needs importlib.util imported)
 import logging
 import os
@@ -48,18 +49,19 @@ import kuzu
 import pyarrow.compute as pc
 
 from graphrecall.config import BUFFER_POOL_BYTES
-from graphrecall.errors import SchemaMismatch, StoreBusy
+from graphrecall.errors import SchemaMismatch, StorageFull, StoreBusy
 from graphrecall.index import IndexSpace, index_dir
 from graphrecall.index.manifest import fsync_dir
 from graphrecall.models import utcnow
 from graphrecall.store import compact_swap, nodegroups, proclock, schema, statements
 from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
 from graphrecall.store.known import KNOWN_TABLES, KnownIds
-from graphrecall.store.recovery import recover
+from graphrecall.store.recovery import recover, wal_path
 from graphrecall.store.schema import (
     MATCH_SCOPE as MATCH_SCOPE,
 )  # every store module scopes its patterns with these
 from graphrecall.store.schema import owned as owned
+from graphrecall.store.space import is_io_failure, no_room, short_of_room
 from graphrecall.store.statements import execute
 
 log = logging.getLogger(__name__)
@@ -650,7 +652,14 @@ def create_bucket(path: Path, embedder_id: str, dim: int) -> None:
 
 
 def _create_at(tmp: Path, embedder_id: str, dim: int) -> None:
+    """The bucket's file at ``tmp``. Without room for it, ``StorageFull`` before Kuzu writes anything; a write that
+    fails anyway (the room taken meanwhile) leaves the database unclosed: closing a Kuzu database whose write failed
+    for lack of room never returns (measured, Kuzu 0.11.3: ``Database.close`` blocked for good with 0.2-2 MB free,
+    and the whole test run with it), so it is kept alive like the pool's broken buckets and its files removed."""
     _remove(tmp)
+    short = short_of_room(tmp, CREATE_ROOM_BYTES)
+    if short is not None:
+        raise StorageFull(f"no room to create the bucket {tmp.name.removesuffix(CREATING)}: {short}")
     db = _open_kuzu(tmp, 16 << 20, DEFAULT_MAX_DB_SIZE)
     conn = kuzu.Connection(db)
     try:
@@ -662,12 +671,40 @@ def _create_at(tmp: Path, embedder_id: str, dim: int) -> None:
             {"b": schema.BUCKET_ROW, "v": schema.SCHEMA_VERSION, "e": embedder_id, "d": dim, "t": utcnow()},
         )
         _run(conn, "CHECKPOINT")
-    finally:
-        statements.close(conn)
-        conn.close()
-        db.close()
+    except BaseException as e:
+        if not is_io_failure(e):
+            statements.close(conn)
+            db.close()
+            raise
+        keep_unclosed(conn, db)
+        _remove(tmp)
+        reason = no_room(e, [tmp, wal_path(tmp)])
+        if reason is not None:
+            raise StorageFull(
+                f"no room to create the bucket {tmp.name.removesuffix(CREATING)}: {reason}"
+            ) from e
+        raise
+    statements.close(conn)
+    db.close()
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
+
+
+CREATE_ROOM_BYTES = 8 << 20
+"""Free space a new bucket needs before it is created: its empty file (~1.1 MB), the shadow and write-ahead log of
+its one checkpoint (~1.2 MB), and room for the first write."""
+
+_UNCLOSED: list[object] = []
+
+
+def keep_unclosed(*objects: object) -> None:
+    """Keep Kuzu objects whose write failed alive, unclosed, until the process exits. Why: closing such a database
+    aborts the process, writes the failed commit into the files, or blocks for good (``store/space.py``,
+    ``_create_at``); the garbage collector would close it, at the latest at exit, so each gets a reference that is
+    never given back. Its memory stays taken: one database per failed write."""
+    for o in objects:
+        _UNCLOSED.append(o)
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(o))
 
 
 CREATING = ".creating"

@@ -28,7 +28,6 @@ what is full (``store/space.py``).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import shutil
 import tempfile
@@ -46,7 +45,13 @@ from graphrecall.index import index_dir
 from graphrecall.models import Scope
 from graphrecall.store import buckets, freespace
 from graphrecall.store.compact import Compacted, OnStep, compact
-from graphrecall.store.database import DEFAULT_MAX_DB_SIZE, BucketDatabase, Member, ScopeDatabase
+from graphrecall.store.database import (
+    DEFAULT_MAX_DB_SIZE,
+    BucketDatabase,
+    Member,
+    ScopeDatabase,
+    keep_unclosed,
+)
 from graphrecall.store.legacy import LEGACY_SUFFIXES, legacy_path
 from graphrecall.store.move import move_legacy
 from graphrecall.store.recovery import wal_path
@@ -406,12 +411,11 @@ class DatabasePool:
 
     @staticmethod
     def _abandon(bucket: BucketDatabase) -> None:
-        """Keep a broken bucket alive, unclosed, until the process exits, and move its write-ahead log aside (module
-        docstring: closing it aborts the process or writes the failed commit into the files). The garbage collector
-        would close it, at the latest at exit, so it gets a reference that is never given back. Its memory stays
-        taken: one database per failed write, and writes are retried with backoff and only once there is room."""
+        """Keep a broken bucket alive, unclosed, until the process exits (``database.keep_unclosed``; module
+        docstring: closing it aborts the process or writes the failed commit into the files), and move its
+        write-ahead log aside. Writes are retried with backoff and only once there is room."""
         _ABANDONED.append(bucket)
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(bucket))
+        keep_unclosed(bucket)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%f")
         for part in (wal_path(bucket.path), Path(str(bucket.path) + ".shadow")):
             if part.exists():
