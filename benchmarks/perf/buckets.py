@@ -247,6 +247,11 @@ def rss_bytes() -> int:
     return 0
 
 
+def threads() -> int:
+    """The process's threads, native ones included (tantivy's and Kuzu's as well as Python's)."""
+    return len(list(Path("/proc/self/task").iterdir()))
+
+
 def fleet(
     work: Path,
     n_users: int,
@@ -280,10 +285,11 @@ def fleet(
             if (i + 1) % step == 0 or i + 1 == n_users:
                 m.flush()
                 c = {"users": i + 1, "bytes": disk(root), "parts": parts(root), "seconds": time.perf_counter() - t0,
-                     "builder_rss_bytes": rss_bytes()}  # fmt: skip
+                     "builder_rss_bytes": rss_bytes(), "builder_threads": threads()}  # fmt: skip
                 curve.append(c)
                 print(f"  {i + 1:,} users: {c['bytes'] / MB:,.0f} MB, {c['seconds']:,.0f} s, "
-                      f"builder RSS {c['builder_rss_bytes'] / MB:,.0f} MB", flush=True)  # fmt: skip
+                      f"builder RSS {c['builder_rss_bytes'] / MB:,.0f} MB, {c['builder_threads']:,} threads",
+                      flush=True)  # fmt: skip
             state = {"done": i + 1, "build_s": time.perf_counter() - t0, "curve": curve}
             tmp = progress.with_suffix(".tmp")
             tmp.write_text(json.dumps(state))
@@ -362,12 +368,13 @@ def report(res: dict[str, Any]) -> str:
     f = res.get("fleet")
     if f:
         lines += ["", f"Fleet: {f['users']:,} users x {f['rounds']} rounds, extracted, {f['buckets_per_org']} buckets "
-                  f"(built in {f['build_s']:,.0f} s)", "", "| users | disk | per user | buckets | indexes | logs |",
-                  "|---|---|---|---|---|---|"]  # fmt: skip
+                  f"(built in {f['build_s']:,.0f} s)", "", "| users | disk | per user | buckets | indexes | logs | builder RSS | threads |",
+                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for c in f["curve"]:
             p = c["parts"]
             lines.append(f"| {c['users']:,} | {c['bytes'] / MB:,.0f} MB | {c['bytes'] / c['users'] / KB:,.1f} KB | "
-                         f"{p['buckets'] / MB:,.0f} MB | {p['indexes'] / MB:,.0f} MB | {p['logs'] / MB:,.0f} MB |")  # fmt: skip
+                         f"{p['buckets'] / MB:,.0f} MB | {p['indexes'] / MB:,.0f} MB | {p['logs'] / MB:,.0f} MB | "
+                         f"{c.get('builder_rss_bytes', 0) / MB:,.0f} MB | {c.get('builder_threads', '-')} |")  # fmt: skip
         lines += ["", f"A fresh process (a server after a restart): RSS {f['rss_before_open_bytes'] / MB:,.0f} MB before "
                   f"opening; {f['rss_after_touching_all_bytes'] / MB:,.0f} MB after searching every user "
                   f"({f['touch_all_s']:,.0f} s); {f['rss_at_end_bytes'] / MB:,.0f} MB at the end", "",

@@ -9,6 +9,7 @@ tracker is a plain object guarded by a lock, so it is safe from threads and from
 from __future__ import annotations
 
 import contextvars
+import itertools
 import threading
 import time
 from collections import deque
@@ -173,7 +174,8 @@ class UsageTracker:
         older than the newest ``keep`` are no longer there."""
         with self._lock:
             newer = max(0, self._calls - mark)
-            return list(self._records)[-newer:] if newer else []
+            # From the newest end: a piece of work's few calls, not a copy of every kept record.
+            return list(itertools.islice(reversed(self._records), newer))[::-1]
 
     @property
     def records(self) -> list[CallRecord]:

@@ -54,13 +54,11 @@ class _Database(Protocol):
 def existing_ids(db: _Database, table: str, ids: Iterable[str]) -> set[str]:
     """The subset of ``ids`` that ``table`` holds now, asked of Kuzu (what a replay or an import must trust: not a
     cache). Any table keyed by ``id``."""
-    if table not in ID_TABLES:
-        raise ValueError(f"not a table keyed by id: {table}")
-    wanted = list(dict.fromkeys(ids))
+    wanted = _wanted(table, ids)
     if not wanted:
         return set()
     if len(wanted) <= POINT_LOOKUPS_UP_TO:
-        return keyed_ids(db, table, wanted)
+        return _looked_up(db, table, wanted)
     stored = {r[0] for r in db.query(f"{MATCH_SCOPE}MATCH {owned('n', table)} RETURN n.id")}
     return stored.intersection(wanted)
 
@@ -68,9 +66,17 @@ def existing_ids(db: _Database, table: str, ids: Iterable[str]) -> set[str]:
 def keyed_ids(db: _Database, table: str, ids: Iterable[str]) -> set[str]:
     """The subset of ``ids`` whose key ``table`` holds, one point lookup each: a row counts whether or not an edge
     reaches it from the scope (what a torn commit can leave, ``store.wal.apply``)."""
+    return _looked_up(db, table, _wanted(table, ids))
+
+
+def _wanted(table: str, ids: Iterable[str]) -> list[str]:
+    """``ids`` once each, in order, for a table keyed by ``id``."""
     if table not in ID_TABLES:
         raise ValueError(f"not a table keyed by id: {table}")
-    wanted = list(dict.fromkeys(ids))
+    return list(dict.fromkeys(ids))
+
+
+def _looked_up(db: _Database, table: str, wanted: list[str]) -> set[str]:
     if not wanted:
         return set()
     rows = db.query_each(f"MATCH (n:{table} {{key: $k}}) RETURN n.id", [{"k": db.key(i)} for i in wanted])
