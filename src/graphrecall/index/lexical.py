@@ -114,7 +114,6 @@ class TantivyLexicalIndex:
             self.index.searcher().num_docs  # noqa: B018  (touch the segments: a broken one fails here)
         except (OSError, ValueError, RuntimeError) as e:
             raise IndexCorrupt(f"{directory}: tantivy cannot open it: {e}") from e
-        self._writer: Any = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -162,17 +161,6 @@ class TantivyLexicalIndex:
         return self._manifest.mark
 
     # -- writing -----------------------------------------------------------------------------------------------
-    def _w(self) -> Any:
-        """A writer for one commit: ``apply`` closes it after its commit. Why not kept open between commits: each
-        open tantivy writer holds six threads (one indexing, four merging, one segment updater) and its memory
-        arena, and a process keeps an index open per open scope view and lexical index (64 x 3 by default): a
-        process writing for many users held ~1,350 such threads, and its memory grew with them (docs/benchmarks.md,
-        "The writer on this session's code"); opening one per commit cost nothing measurable beside the commit's
-        fsync (15.9 against 17.7 ms a small commit, 200 each)."""
-        if self._writer is None:
-            self._writer = self.index.writer(WRITER_HEAP, 1)
-        return self._writer
-
     def add(self, rows: Sequence[Row], *, mark: str | None = None) -> None:
         """Index rows and commit durably (an id already present is replaced); visible to the next search."""
         self.apply((), rows, mark=mark)
@@ -183,23 +171,26 @@ class TantivyLexicalIndex:
     def apply(self, delete: Sequence[str], add: Sequence[Row], *, mark: str | None = None) -> None:
         """Delete ``delete``, then index ``add`` (replacing ids present), in one durable commit."""
         with self._lock:
-            w = self._w()
-            for rid in delete:
-                w.delete_documents_by_term("id", rid)
-            for row in add:
-                w.delete_documents_by_term("id", row[0])
-                w.add_document(_document(self._t, row))
+            # A writer for this commit only. Why not one kept open between commits: each open tantivy writer holds
+            # six threads (one indexing, four merging, one segment updater) and its memory arena, and a process
+            # keeps an index open per open scope view and lexical index (64 x 3 by default): a process writing for
+            # many users held ~1,350 such threads (docs/benchmarks.md, "Tantivy writers"); opening one per commit
+            # cost nothing measurable beside the commit's fsync (15.9 against 17.7 ms a small commit, 200 each).
+            w = self.index.writer(WRITER_HEAP, 1)
             try:
-                self._commit(mark)
+                for rid in delete:
+                    w.delete_documents_by_term("id", rid)
+                for row in add:
+                    w.delete_documents_by_term("id", row[0])
+                    w.add_document(_document(self._t, row))
+                w.commit()  # tantivy fsyncs segment files and its meta.json before it returns
             finally:
-                self._close_writer()
-
-    def _commit(self, mark: str | None) -> None:
-        self._w().commit()  # tantivy fsyncs segment files and its meta.json before it returns
-        self.index.reload()
-        if mark is not None and mark != self._manifest.mark:
-            self._manifest = self._manifest.model_copy(update={"mark": mark})
-            write_manifest(self.directory, self._manifest, durable=False)  # the commit above fsync'd the data
+                w.wait_merging_threads()
+            self.index.reload()
+            if mark is not None and mark != self._manifest.mark:
+                self._manifest = self._manifest.model_copy(update={"mark": mark})
+                # The commit above fsync'd the data.
+                write_manifest(self.directory, self._manifest, durable=False)
 
     # -- compaction --------------------------------------------------------------------------------------------
     def dead_fraction(self) -> float:
@@ -212,20 +203,13 @@ class TantivyLexicalIndex:
         keeps writes to the store out meanwhile, so ``rows`` are what the index holds; searches go on against the
         old index until the new one is opened. ``on_step``: "written" before the swap, "aside" within it."""
         with self._lock:
-            self._close_writer()
             manifest = self._manifest.model_copy(update={"mark": mark})
             _build(_compacting(self.directory), self.directory, rows, manifest, on_step=on_step)
             fresh = TantivyLexicalIndex(self.directory)
             self.index, self._manifest = fresh.index, fresh._manifest  # one store each: a search gets either
 
-    def _close_writer(self) -> None:
-        if self._writer is not None:
-            self._writer.wait_merging_threads()
-            self._writer = None
-
     def close(self) -> None:
-        with self._lock:
-            self._close_writer()
+        """Nothing to let go: a writer lives for one commit (``apply``)."""
 
 
 OnStep = Callable[[str], None]
