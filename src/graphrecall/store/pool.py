@@ -300,6 +300,7 @@ class DatabasePool:
         with self._lock:
             bucket.in_use -= 1
             self._retire(bucket)
+            self._recycle(bucket)
             self._released.notify_all()
             self._evict()
 
@@ -362,6 +363,7 @@ class DatabasePool:
                         failed,
                     )
                 self._retire(bucket)
+                self._recycle(bucket)
                 self._released.notify_all()
                 self._evict()
             if failed is not None and reason is not None:
@@ -418,11 +420,18 @@ class DatabasePool:
                 f"{DROP_WAIT_SECONDS:g} s"
             )
 
-    def _recycle(self, path: Path, bucket: BucketDatabase) -> None:
-        """Close a bucket that wrote ``recycle_after_commits`` since it was opened, with its views, if nobody
-        uses it and it is not being compacted or broken (caller holds ``_lock``): the next request opens it
-        afresh, without the memory Kuzu held for those writes."""
-        if bucket.in_use != 0 or bucket in self._broken or path in self._compacting:
+    def _recycle(self, bucket: BucketDatabase) -> None:
+        """Close a bucket that was just let go if it wrote ``recycle_after_commits`` since it was opened, with its
+        views, when nobody uses it and it is still the pool's, not being compacted or broken (caller holds
+        ``_lock``): the next request opens it afresh, without the memory Kuzu held for those writes."""
+        path = bucket.path
+        if (
+            bucket.commits < self.recycle_after_commits
+            or bucket.in_use != 0
+            or bucket in self._broken
+            or path in self._compacting
+            or self._buckets.get(path) is not bucket
+        ):
             return
         views = [scope for scope, v in self._open.items() if v.bucket is bucket]
         if any(self._open[scope].in_use for scope in views):
@@ -545,9 +554,6 @@ class DatabasePool:
                 if db.in_use == 0:
                     del self._open[scope]
                     db.close()
-        for path, bucket in list(self._buckets.items()):
-            if bucket.commits >= self.recycle_after_commits:
-                self._recycle(path, bucket)
         if len(self._buckets) > self.bucket_capacity:
             viewed = {id(v.bucket) for v in self._open.values()}
             for path in list(self._buckets):
