@@ -657,9 +657,10 @@ def _create_at(tmp: Path, embedder_id: str, dim: int) -> None:
     for lack of room never returns (measured, Kuzu 0.11.3: ``Database.close`` blocked for good with 0.2-2 MB free,
     and the whole test run with it), so it is kept alive like the pool's broken buckets and its files removed."""
     _remove(tmp)
+    refused = f"no room to create the bucket {tmp.name.removesuffix(CREATING)}"
     short = short_of_room(tmp, CREATE_ROOM_BYTES)
     if short is not None:
-        raise StorageFull(f"no room to create the bucket {tmp.name.removesuffix(CREATING)}: {short}")
+        raise StorageFull(f"{refused}: {short}")
     db = _open_kuzu(tmp, 16 << 20, DEFAULT_MAX_DB_SIZE)
     conn = kuzu.Connection(db)
     try:
@@ -680,9 +681,7 @@ def _create_at(tmp: Path, embedder_id: str, dim: int) -> None:
         _remove(tmp)
         reason = no_room(e, [tmp, wal_path(tmp)])
         if reason is not None:
-            raise StorageFull(
-                f"no room to create the bucket {tmp.name.removesuffix(CREATING)}: {reason}"
-            ) from e
+            raise StorageFull(f"{refused}: {reason}") from e
         raise
     statements.close(conn)
     db.close()
@@ -694,8 +693,6 @@ CREATE_ROOM_BYTES = 8 << 20
 """Free space a new bucket needs before it is created: its empty file (~1.1 MB), the shadow and write-ahead log of
 its one checkpoint (~1.2 MB), and room for the first write."""
 
-_UNCLOSED: list[object] = []
-
 
 def keep_unclosed(*objects: object) -> None:
     """Keep Kuzu objects whose write failed alive, unclosed, until the process exits. Why: closing such a database
@@ -703,7 +700,6 @@ def keep_unclosed(*objects: object) -> None:
     ``_create_at``); the garbage collector would close it, at the latest at exit, so each gets a reference that is
     never given back. Its memory stays taken: one database per failed write."""
     for o in objects:
-        _UNCLOSED.append(o)
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(o))
 
 
