@@ -21,6 +21,7 @@ facts and events through ABOUT/SUBJECT/OBJECT edges, ranked by similarity to the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from graphrecall.config import ListName
@@ -36,6 +37,19 @@ from graphrecall.store.adjacency import adjacency
 from graphrecall.store.database import ScopeDatabase
 from graphrecall.store.mentions import entities_named_in
 from graphrecall.text import query_terms
+
+Hits = Sequence[tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class Early:
+    """The part of the graph lists that needs no query vector (``GraphCandidates.early``)."""
+
+    extracted: bool  # False: the scope holds no fact or event, and the graph lists are empty
+    fact_bm25: Hits = ()
+    event_bm25: Hits = ()
+    named_facts: Sequence[str] = ()  # the visible facts about the entities the question names
+    named_events: Sequence[str] = ()  # the visible events involving them
 
 
 class GraphCandidates:
@@ -59,6 +73,34 @@ class GraphCandidates:
         self.salience_half_life_days = salience_half_life_days
 
     # -- as a generator of round candidates ------------------------------------------------------------------------
+    def early(
+        self, db: ScopeDatabase, query: str, n: int, cutoff: Cutoff | None, as_of: datetime | None
+    ) -> Early:
+        """What the lists read without the query's vector: BM25 over facts and events, and the visible facts and
+        events of the entities the question names. The retriever runs it while the query is embedded."""
+        if not fq.has_extracted(db):
+            return Early(extracted=False)
+        m = n * self.oversample
+        terms = query_terms(query, drop_query_stopwords=self.query_stopwords)
+        until = cutoff.until if cutoff is not None else None
+        named = entities_named_in(db, query)
+        facts, events = (
+            adjacency(db).neighbourhood_ids(named, until=until, as_of=as_of) if named else ([], [])
+        )
+        return Early(
+            extracted=True,
+            fact_bm25=q.lexical_search(db, "fact_terms", terms, m),
+            event_bm25=q.lexical_search(db, "event_terms", terms, m),
+            named_facts=facts,
+            named_events=events,
+        )
+
+    def vector_hits(self, db: ScopeDatabase, qvec: Vectors, n: int) -> tuple[Hits, Hits]:
+        """The facts and events most similar to the query (before visibility): the part that needs its vector and
+        no other list, so the retriever runs it on a worker once the query is embedded."""
+        m = n * self.oversample
+        return q.vector_search(db, "fact_vec", qvec, m), q.vector_search(db, "event_vec", qvec, m)
+
     def __call__(
         self,
         db: ScopeDatabase,
@@ -68,17 +110,24 @@ class GraphCandidates:
         *,
         cutoff: Cutoff | None,
         as_of: datetime | None,
+        early: Early | None = None,
+        vectors: tuple[Hits, Hits] | None = None,
     ) -> dict[ListName, Ranked]:
         """The ``fact``, ``event`` and ``entity`` lists of round ids (each present only when not empty; no entity
-        expansion when no fact or event is a candidate)."""
-        facts, events = self._ranked(db, query, qvec, n, cutoff, as_of)
+        expansion when no fact or event is a candidate). ``early`` and ``vectors``: ``early`` and ``vector_hits``
+        already run for this question (the retriever starts them on workers); read here when not given."""
+        if early is None:
+            early = self.early(db, query, n, cutoff, as_of)
+        if not early.extracted:
+            return {}
+        facts, events = self._ranked(db, early, vectors or self.vector_hits(db, qvec, n), cutoff, as_of, n)
         if not facts and not events:
             return {}
-        expanded = self._entity_expansion(db, query, qvec, n, cutoff, as_of)
+        adj = adjacency(db)
+        expanded = adj.rank_neighbourhood(early.named_facts, early.named_events, qvec, n, db.indexes.vectors)
         by_kind: dict[str, list[tuple[str, float]]] = {"fact": [], "event": []}
         for kind, node_id, sim in sorted(expanded, key=lambda x: -x[2]):
             by_kind[kind].append((node_id, sim))
-        adj = adjacency(db)
         sources = {
             table: adj.source_rounds(table, dict.fromkeys(i for i, _ in [*direct, *by_kind[kind]]))
             for table, kind, direct in (("Fact", "fact", facts), ("Event", "event", events))
@@ -99,27 +148,21 @@ class GraphCandidates:
     def _ranked(
         self,
         db: ScopeDatabase,
-        query: str,
-        qvec: Vectors,
-        n: int,
+        early: Early,
+        vectors: tuple[Hits, Hits],
         cutoff: Cutoff | None,
         as_of: datetime | None,
+        n: int,
     ) -> tuple[Ranked, Ranked]:
         """Visible facts and events ranked by RRF of their vector and BM25 lists (current facts only, or valid
         at as_of)."""
-        if not fq.has_extracted(db):
-            return [], []
-        m = n * self.oversample
-        terms = query_terms(query, drop_query_stopwords=self.query_stopwords)
         until = cutoff.until if cutoff is not None else None
         adj = adjacency(db)
         out: list[Ranked] = []
-        for table, vindex, findex in (
-            ("Fact", "fact_vec", "fact_terms"),
-            ("Event", "event_vec", "event_terms"),
+        for table, vec, bm25 in (
+            ("Fact", vectors[0], early.fact_bm25),
+            ("Event", vectors[1], early.event_bm25),
         ):
-            vec = q.vector_search(db, vindex, qvec, m)
-            bm25 = q.lexical_search(db, findex, terms, m)
             ids = list(dict.fromkeys([i for i, _ in vec] + [i for i, _ in bm25]))
             ok = (
                 adj.visible_fact_ids(ids, until, as_of)
@@ -129,23 +172,6 @@ class GraphCandidates:
             lists = {"vector": [x for x in vec if x[0] in ok], "bm25": [x for x in bm25 if x[0] in ok]}
             out.append(fusion.order(fusion.fuse(lists, method="rrf", k=self.rrf_k))[:n])
         return out[0], out[1]
-
-    def _entity_expansion(
-        self,
-        db: ScopeDatabase,
-        query: str,
-        qvec: Vectors,
-        n: int,
-        cutoff: Cutoff | None,
-        as_of: datetime | None,
-    ) -> list[tuple[str, str, float]]:
-        named = entities_named_in(db, query)
-        if not named:
-            return []
-        until = cutoff.until if cutoff is not None else None
-        return adjacency(db).entity_neighbourhood(
-            named, qvec, n, db.indexes.vectors, until=until, as_of=as_of
-        )
 
     # -- as facts and events themselves ------------------------------------------------------------------------------
     def node_hits(
@@ -160,7 +186,10 @@ class GraphCandidates:
         as_of: datetime | None = None,
     ) -> list[Hit]:
         """Fact and/or event hits, scored on the RRF scale that round hits use so the two can be merged."""
-        facts, events = self._ranked(db, query, qvec, n, cutoff, as_of)
+        early = self.early(db, query, n, cutoff, as_of)
+        if not early.extracted:
+            return []
+        facts, events = self._ranked(db, early, self.vector_hits(db, qvec, n), cutoff, as_of, n)
         hits: list[Hit] = []
         for kind, table, ranked in (("fact", "Fact", facts), ("event", "Event", events)):
             if kind not in kinds or not ranked:

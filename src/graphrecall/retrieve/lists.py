@@ -244,25 +244,28 @@ class GraphLists(Generator):
     def wanted(self, s: SearchState) -> bool:
         return s.graph is not None and super().wanted(s)
 
+    def prefetch(self, s: SearchState) -> None:
+        # BM25 over facts and events and the entities the question names need no vector: read while it is embedded.
+        assert s.graph is not None
+        s.graph_early = s.run.submit("graph_early", s.graph.early, s.db, s.query, s.n, s.cutoff, s.as_of)
+
     def launch(self, s: SearchState) -> None:
-        # The graph lists read only the extracted memory's own indexes and the adjacency, none of the round lists:
-        # on a worker they overlap the vector list (an extracted scope of 10,000 entities: docs/benchmarks.md).
-        s.graph_job = s.run.submit("graph", self._lists, s)
+        # The fact and event vector searches need the vector and no other list: on a worker they overlap the round
+        # vector list (an extracted scope of 10,000 entities: docs/benchmarks.md).
+        assert s.graph is not None
+        s.graph_vectors = s.run.submit("graph_vectors", s.graph.vector_hits, s.db, s.vector, s.n)
 
     def generate(self, s: SearchState) -> None:
-        job, s.graph_job = s.graph_job, None
-        if job is not None:
-            found = job.result()
-        else:  # not launched (``benchmarks.perf.entities --launch-ab`` times this way too)
-            with stage(s.timings, "graph"):
-                found = self._lists(s)
+        assert s.graph is not None
+        early = s.graph_early.result() if s.graph_early is not None else None
+        vectors = s.graph_vectors.result() if s.graph_vectors is not None else None
+        s.graph_early = s.graph_vectors = None
+        with stage(s.timings, "graph"):
+            found = s.graph(
+                s.db, s.query, s.vector, s.n, cutoff=s.cutoff, as_of=s.as_of, early=early, vectors=vectors
+            )
         for name, ranked in found.items():
             s.add(name, ranked)
-
-    @staticmethod
-    def _lists(s: SearchState) -> dict[ListName, Ranked]:
-        assert s.graph is not None
-        return s.graph(s.db, s.query, s.vector, s.n, cutoff=s.cutoff, as_of=s.as_of)
 
 
 class InRangeList(Generator):

@@ -17,7 +17,7 @@ from graphrecall.dates import Cutoff
 from graphrecall.embed.base import Vectors
 from graphrecall.models import Round, TimeRange
 from graphrecall.retrieve.fusion import Ranked
-from graphrecall.retrieve.graph import GraphCandidates
+from graphrecall.retrieve.graph import Early, GraphCandidates, Hits
 from graphrecall.retrieve.intent import Cues
 from graphrecall.retrieve.rerank import Reranker
 from graphrecall.retrieve.stages import StageRunner, stage
@@ -51,7 +51,8 @@ class SearchState:
     )
     qvec: Vectors | None = None  # the question's vector, once embedded
     pending: dict[ListName, Future[Ranked]] = field(default_factory=dict)  # store queries started early
-    graph_job: Future[dict[ListName, Ranked]] | None = None  # the graph lists, once the query is embedded
+    graph_early: Future[Early] | None = None  # the graph lists' reads that need no query vector
+    graph_vectors: Future[tuple[Hits, Hits]] | None = None  # their fact and event vector searches
     lists: dict[ListName, Ranked] = field(default_factory=dict)
     signals: dict[ListName, dict[str, float]] = field(default_factory=dict)  # per list: round id -> its score
     pool: dict[str, Round] = field(default_factory=dict)  # rounds read while generating, reused for the hits

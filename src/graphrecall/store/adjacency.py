@@ -143,8 +143,14 @@ class Adjacency:
     ) -> list[tuple[str, str, float]]:
         """``store.facts.entity_neighbourhood``: (kind, id, similarity) of the visible current facts about, and
         the visible events involving, the entities, the ``k`` most similar of each kind (ties by id)."""
-        if not entity_ids:
-            return []
+        facts, events = self.neighbourhood_ids(entity_ids, until=until, as_of=as_of)
+        return self.rank_neighbourhood(facts, events, vec, k, vectors)
+
+    def neighbourhood_ids(
+        self, entity_ids: Sequence[str], *, until: datetime | None, as_of: datetime | None
+    ) -> tuple[list[str], list[str]]:
+        """The visible current facts about, and the visible events involving, the entities: the half of
+        ``entity_neighbourhood`` that needs no query vector (the retriever reads it while the query is embedded)."""
         until, as_of = _naive(until), _naive(as_of)
         named = list(dict.fromkeys(entity_ids))
         fact_ids = [
@@ -157,10 +163,18 @@ class Adjacency:
             for x in dict.fromkeys(x for e in named for x in self.involving.get(e, ()))
             if self.event_visible(x, until, as_of)
         ]
+        return fact_ids, event_ids
+
+    @staticmethod
+    def rank_neighbourhood(
+        fact_ids: Sequence[str], event_ids: Sequence[str], vec: Vectors, k: int, vectors: VectorsById
+    ) -> list[tuple[str, str, float]]:
+        """(kind, id, similarity) of the ``k`` facts and ``k`` events most similar to ``vec`` (ties by id)."""
         out: list[tuple[str, str, float]] = []
         for kind, index, ids in (("fact", "fact_vec", fact_ids), ("event", "event_vec", event_ids)):
-            sims = _cosines(vec, vectors(index, ids))
-            out += [(kind, i, s) for i, s in sorted(sims.items(), key=lambda x: (-x[1], x[0]))[:k]]
+            if ids:
+                sims = _cosines(vec, vectors(index, ids))
+                out += [(kind, i, s) for i, s in sorted(sims.items(), key=lambda x: (-x[1], x[0]))[:k]]
         return out
 
     def source_rounds(self, table: str, ids: Iterable[str]) -> dict[str, list[str]]:
