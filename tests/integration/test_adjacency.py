@@ -10,11 +10,12 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from graphrecall import Memory, Scope, testing
+from graphrecall import Memory, RetrievalConfig, Scope, testing
 from graphrecall.config import Settings
 from graphrecall.dates import Cutoff
 from graphrecall.embed import HashingEmbedder
 from graphrecall.retrieve.graph import GraphCandidates
+from graphrecall.retrieve.retriever import HybridRetriever
 from graphrecall.store import facts as fq
 from graphrecall.store.adjacency import adjacency
 from graphrecall.store.database import ScopeDatabase, _chat_only
@@ -181,6 +182,35 @@ def test_every_answer_is_the_kuzu_queries_answer(
         assert [s for _, _, s in ours] == pytest.approx([s for _, _, s in theirs], abs=1e-6)
         for table, ids in (("Fact", FACTS), ("Event", EVENTS)):
             assert adj.source_rounds(table, ids) == fq.source_rounds(db, table, ids)
+
+
+@pytest.mark.parametrize("until", BOUNDS)
+@pytest.mark.parametrize("as_of", BOUNDS)
+def test_the_graph_lists_read_in_parts_are_the_lists_read_at_once(
+    mem: Memory, until: datetime | None, as_of: datetime | None
+) -> None:
+    """The retriever reads the graph lists in three parts (before the query is embedded, its vector searches on a
+    worker, the rest after): the same lists as one call, and the same hits whether the parts run on workers or
+    one after another."""
+    retrievers = {p: HybridRetriever(EMBEDDER, RetrievalConfig(parallel=p)) for p in (True, False)}
+    graph, n = retrievers[True].graph, RetrievalConfig().candidates
+    assert graph is not None
+    cutoff = Cutoff(question_date=until, until=until) if until is not None else None
+    q = "What about Ada Lovelace: where does she live, what does she like?"
+    qv = EMBEDDER.embed([q], kind="query")[0]
+    with testing.database(mem, SCOPE) as db:
+        at_once = graph(db, q, qv, n, cutoff=cutoff, as_of=as_of)
+        early = graph.early(db, q, n, cutoff, as_of)
+        vectors = graph.vector_hits(db, qv, n)
+        assert graph(db, q, qv, n, cutoff=cutoff, as_of=as_of, early=early, vectors=vectors) == at_once
+        assert early.named_facts and at_once  # Ada is named, and her facts are candidates
+        hits = {p: r.search(db, q, 10, cutoff=cutoff, as_of=as_of) for p, r in retrievers.items()}
+    assert [(h.id, h.score, h.signals) for h in hits[True]] == [
+        (h.id, h.score, h.signals) for h in hits[False]
+    ]
+    for h in hits[True]:  # each hit shows what the lists read at once gave its round
+        for name, ranked in at_once.items():
+            assert h.signals.get(name.value) == dict(ranked).get(h.id), (h.id, name)
 
 
 def _found(db: ScopeDatabase, cutoff: datetime | None = None, as_of: datetime | None = None) -> set[str]:
