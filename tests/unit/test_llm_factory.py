@@ -64,9 +64,21 @@ def test_environment_configures_an_openai_compatible_server(monkeypatch: pytest.
     assert (llm.model, llm.base_url) == ("qwen2.5-coder", "http://127.0.0.1:8181/v1")
 
 
-def test_openai_without_key_or_base_url_is_not_configured() -> None:
-    with pytest.raises(LLMNotConfigured, match="OPENAI_API_KEY"):
-        llm_from_settings("openai:gpt-4o-mini")
+@pytest.mark.parametrize(
+    ("provider", "env"), [("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")]
+)
+def test_a_hosted_provider_without_key_or_base_url_is_not_configured(provider: str, env: str) -> None:
+    pytest.importorskip(provider)
+    with pytest.raises(LLMNotConfigured, match=env):
+        llm_from_settings(f"{provider}:some-model")
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_server_of_ones_own_needs_no_key(provider: str) -> None:
+    """A base URL without a key: the SDK is given a placeholder, and errors name the provider and the model."""
+    pytest.importorskip(provider)
+    llm = llm_from_settings(f"{provider}:local-model", base_url="http://127.0.0.1:9/v1")
+    assert llm.what == f"{provider} local-model"  # type: ignore[attr-defined]
 
 
 def test_arguments_win_and_extra_keywords_reach_the_provider(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,15 +15,15 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from ._http import Limiter, LoopLocal, RetryPolicy, call_with_retries, parse_retry_after, status_error
-from .base import BaseLLM, ChatMessage, LLMResponse, ToolCall, ToolSpec, tool_name
-from .errors import LLMError, LLMNotConfigured, LLMTimeout
+from ._sdk import SdkLLM, import_sdk, resolve_key, stainless_error
+from .base import ChatMessage, LLMResponse, ToolCall, ToolSpec, tool_name
+from .errors import LLMError
 from .usage import Usage, UsageTracker
 
 PLACEHOLDER_KEY = "sk-ant-no-key-needed"
 
 
-class AnthropicLLM(BaseLLM):
+class AnthropicLLM(SdkLLM):
     """Claude models. ``max_tokens`` is the default output cap (the API requires one on every request)."""
 
     provider: ClassVar[str] = "anthropic"
@@ -41,26 +41,27 @@ class AnthropicLLM(BaseLLM):
         retry_base_delay: float = 0.5,
         usage: UsageTracker | None = None,
     ) -> None:
-        try:
-            import anthropic
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "AnthropicLLM needs the anthropic package: pip install 'graphrecall[anthropic]'"
-            ) from exc
-        super().__init__(model, usage=usage)
-        self._sdk = anthropic
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-        self.base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        if not key:
-            if not self.base_url:
-                raise LLMNotConfigured("AnthropicLLM: no API key; set ANTHROPIC_API_KEY or pass api_key=")
-            key = PLACEHOLDER_KEY
-        base = self.base_url
-        self._clients: LoopLocal[Any] = LoopLocal(
-            lambda: anthropic.AsyncAnthropic(api_key=key, base_url=base, timeout=timeout, max_retries=0)
+        anthropic = import_sdk("anthropic", "AnthropicLLM", "anthropic")
+        self.base_url = base = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        key = resolve_key(
+            api_key,
+            env="ANTHROPIC_API_KEY",
+            base_url=base,
+            placeholder=PLACEHOLDER_KEY,
+            missing="AnthropicLLM: no API key; set ANTHROPIC_API_KEY or pass api_key=",
         )
-        self.policy = RetryPolicy(max_retries=max_retries, timeout=timeout, base_delay=retry_base_delay)
-        self.limiter = Limiter(concurrency)
+        super().__init__(
+            model,
+            sdk=anthropic,
+            client=lambda: anthropic.AsyncAnthropic(
+                api_key=key, base_url=base, timeout=timeout, max_retries=0
+            ),
+            timeout=timeout,
+            max_retries=max_retries,
+            concurrency=concurrency,
+            retry_base_delay=retry_base_delay,
+            usage=usage,
+        )
         self.max_tokens = max_tokens
         self._sends_temperature = _sdk_accepts(anthropic, "temperature")
 
@@ -68,28 +69,17 @@ class AnthropicLLM(BaseLLM):
         return f"AnthropicLLM(model={self.model!r})"
 
     def _translate(self, exc: Exception) -> LLMError | None:
-        sdk = self._sdk
-        if isinstance(exc, sdk.APITimeoutError):
-            return LLMTimeout(f"anthropic {self.model}: request timed out")
-        if isinstance(exc, sdk.APIConnectionError):
-            return LLMError(f"anthropic {self.model}: connection failed: {exc}", retryable=True)
-        if isinstance(exc, sdk.APIStatusError):
-            retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
-            # 529 "overloaded" is Anthropic's transient 5xx; status_error already retries every 5xx.
-            return status_error(f"anthropic {self.model}", exc.status_code, str(exc), retry_after)
-        return None
+        # 529 "overloaded" is Anthropic's transient 5xx; status_error already retries every 5xx.
+        return stainless_error(self._sdk, exc, self.what)
 
-    async def _request(self, kwargs: dict[str, Any]) -> Any:
-        async def op() -> Any:
-            return await self._clients.get().messages.create(**kwargs)
+    async def _send(self, client: Any, kwargs: dict[str, Any]) -> Any:
+        return await client.messages.create(**kwargs)
 
-        return await call_with_retries(
-            op,
-            policy=self.policy,
-            limiter=self.limiter,
-            translate=self._translate,
-            what=f"anthropic {self.model}",
-        )
+    def _decode(self, raw: Any) -> LLMResponse:
+        return _from_anthropic(raw, structured=None)
+
+    def _tools(self, tools: list[ToolSpec]) -> list[dict[str, Any]]:
+        return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
 
     def _kwargs(
         self, messages: list[ChatMessage], temperature: float, max_tokens: int | None
@@ -105,21 +95,6 @@ class AnthropicLLM(BaseLLM):
         if system:
             kwargs["system"] = system
         return kwargs
-
-    async def _complete(
-        self,
-        messages: list[ChatMessage],
-        *,
-        tools: list[ToolSpec],
-        temperature: float,
-        max_tokens: int | None,
-    ) -> LLMResponse:
-        kwargs = self._kwargs(messages, temperature, max_tokens)
-        if tools:
-            kwargs["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
-            ]
-        return _from_anthropic(await self._request(kwargs), structured=None)
 
     async def _structured(
         self,

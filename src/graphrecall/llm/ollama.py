@@ -15,21 +15,14 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from ._http import Limiter, LoopLocal, RetryPolicy, call_with_retries, status_error
-from .base import (
-    BaseLLM,
-    ChatMessage,
-    LLMResponse,
-    ToolCall,
-    ToolSpec,
-    logprob_table,
-    with_schema_instructions,
-)
+from ._http import status_error
+from ._sdk import SdkLLM, import_sdk
+from .base import ChatMessage, LLMResponse, ToolCall, logprob_table, with_schema_instructions
 from .errors import LLMError, LLMTimeout
 from .usage import Usage, UsageTracker
 
 
-class OllamaLLM(BaseLLM):
+class OllamaLLM(SdkLLM):
     """An Ollama model; ``host`` defaults to ``$OLLAMA_HOST`` or ``http://127.0.0.1:11434``."""
 
     provider: ClassVar[str] = "ollama"
@@ -45,19 +38,18 @@ class OllamaLLM(BaseLLM):
         retry_base_delay: float = 0.5,
         usage: UsageTracker | None = None,
     ) -> None:
-        try:
-            import ollama
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "OllamaLLM needs the ollama package: pip install 'graphrecall[ollama]'"
-            ) from exc
-        super().__init__(model, usage=usage)
-        self._sdk = ollama
-        self.host = host or os.environ.get("OLLAMA_HOST") or None
-        resolved = self.host
-        self._clients: LoopLocal[Any] = LoopLocal(lambda: ollama.AsyncClient(host=resolved, timeout=timeout))
-        self.policy = RetryPolicy(max_retries=max_retries, timeout=timeout, base_delay=retry_base_delay)
-        self.limiter = Limiter(concurrency)
+        ollama = import_sdk("ollama", "OllamaLLM", "ollama")
+        self.host = resolved = host or os.environ.get("OLLAMA_HOST") or None
+        super().__init__(
+            model,
+            sdk=ollama,
+            client=lambda: ollama.AsyncClient(host=resolved, timeout=timeout),
+            timeout=timeout,
+            max_retries=max_retries,
+            concurrency=concurrency,
+            retry_base_delay=retry_base_delay,
+            usage=usage,
+        )
 
     def __repr__(self) -> str:
         return f"OllamaLLM(model={self.model!r}, host={self.host!r})"
@@ -66,24 +58,18 @@ class OllamaLLM(BaseLLM):
         import httpx
 
         if isinstance(exc, httpx.TimeoutException):
-            return LLMTimeout(f"ollama {self.model}: request timed out")
+            return LLMTimeout(f"{self.what}: request timed out")
         if isinstance(exc, (ConnectionError, httpx.TransportError)):
-            return LLMError(f"ollama {self.model}: connection failed: {exc}", retryable=True)
+            return LLMError(f"{self.what}: connection failed: {exc}", retryable=True)
         if isinstance(exc, self._sdk.ResponseError):
-            return status_error(f"ollama {self.model}", exc.status_code, str(exc.error))
+            return status_error(self.what, exc.status_code, str(exc.error))
         return None
 
-    async def _request(self, kwargs: dict[str, Any]) -> Any:
-        async def op() -> Any:
-            return await self._clients.get().chat(**kwargs)
+    async def _send(self, client: Any, kwargs: dict[str, Any]) -> Any:
+        return await client.chat(**kwargs)
 
-        return await call_with_retries(
-            op,
-            policy=self.policy,
-            limiter=self.limiter,
-            translate=self._translate,
-            what=f"ollama {self.model}",
-        )
+    def _decode(self, raw: Any) -> LLMResponse:
+        return _from_ollama(raw)
 
     def _kwargs(
         self, messages: list[ChatMessage], temperature: float, max_tokens: int | None
@@ -93,31 +79,8 @@ class OllamaLLM(BaseLLM):
             options["num_predict"] = max_tokens
         return {"model": self.model, "messages": [_to_ollama(m) for m in messages], "options": options}
 
-    async def _complete(
-        self,
-        messages: list[ChatMessage],
-        *,
-        tools: list[ToolSpec],
-        temperature: float,
-        max_tokens: int | None,
-    ) -> LLMResponse:
-        kwargs = self._kwargs(messages, temperature, max_tokens)
-        if tools:
-            kwargs["tools"] = [t.as_function() for t in tools]
-        return _from_ollama(await self._request(kwargs))
-
-    async def _complete_logprobs(
-        self,
-        messages: list[ChatMessage],
-        *,
-        temperature: float,
-        max_tokens: int | None,
-        top_logprobs: int,
-    ) -> LLMResponse:
-        kwargs = self._kwargs(messages, temperature, max_tokens)
-        kwargs["logprobs"] = True
-        kwargs["top_logprobs"] = top_logprobs
-        return _from_ollama(await self._request(kwargs))
+    def _logprob_options(self, top_logprobs: int) -> dict[str, Any] | None:
+        return {"logprobs": True, "top_logprobs": top_logprobs}
 
     async def _structured(
         self,

@@ -28,19 +28,17 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
-from ._http import Limiter, LoopLocal, RetryPolicy, call_with_retries, parse_retry_after, status_error
 from ._schema import NotStrictable, strict_json_schema
+from ._sdk import SdkLLM, import_sdk, resolve_key, stainless_error
 from .base import (
-    BaseLLM,
     ChatMessage,
     LLMResponse,
     ToolCall,
-    ToolSpec,
     logprob_table,
     tool_name,
     with_schema_instructions,
 )
-from .errors import LLMError, LLMNotConfigured, LLMTimeout
+from .errors import LLMError, LLMTimeout
 from .usage import Usage, UsageTracker
 
 log = logging.getLogger("graphrecall.llm")
@@ -70,7 +68,7 @@ def _retry_unless_format_error(err: LLMError) -> bool:
     return err.retryable and not _mentions_format(err)
 
 
-class OpenAILLM(BaseLLM):
+class OpenAILLM(SdkLLM):
     """Chat Completions API client. ``base_url`` points it at any OpenAI-compatible server.
 
     ``timeout`` (seconds per request) defaults to ``API_TIMEOUT_S`` for OpenAI's API and to
@@ -93,32 +91,30 @@ class OpenAILLM(BaseLLM):
         retry_base_delay: float = 0.5,
         usage: UsageTracker | None = None,
     ) -> None:
-        try:
-            import openai
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "OpenAILLM needs the openai package: pip install 'graphrecall[openai]'"
-            ) from exc
-        super().__init__(model, usage=usage)
-        self._sdk = openai
-        key = api_key or os.environ.get("OPENAI_API_KEY")
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        if not key:
-            if not self.base_url:
-                raise LLMNotConfigured(
-                    "OpenAILLM: no API key; set OPENAI_API_KEY, pass api_key=, "
-                    "or pass base_url= for a local server"
-                )
-            key = PLACEHOLDER_KEY  # local servers ignore the key but the SDK insists on one
-        base = self.base_url
+        openai = import_sdk("openai", "OpenAILLM", "openai")
+        self.base_url = base = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        key = resolve_key(
+            api_key,
+            env="OPENAI_API_KEY",
+            base_url=base,
+            placeholder=PLACEHOLDER_KEY,
+            missing="OpenAILLM: no API key; set OPENAI_API_KEY, pass api_key=, or pass base_url= for a local server",
+        )
         if timeout is None:
             timeout = SELF_HOSTED_TIMEOUT_S if base else API_TIMEOUT_S
         http_timeout = openai.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT_S))
-        self._clients: LoopLocal[Any] = LoopLocal(
-            lambda: openai.AsyncOpenAI(api_key=key, base_url=base, timeout=http_timeout, max_retries=0)
+        super().__init__(
+            model,
+            sdk=openai,
+            client=lambda: openai.AsyncOpenAI(
+                api_key=key, base_url=base, timeout=http_timeout, max_retries=0
+            ),
+            timeout=timeout,
+            max_retries=max_retries,
+            concurrency=concurrency,
+            retry_base_delay=retry_base_delay,
+            usage=usage,
         )
-        self.policy = RetryPolicy(max_retries=max_retries, timeout=timeout, base_delay=retry_base_delay)
-        self.limiter = Limiter(concurrency)
         self._mech_index = MECHANISMS.index(structured) if structured else 0
         self._mech_confirmed = structured is not None
         # Set when a request ended without an answer while the server may still be computing it (it timed out,
@@ -135,37 +131,25 @@ class OpenAILLM(BaseLLM):
     # -- requests -------------------------------------------------------------------------------------
 
     def _translate(self, exc: Exception) -> LLMError | None:
-        sdk = self._sdk
-        if isinstance(exc, sdk.APITimeoutError):
-            return LLMTimeout(f"openai {self.model}: request timed out")
-        if isinstance(exc, sdk.APIConnectionError):
-            return LLMError(f"openai {self.model}: connection failed: {exc}", retryable=True)
-        if isinstance(exc, sdk.APIStatusError):
-            retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
-            return status_error(f"openai {self.model}", exc.status_code, _error_text(exc), retry_after)
-        return None
+        return stainless_error(self._sdk, exc, self.what, _error_text)
 
-    async def _request(self, kwargs: dict[str, Any]) -> Any:
-        client = self._clients.get()  # built on first use (an SSL context: slow), not on the request's clock
+    async def _send(self, client: Any, kwargs: dict[str, Any]) -> Any:
+        try:
+            return await client.chat.completions.create(**kwargs)
+        except BaseException as exc:
+            # CancelledError too: the attempt's timeout cancels the request, which may still run on the server
+            if self._may_still_run(exc):
+                self._maybe_busy = True
+            raise
 
-        async def op() -> Any:
-            try:
-                return await client.chat.completions.create(**kwargs)
-            except BaseException as exc:
-                # CancelledError too: the attempt's timeout cancels the request, which may still run on the server
-                if self._may_still_run(exc):
-                    self._maybe_busy = True
-                raise
+    def _decode(self, raw: Any) -> LLMResponse:
+        return _from_openai(raw)
 
-        return await call_with_retries(
-            op,
-            policy=self.policy,
-            limiter=self.limiter,
-            translate=self._translate,
-            what=f"openai {self.model}",
-            retry_if=_retry_unless_format_error,
-            prepare=self._wait_until_idle,
-        )
+    def _retry_options(self) -> dict[str, Any]:
+        return {"retry_if": _retry_unless_format_error, "prepare": self._wait_until_idle}
+
+    def _logprob_options(self, top_logprobs: int) -> dict[str, Any] | None:
+        return {"logprobs": True, "top_logprobs": top_logprobs}
 
     def _may_still_run(self, exc: BaseException) -> bool:
         """Whether the server may still be computing a request that ended with ``exc`` (no answer came back)."""
@@ -197,7 +181,7 @@ class OpenAILLM(BaseLLM):
             pass  # it answered (an error status: no /models here) or is gone: either way it is not computing
         self._maybe_busy = False
 
-    def _base_kwargs(
+    def _kwargs(
         self, messages: list[ChatMessage], temperature: float, max_tokens: int | None
     ) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -208,32 +192,6 @@ class OpenAILLM(BaseLLM):
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
         return kwargs
-
-    async def _complete(
-        self,
-        messages: list[ChatMessage],
-        *,
-        tools: list[ToolSpec],
-        temperature: float,
-        max_tokens: int | None,
-    ) -> LLMResponse:
-        kwargs = self._base_kwargs(messages, temperature, max_tokens)
-        if tools:
-            kwargs["tools"] = [t.as_function() for t in tools]
-        return _from_openai(await self._request(kwargs))
-
-    async def _complete_logprobs(
-        self,
-        messages: list[ChatMessage],
-        *,
-        temperature: float,
-        max_tokens: int | None,
-        top_logprobs: int,
-    ) -> LLMResponse:
-        kwargs = self._base_kwargs(messages, temperature, max_tokens)
-        kwargs["logprobs"] = True
-        kwargs["top_logprobs"] = top_logprobs
-        return _from_openai(await self._request(kwargs))
 
     async def _structured(
         self,
@@ -282,7 +240,7 @@ class OpenAILLM(BaseLLM):
     ) -> dict[str, Any]:
         json_schema = schema.model_json_schema()
         if mech == "json_schema":
-            kwargs = self._base_kwargs(messages, temperature, max_tokens)
+            kwargs = self._kwargs(messages, temperature, max_tokens)
             try:
                 spec: dict[str, Any] = {"schema": strict_json_schema(json_schema), "strict": True}
             except NotStrictable:
@@ -294,7 +252,7 @@ class OpenAILLM(BaseLLM):
             return kwargs
         # Small local models fill fields far better when they can read the schema's descriptions, so the
         # schema goes into the prompt even when a grammar enforces it.
-        kwargs = self._base_kwargs(with_schema_instructions(messages, schema), temperature, max_tokens)
+        kwargs = self._kwargs(with_schema_instructions(messages, schema), temperature, max_tokens)
         if mech == "json_object_schema":
             kwargs["response_format"] = {"type": "json_object", "schema": json_schema}
         else:
