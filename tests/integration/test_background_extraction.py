@@ -201,3 +201,48 @@ def test_kill_9_during_an_extraction_counts_the_attempt_and_the_next_memory_resu
             assert [f.text for f in mem.facts(SCOPE)] == ["The user's sister Ana is a nurse"]
             assert [s.extract_status for s in mem.sessions(SCOPE)] == ["done"]
     assert calls == ["extract", "extract"]
+
+
+def test_an_extraction_renews_the_adjacency_of_a_scope_being_searched_not_of_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The graph lists read a scope's adjacency, which a write of extracted memory makes stale: the extraction run
+    rebuilds it before it reports the session done, so the next search does not; a scope nobody searched is left
+    alone."""
+    from graphrecall.store import adjacency
+
+    builds: list[str] = []
+    real = adjacency.build
+
+    def counted(db: Any) -> Any:
+        builds.append(threading.current_thread().name)
+        return real(db)
+
+    monkeypatch.setattr(adjacency, "build", counted)
+    other = Scope(org_id="acme", user_id="bo")
+    llm = (
+        ScriptedLLM(ordered=False)
+        .add("Session id: s1\n", _facts("The user's sister Ana is a nurse"))
+        .add("Session id: s2\n", _facts("The user's sister Ana moved to Lisbon"))
+        .add(
+            "New facts, each followed", {"decisions": [{"fact": "n1", "decision": "UPDATE", "target": "c1"}]}
+        )
+    )
+    with _memory(tmp_path, llm) as mem:
+        mem.add_session(SCOPE, TURN, session_id="s1", date="2024-03-01", extract=True)
+        mem.add_session(other, TURN, session_id="s1", date="2024-03-01", extract=True)
+        assert mem.wait_for_extraction(timeout=60)
+        assert builds == []  # nobody searched yet: nothing built ahead of time
+        mem.search(SCOPE, "where does my sister live")  # builds the scope's adjacency
+        assert len(builds) == 1
+        builds.clear()
+        moved = [{"role": "user", "content": "My sister Ana moved to Lisbon"}]
+        mem.add_session(SCOPE, moved, session_id="s2", date="2024-04-01", extract=True)
+        mem.add_session(other, moved, session_id="s2", date="2024-04-01", extract=True)
+        assert mem.wait_for_extraction(timeout=60)
+        assert len(builds) == 1 and builds[0] != threading.current_thread().name  # the run's, for Ana's scope
+        hits = mem.search(SCOPE, "where does my sister live", kinds=("fact",))
+        assert len(builds) == 1  # the search found it current
+        assert [h.text for h in hits] == [
+            "The user's sister Ana moved to Lisbon"
+        ]  # the nurse fact is replaced

@@ -10,6 +10,7 @@ lives in Kuzu only, so a write here first flushes the scope's log (the messages 
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -52,8 +53,10 @@ from graphrecall.params import (
 )
 from graphrecall.services.access import ScopeAccess
 from graphrecall.services.paging import past_the_end
+from graphrecall.store import adjacency
 from graphrecall.store import facts as fq
 from graphrecall.store import feedback as feedback_store
+from graphrecall.store.database import ScopeDatabase
 
 Progress = Callable[[int, int], None]
 
@@ -61,6 +64,8 @@ LLM_NEEDED = (
     "{what}, and none is configured: set GRAPHRECALL_LLM (e.g. 'openai:gpt-4o-mini'; "
     "GRAPHRECALL_LLM_BASE_URL for a local server) where graphrecall runs"
 )
+
+log = logging.getLogger(__name__)
 
 
 def needs_llm(what: str) -> NotAvailable:
@@ -238,6 +243,7 @@ class KnowledgeService:
                             outcomes.append((sid, one))
                             if progress is not None:
                                 progress(i, len(todo))
+                    self._renew_adjacency(scope, db)
                 finally:
                     for sid, one in outcomes:
                         self._extracted(scope, sid, one)
@@ -246,6 +252,18 @@ class KnowledgeService:
                                 scope, sid, asked_before=started
                             )  # a failed background job is resolved now
                 return total
+
+    @staticmethod
+    def _renew_adjacency(scope: Scope, db: ScopeDatabase) -> None:
+        """After a run that wrote extracted memory, before its sessions are announced done: the adjacency of a scope
+        that is being searched is rebuilt here rather than by its next search (``store.adjacency.renew``). Only
+        an optimisation: a failure is logged and left to that search."""
+        try:
+            adjacency.renew(db)
+        except Exception as e:  # the extraction succeeded: its next search builds the adjacency
+            log.warning(
+                "%s: renewing the adjacency after extraction failed (%s); the next search builds it", scope, e
+            )
 
     def add_fact(self, scope: Scope, p: AddFactParams) -> AddedFact:
         """Versioned like an extracted fact: by the extractor's versioning call when an LLM is configured, else by
