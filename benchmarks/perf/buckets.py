@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -136,20 +137,37 @@ def small_user(m: Memory, scope: Scope) -> None:
         m.add_fact(scope, f"The user's favourite bakery number {k} sells rye.", entities=["Rex"])
 
 
+def extracted_facts_user(m: Memory, scope: Scope) -> None:
+    """10 rounds in sessions of one, their 10 facts (and 10 events) found by one extraction run: the same user as
+    ``small_user`` when its facts come from its chat rather than from the application."""
+    m.add_sessions(scope, _sessions(10, 1))
+    m.extract(scope)
+
+
 def extracted_user(m: Memory, scope: Scope, rounds: int = 100) -> None:
     """``rounds`` rounds in sessions of 5, every session extracted."""
     m.add_sessions(scope, _sessions(rounds, 5))
     m.extract(scope)
 
 
-def users(work: Path, neighbours: int, buckets_per_org: int) -> dict[str, Any]:
+USER_KINDS: dict[str, Callable[[Memory, Scope], None]] = {
+    "10 rounds + 10 facts": small_user,
+    "10 rounds + 10 facts extracted": extracted_facts_user,
+    "100 rounds extracted": extracted_user,
+}
+"""The users whose cost ``users`` measures (``--kinds``: their names, comma-separated)."""
+
+
+def users(work: Path, neighbours: int, buckets_per_org: int, kinds: Sequence[str] = ()) -> dict[str, Any]:
     """What one more user costs: the slope of the store's bytes over the second half of ``neighbours`` users written
     into one bucket (from ``neighbours // 2`` to ``neighbours``). A slope over many users, not the growth after a
     few: Kuzu grows its file by whole extents (8 MB here), so the mean of 10 added users moved by ~800 KB with one
     extent more or less."""
     out: dict[str, Any] = {}
     half = neighbours // 2
-    for name, write in (("10 rounds + 10 facts", small_user), ("100 rounds extracted", extracted_user)):
+    for name, write in USER_KINDS.items():
+        if kinds and name not in kinds:
+            continue
         alone = work / "alone"
         shutil.rmtree(alone, ignore_errors=True)
         with _open(alone, buckets_per_org=buckets_per_org) as m:
@@ -395,6 +413,11 @@ def main() -> None:
         default=200,
         help="users in one bucket for 'user' (the slope over the second half)",
     )
+    ap.add_argument(
+        "--kinds",
+        default="",
+        help=f"users for 'user', comma-separated (default: all: {', '.join(USER_KINDS)})",
+    )
     ap.add_argument("--sizes", default="1000,10000", help="rounds of one user for 'rounds'")
     ap.add_argument(
         "--maintain", action="store_true", help="'rounds': measure again after a maintenance pass"
@@ -424,7 +447,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = a.work or Path(tmp)
         if "user" in chosen:
-            res["user"] = users(work, a.neighbours, a.buckets)
+            res["user"] = users(work, a.neighbours, a.buckets, [k for k in a.kinds.split(",") if k])
         if "rounds" in chosen:
             res["rounds"] = rounds(work, [int(x) for x in a.sizes.split(",") if x], a.maintain)
         if "fleet" in chosen:
