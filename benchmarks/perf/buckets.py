@@ -5,7 +5,8 @@ closed before it is measured. Vectors come from a 384-dimensional hashing embedd
 the model, only on the dimension), extraction from a scripted model (one fact, one event and the entity "Rex" per
 session; ``graphrecall.llm.ScriptedLLM``), so no model runs.
 
-- ``user``: a user with 10 rounds and 10 ``add_fact`` facts, and a user with 100 rounds extracted: alone in its
+- ``user``: a user with 10 rounds and 10 ``add_fact`` facts, the same 10 rounds whose 10 facts come from one
+  extraction run, and a user with 100 rounds extracted (``USER_KINDS``; ``--kinds`` picks some): alone in its
   organisation (it pays the bucket's floor), and what one more such user costs in a bucket of ``--neighbours``
   (the slope of the store's bytes over the second half of them: Kuzu grows its file by whole extents);
 - ``rounds``: one user of ``--sizes`` rounds (bulk ingest), total bytes per round, and the growth per round between
@@ -441,13 +442,19 @@ def main() -> None:
         return
     if a.resume and a.work is None:
         ap.error("--resume goes on with the fleet in --work: name it")
+    kinds = [k.strip() for k in a.kinds.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in USER_KINDS]
+    if unknown:
+        ap.error(
+            f"--kinds: no user kind {', '.join(map(repr, unknown))}; the kinds are {', '.join(map(repr, USER_KINDS))}"
+        )
     run = Run.begin()
     chosen = set(a.parts.split(","))
     res: dict[str, Any] = {"args": {k: str(v) for k, v in vars(a).items()}}
     with tempfile.TemporaryDirectory() as tmp:
         work = a.work or Path(tmp)
         if "user" in chosen:
-            res["user"] = users(work, a.neighbours, a.buckets, [k for k in a.kinds.split(",") if k])
+            res["user"] = users(work, a.neighbours, a.buckets, kinds)
         if "rounds" in chosen:
             res["rounds"] = rounds(work, [int(x) for x in a.sizes.split(",") if x], a.maintain)
         if "fleet" in chosen:

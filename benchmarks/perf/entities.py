@@ -338,10 +338,12 @@ def time_adjacency_build(mem: Memory, repeats: int) -> dict[str, Any] | None:
 
 
 def time_graph_launch(mem: Memory, qs: Sequence[str], repeats: int) -> dict[str, Any] | None:
-    """The graph lists started on a worker once the query is embedded (``GraphLists.launch``) against run inline
-    after the vector list, both in this process, alternating per question (the order flipped every repeat), on the
-    extracted scope and on the unextracted one; whether every search's hits are the same both ways. None where
-    this checkout has no ``launch``."""
+    """The graph lists' fact and event vector searches started on a worker once the query is embedded
+    (``GraphLists.launch``) against run inline by the graph lists themselves, both in this process, alternating per
+    question (the order flipped every repeat), on the extracted scope and on the unextracted one; whether every
+    search's hits are the same both ways. (The rest of the graph lists is split the same way in both: the part
+    without a vector before the query is embedded, fusion on the searching thread.) None where this checkout has
+    no ``launch``."""
     from graphrecall.retrieve import lists
 
     started = getattr(lists.GraphLists, "launch", None)
@@ -479,7 +481,7 @@ def markdown(r: dict[str, Any]) -> str:
         ]
     ab = r.get("graph_launch")
     if ab:
-        lines += ["| search p50 / p95 ms | graph lists inline | on a worker (launch) | identical hits |",
+        lines += ["| search p50 / p95 ms | fact and event vector searches inline | on a worker (launch) | identical hits |",
                   "|---|---|---|---|"]  # fmt: skip
         for name, v in ab.items():
             lines.append(
@@ -519,7 +521,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--launch-ab",
         action="store_true",
-        help="also time the graph lists on a worker against inline, alternating in this process",
+        help="also time the graph lists' fact and event vector searches on a worker against inline, alternating in "
+        "this process",
     )
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/perf-entities"))
     p.add_argument("--label", default=None, help="what the run measures (default: this checkout's commit)")

@@ -246,3 +246,33 @@ def test_an_extraction_renews_the_adjacency_of_a_scope_being_searched_not_of_oth
         assert [h.text for h in hits] == [
             "The user's sister Ana moved to Lisbon"
         ]  # the nurse fact is replaced
+
+
+@pytest.mark.parametrize(
+    ("error", "goes_up"),
+    [
+        # Kuzu's I/O exception: the pool must retire the bucket
+        (RuntimeError("IO exception: Cannot read from file"), True),
+        (RuntimeError("Binder exception: something else"), False),
+        (MemoryError("no room for the adjacency"), False),
+    ],
+)
+def test_a_failed_renewal_is_left_to_the_next_search_unless_kuzu_failed_to_read(
+    error: BaseException, goes_up: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Renewing the adjacency after an extraction only saves the next search its build: a failure is logged, except
+    Kuzu's I/O exception, after which the bucket must not be used again (``DatabasePool.acquire`` retires it
+    only when that exception reaches it)."""
+    from graphrecall.services.knowledge import KnowledgeService
+    from graphrecall.store import adjacency
+
+    def fail(db: Any) -> bool:
+        raise error
+
+    monkeypatch.setattr(adjacency, "renew", fail)
+    if goes_up:
+        with pytest.raises(RuntimeError, match="IO exception"):
+            KnowledgeService._renew_adjacency(SCOPE, object())  # type: ignore[arg-type]
+    else:
+        KnowledgeService._renew_adjacency(SCOPE, object())  # type: ignore[arg-type]
+        assert "renewing the adjacency after extraction failed" in caplog.text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -227,7 +228,9 @@ def test_an_index_of_the_other_precision_is_not_trusted(tmp_path: Path) -> None:
         ExactVectorIndex(tmp_path / "v", embedder_id="e", dim=16, half=True)
 
 
-def test_a_half_precision_graph_picks_candidates_and_the_log_scores_them(tmp_path: Path) -> None:
+def test_a_half_precision_graph_picks_candidates_and_the_log_scores_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from graphrecall.index import TieredVectorIndex
 
     pytest.importorskip("usearch")
@@ -246,5 +249,11 @@ def test_a_half_precision_graph_picks_candidates_and_the_log_scores_them(tmp_pat
     assert meta["dtype"] == "f16"
     meta["dtype"] = "f32"  # a graph saved at another precision is rebuilt from the log, not loaded
     (tmp_path / "v" / "hnsw.json").write_text(json.dumps(meta))
-    again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, half=True)
+    with caplog.at_level(logging.INFO, logger="graphrecall.index.vector"):
+        again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, half=True)
     assert again.uses_graph and again.search(q, 10) == tv.exact.search(q, 10)
+    said = [r for r in caplog.records if "rebuilding its HNSW graph" in r.getMessage()]
+    assert [(r.levelno, "f16 vectors (it was saved with f32)" in r.getMessage()) for r in said] == [
+        (logging.INFO, True)
+    ]  # an upgrade, said once, not a warning of damage
+    assert json.loads((tmp_path / "v" / "hnsw.json").read_text())["dtype"] == "f16"

@@ -122,8 +122,10 @@ class SdkLLM(BaseLLM):
 
     # -- the request path -----------------------------------------------------------------------------------------
     async def _request(self, kwargs: dict[str, Any]) -> Any:
-        """``_send`` with retries and this model's concurrency limit; errors as ``LLMError``."""
-        client = self._clients.get()  # built on first use (an SSL context: slow), not on the request's clock
+        """``_send`` with retries and this model's concurrency limit; errors as ``LLMError``. The loop's client is
+        built before the first attempt (an SSL context: slow, so not on the request's clock), once, outside the
+        retries: building one opens no connection, so nothing there is worth retrying."""
+        client = self._clients.get()
 
         async def op() -> Any:
             return await self._send(client, kwargs)

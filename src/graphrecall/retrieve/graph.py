@@ -74,18 +74,26 @@ class GraphCandidates:
 
     # -- as a generator of round candidates ------------------------------------------------------------------------
     def early(
-        self, db: ScopeDatabase, query: str, n: int, cutoff: Cutoff | None, as_of: datetime | None
+        self,
+        db: ScopeDatabase,
+        query: str,
+        n: int,
+        cutoff: Cutoff | None,
+        as_of: datetime | None,
+        *,
+        named: bool = True,
     ) -> Early:
-        """What the lists read without the query's vector: BM25 over facts and events, and the visible facts and
-        events of the entities the question names. The retriever runs it while the query is embedded."""
+        """What the lists read without the query's vector: BM25 over facts and events, and (``named``) the
+        visible facts and events of the entities the question names. The retriever runs it while the query is
+        embedded; ``node_hits``, which expands no entity, asks without ``named``."""
         if not fq.has_extracted(db):
             return Early(extracted=False)
         m = n * self.oversample
         terms = query_terms(query, drop_query_stopwords=self.query_stopwords)
         until = cutoff.until if cutoff is not None else None
-        named = entities_named_in(db, query)
+        named_ids = entities_named_in(db, query) if named else []
         facts, events = (
-            adjacency(db).neighbourhood_ids(named, until=until, as_of=as_of) if named else ([], [])
+            adjacency(db).neighbourhood_ids(named_ids, until=until, as_of=as_of) if named_ids else ([], [])
         )
         return Early(
             extracted=True,
@@ -186,7 +194,7 @@ class GraphCandidates:
         as_of: datetime | None = None,
     ) -> list[Hit]:
         """Fact and/or event hits, scored on the RRF scale that round hits use so the two can be merged."""
-        early = self.early(db, query, n, cutoff, as_of)
+        early = self.early(db, query, n, cutoff, as_of, named=False)
         if not early.extracted:
             return []
         facts, events = self._ranked(db, early, self.vector_hits(db, qvec, n), cutoff, as_of, n)

@@ -34,6 +34,7 @@ from graphrecall.retrieve.fusion import Ranked
 from graphrecall.retrieve.lexical import pool_bm25
 from graphrecall.retrieve.stages import stage
 from graphrecall.retrieve.state import SearchState
+from graphrecall.store import facts as fq
 from graphrecall.store import rounds as q
 from graphrecall.store.wal.tail import Side
 from graphrecall.text import LATIN_LANGUAGES, language_of, query_terms
@@ -252,8 +253,10 @@ class GraphLists(Generator):
     def launch(self, s: SearchState) -> None:
         # The fact and event vector searches need the vector and no other list: on a worker they overlap the round
         # vector list (an extracted scope of 10,000 entities: docs/benchmarks.md).
+        # A scope with no fact or event (the index counts answer at once) has nothing to search.
         assert s.graph is not None
-        s.graph_vectors = s.run.submit("graph_vectors", s.graph.vector_hits, s.db, s.vector, s.n)
+        if fq.has_extracted(s.db):
+            s.graph_vectors = s.run.submit("graph_vectors", s.graph.vector_hits, s.db, s.vector, s.n)
 
     def generate(self, s: SearchState) -> None:
         assert s.graph is not None

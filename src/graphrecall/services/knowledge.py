@@ -57,6 +57,7 @@ from graphrecall.store import adjacency
 from graphrecall.store import facts as fq
 from graphrecall.store import feedback as feedback_store
 from graphrecall.store.database import ScopeDatabase
+from graphrecall.store.space import is_io_failure
 
 Progress = Callable[[int, int], None]
 
@@ -257,10 +258,13 @@ class KnowledgeService:
     def _renew_adjacency(scope: Scope, db: ScopeDatabase) -> None:
         """After a run that wrote extracted memory, before its sessions are announced done: the adjacency of a scope
         that is being searched is rebuilt here rather than by its next search (``store.adjacency.renew``). Only
-        an optimisation: a failure is logged and left to that search."""
+        an optimisation: a failure is logged and left to that search, except Kuzu's I/O exception, which goes on
+        up so that the pool retires the bucket (``DatabasePool.acquire``), as it would for the search."""
         try:
             adjacency.renew(db)
         except Exception as e:  # the extraction succeeded: its next search builds the adjacency
+            if is_io_failure(e):
+                raise
             log.warning(
                 "%s: renewing the adjacency after extraction failed (%s); the next search builds it", scope, e
             )

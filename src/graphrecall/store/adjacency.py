@@ -361,7 +361,8 @@ def renew(db: ScopeDatabase) -> bool:
     For a writer that has just changed the extracted memory of a scope that is being searched (an extraction run,
     in the background as a rule): its next search would otherwise pay the build (~35 ms at 1,000 entities, ~250 ms
     at 10,000: docs/benchmarks.md). A scope whose adjacency is not kept (never searched, or dropped for room) is
-    left to build it when it is searched."""
+    left to build it when it is searched. The rebuilt one is kept as the most recently used: a scope whose chat is
+    being extracted is one in use."""
     with _LOCK:
         kept = _cached(db)
     if kept is None or _current(db, kept):
