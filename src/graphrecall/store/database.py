@@ -505,9 +505,11 @@ class ScopeDatabase:
         """The only way to write: serialized by the bucket's lock, atomic by a transaction, indexed before it
         returns.
 
-        ``durable``: checkpoint after a commit that did not (a ``COPY`` checkpoints by itself, ``CREATE``s do not),
-        so that what the caller acknowledges does not rest on Kuzu's WAL alone, which recovery may have to set aside
-        (store/recovery.py). The write log's flusher passes ``False``: its entries stay in the log until it
+        ``durable``: checkpoint after a commit that wrote anything and did not checkpoint itself (a ``COPY`` does;
+        ``CREATE``, ``SET`` and ``DELETE`` do not), so that what the caller acknowledges does not rest on Kuzu's WAL
+        alone, which recovery may have to set aside, losing part of what it held (store/recovery.py; until
+        2026-12-05 only a commit that inserted rows was checkpointed, so an acknowledged erase, supersession or
+        feedback could come back undone after a crash: ``tests/integration/test_acknowledged_in_the_file.py``). The write log's flusher passes ``False``: its entries stay in the log until it
         checkpoints (``checkpoint``), a few seconds later, for many batches at once. ``bulk``: every insert is a
         ``COPY`` (bulk ingest: ~20x cheaper per row, and one checkpoint per call is nothing at that size)."""
         if self.placeholder:
@@ -542,7 +544,7 @@ class ScopeDatabase:
                 self._apply_to_indexes(txn.changes, marks)
             if txn.copied:
                 self._last_commit = 0  # a COPY's commit checkpointed
-            if durable and txn.created and not txn.copied and not getattr(self._deferred, "depth", 0):
+            if durable and txn.wrote and not txn.copied and not getattr(self._deferred, "depth", 0):
                 self.checkpoint()
 
     @contextlib.contextmanager
@@ -828,7 +830,7 @@ class WriteTxn:
         # Ids it inserted into and deleted from the tables whose ids the database keeps in memory (``KnownIds``).
         self.ids_added: dict[str, list[str]] = {}
         self.ids_deleted: dict[str, list[str]] = {}
-        self.created = False  # it inserted with CREATE (its commit does not checkpoint)
+        self.wrote = False  # it ran a statement that writes (CREATE, SET, DELETE...: ``ScopeDatabase.write``)
         self.copied = False  # it ran a COPY (its commit checkpoints)
         # It wrote something other than chat (``Generations``): a statement that changes rows other than by
         # stamping a session or the scope row or deleting rounds (``_chat_only``), a deletion of rows other than
@@ -841,8 +843,10 @@ class WriteTxn:
     def execute(self, cypher: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         """Run a statement confined to the scope. Deleting rows of an indexed table must be announced with
         ``unindex``."""
-        if not self.graph_writes and _WRITES.search(cypher) and not _chat_only(cypher):
-            self.graph_writes = True
+        if _WRITES.search(cypher):
+            self.wrote = True
+            if not self.graph_writes and not _chat_only(cypher):
+                self.graph_writes = True
         return _run(self._conn, cypher, self.scope._bind(cypher, params))
 
     def key(self, id_: str) -> str:
@@ -893,13 +897,12 @@ class WriteTxn:
         keyed = _keyed(
             _unset_as_null(table, data.drop_columns(index_only)), self.scope.prefix, ends is not None
         )
+        self.wrote = True
         if ends is not None:
             insert_edges(self._conn, table, keyed)
-            self.created = True
         elif table in schema.ANCHORED or (self.create_small and data.num_rows <= CREATE_MAX_ROWS):
             if insert_rows(self._conn, table, keyed, self.scope.user_id):
                 self.copied = True
-            self.created = True
         else:
             # Kuzu resolves ``FROM <name>`` against the calling frame's variables, hence the local name.
             frame = keyed  # noqa: F841

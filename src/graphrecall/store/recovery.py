@@ -11,9 +11,12 @@ during a write load). A server must not die on open, so the replay is first trie
   torn tail, i.e. the transaction that was being written when the process died, which was never acknowledged;
 - the child fails because the replay finds a duplicated primary key: the WAL is moved aside the same way. Why: a
   process killed while a checkpoint was folding the WAL into the file (a ``COPY`` commit checkpoints at once) leaves
-  a WAL whose transactions are already in the file (Kuzu completes the checkpoint from its ``.shadow`` pages at
-  open), and Kuzu 0.11.3 replays it again and fails on the keys it wrote (measured: a ``graphrecall reembed`` killed
-  during its import; the database opened whole, with every session of its last checkpoint, once the WAL was aside);
+  a WAL whose transactions are partly in the file already (Kuzu completes what the ``.shadow`` pages hold at open),
+  and Kuzu 0.11.3 replays it again and fails on the keys it wrote (measured: a ``graphrecall reembed`` killed during
+  its import). Only partly: killed during a checkpoint, Kuzu alone lost 1-15 of the commits that WAL held in each of
+  9 kills out of 57 once it was set aside (``benchmarks/perf/kuzu_wal_kills.py``). Nothing acknowledged is among
+  them, because nothing is acknowledged on Kuzu's WAL alone: a write is acknowledged after its checkpoint
+  (``ScopeDatabase.write``), or stays in the write log until one (the flusher), and the log replays it;
 - the child fails with any other ordinary error (for instance another process holds the database): nothing is
   touched and the normal open reports the error.
 """
@@ -62,13 +65,13 @@ def recover(path: Path, *, probe: str = PROBE, timeout: float = 300.0) -> Path |
     if shadow.exists():
         shadow.rename(Path(f"{shadow}.corrupt-{stamp}"))
     why = (
-        "its transactions are already in the file: a checkpoint was cut off"
+        "a checkpoint was cut off: part of its transactions is in the file already"
         if replayed_twice
         else f"the replay died with signal {-proc.returncode}"
     )
     log.warning(
         "database %s: its write-ahead log could not be replayed (%s); moved it to %s. "
-        "The transaction that was being written when the previous process died is not applied.",
+        "What it held beyond the file is not applied: writes still in a write log are applied again from there.",
         path,
         why,
         moved,
