@@ -2,13 +2,15 @@
 
 ``tests/data/stores/v0_1_0.tar.gz`` (schema 1) was made once by ``scripts/make_store_fixture.py`` with the 0.1.0
 code, ``schema2.tar.gz`` to ``schema5.tar.gz`` by the same script with the last schema 2, 3, 4 and 5 code (schema 5:
-the last database per scope, before buckets; see the README beside them); none is ever regenerated: they are the old formats. Every test runs against
+the last database per scope, before buckets), ``schema6.tar.gz`` with the last code whose fact and event vector
+indexes kept float32 (see the README beside them); none is ever regenerated: they are the old formats. Every test runs against
 each. Whatever the storage becomes (a write log, derived indexes outside Kuzu, a new schema version), opening this
 store must migrate it or rebuild what is derived, and every check below must hold. Only the public API is used, so the test does not care how.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tarfile
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from graphrecall import Memory, Scope, Settings
+from graphrecall import Memory, Scope, Settings, testing
 from graphrecall.text import message_language
 
 STORES = Path(__file__).resolve().parents[1] / "data" / "stores"
@@ -27,6 +29,7 @@ ARCHIVES = {
     "schema3": STORES / "schema3.tar.gz",
     "schema4": STORES / "schema4.tar.gz",
     "schema5": STORES / "schema5.tar.gz",
+    "schema6": STORES / "schema6.tar.gz",
 }
 SCOPE = Scope(org_id="fixture", user_id="ana")
 
@@ -156,3 +159,34 @@ def test_the_upgraded_store_takes_new_writes(tmp_path: Path, mem: Memory, archiv
         names = [e.name for e in m.entities(SCOPE) if e.id in berlin.entity_ids]
         again = m.add_fact(SCOPE, "The user lives in Berlin", kind=berlin.kind, entities=names)
         assert again.decision == "DUPLICATE" and again.fact.reinforcement == 2  # the new column is written
+
+
+def test_a_schema_6_store_rebuilds_its_fact_and_event_vectors_in_half_precision_with_one_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Since 2026-12-05 every derived vector index keeps float16 (``store.vectors``); a store of the day before has
+    float32 fact and event indexes: they alone are rebuilt from Kuzu, said in one line, and nothing else moves."""
+    root = unpack(tmp_path, ARCHIVES["schema6"])
+    idx = root / "fixture" / "ana.kuzu.idx"
+    assert sorted(p.parent.name for p in idx.glob("vec-*/vectors.f32")) == ["vec-event_vec", "vec-fact_vec"]
+    with (
+        caplog.at_level(logging.INFO),
+        Memory.open(root, settings=Settings(root=root)) as m,
+    ):
+        assert m.stats(SCOPE).facts == 4 and m.stats(SCOPE).events == 3
+        with testing.database(m, SCOPE) as db:
+            assert sorted(db.indexes.rebuilt) == ["event_vec", "fact_vec"]
+        hits = m.search(SCOPE, "Which city does the user live in?", k=3, kinds=("fact",))
+        assert hits[0].text == "The user lives in Berlin"
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(said) == 1 and "rebuilt 2 derived index(es)" in said[0], said
+    assert list(idx.glob("vec-*/vectors.f32")) == []
+    fact_vectors = idx / "vec-fact_vec" / "vectors.f16"
+    assert fact_vectors.stat().st_size == 4 * 384 * 2  # 4 facts, 2 bytes a component
+    caplog.clear()
+    with (
+        caplog.at_level(logging.INFO),
+        Memory.open(root, settings=Settings(root=root)) as m,
+        testing.database(m, SCOPE) as db,
+    ):
+        assert db.indexes.rebuilt == []  # upgraded once

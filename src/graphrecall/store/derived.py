@@ -28,7 +28,7 @@ from graphrecall.index.vector import F32
 from graphrecall.models import Round
 from graphrecall.store.rows import round_texts_of
 from graphrecall.store.schema import INDEX_ONLY, MATCH_SCOPE, owned
-from graphrecall.store.vectors import is_half, matrix
+from graphrecall.store.vectors import matrix
 
 
 class Readable(Protocol):
@@ -184,7 +184,7 @@ class DerivedIndexes:
             source=KuzuSource(db, marks, dim),
             lexical=[d.name for d in DERIVED if d.kind == "lexical"],
             vector=[d.name for d in DERIVED if d.kind == "vector"],
-            half=[d.name for d in DERIVED if d.kind == "vector" and is_half(d.table, d.column)],
+            half=[d.name for d in DERIVED if d.kind == "vector"],  # every one: ``store.vectors``
             fresh=fresh,
         )
         return cls(ix, dim)

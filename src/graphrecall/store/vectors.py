@@ -14,8 +14,14 @@ the log's tail serves the values Kuzu will hold), Kuzu keeps the binary16 bit pa
 the derived index keeps the same values (``index.vector``, ``vectors.f16``), so a rebuild from Kuzu restores exactly
 what was indexed. Searches compute in float32 over those values.
 
-Facts, events and entities keep ``FLOAT[dim]``: Kuzu computes their similarities itself (``array_cosine_similarity``
-in ``store.facts``), and they are a few per session, not two per chat turn.
+Facts, events and entities keep ``FLOAT[dim]`` in Kuzu: Kuzu computes their similarities itself
+(``array_cosine_similarity`` in ``store.facts``: duplicates, versioning, entity resolution), and they are a few per
+session, not two per chat turn. Their derived indexes (``fact_vec``, ``event_vec``: what a search scans) keep
+float16 all the same, like every derived vector index: a user with 10 facts and 10 events kept 30 KB of float32
+there, half of its derived indexes (docs/benchmarks.md, "Footprint of a user"). The index rounds what Kuzu holds
+(``rounded``: one rounding, so a rebuild from Kuzu gives the same values); a search's fact and event cosines move
+by ~1e-5, as the rounds' did. An index of float32 vectors written by an earlier release is rebuilt from Kuzu when
+the scope is opened (one log line: ``index.scope``).
 """
 
 from __future__ import annotations
