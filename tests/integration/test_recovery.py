@@ -36,10 +36,11 @@ s = Scope(org_id="acme", user_id="ana")
 for i in range(3):
     m.add_session(s, [{"role": "user", "content": f"note {i}"}], session_id=f"s{i}", date="2024-01-01")
 # Die with a committed transaction still only in the WAL, as a crash between commit and checkpoint leaves it
-# (graphrecall's own writes checkpoint at commit; a raw CREATE with auto-checkpoint off does not).
-with testing.database(m, s) as db, db.write() as txn:
+# (graphrecall's durable writes checkpoint before they return; one that is not durable, as the write log's flusher
+# makes them, with auto-checkpoint off, does not).
+with testing.database(m, s) as db, db.write(durable=False) as txn:
     txn.execute("CALL auto_checkpoint=false")
-with testing.database(m, s) as db, db.write() as txn:
+with testing.database(m, s) as db, db.write(durable=False) as txn:
     txn.execute(
         "MATCH (sc:Scope {key: $scope}) CREATE (sc)-[:OWNS]->(:Session {key: $k, id: 's-wal', "
         "started_at: timestamp('2024-01-02'), extract_status: 'none'})",
