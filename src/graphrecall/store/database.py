@@ -509,8 +509,9 @@ class ScopeDatabase:
         ``CREATE``, ``SET`` and ``DELETE`` do not), so that what the caller acknowledges does not rest on Kuzu's WAL
         alone, which recovery may have to set aside, losing part of what it held (store/recovery.py; until
         2026-12-05 only a commit that inserted rows was checkpointed, so an acknowledged erase, supersession or
-        feedback could come back undone after a crash: ``tests/integration/test_acknowledged_in_the_file.py``). The write log's flusher passes ``False``: its entries stay in the log until it
-        checkpoints (``checkpoint``), a few seconds later, for many batches at once. ``bulk``: every insert is a
+        feedback could come back undone after a crash: ``tests/integration/test_acknowledged_in_the_file.py``).
+        The write log's flusher passes ``False``: its entries stay in the log until it checkpoints
+        (``checkpoint``), a few seconds later, for many batches at once. ``bulk``: every insert is a
         ``COPY`` (bulk ingest: ~20x cheaper per row, and one checkpoint per call is nothing at that size)."""
         if self.placeholder:
             raise RuntimeError(f"{self.path} stands for a scope that has no rows yet; it is never written")
