@@ -146,15 +146,14 @@ def one_kill(path: Path, rng: random.Random, timeout: float) -> dict[str, Any]:
         with open(wal, "r+b") as f:
             f.truncate(boundary)
         row["cut_back"], keys = _replay(path, timeout)
-    if not keys:
+    if row["replay"] != "ok" and row.get("cut_back") != "ok":
         _restore(path, saved)
         wal.rename(f"{wal}.aside")  # what store.recovery does
         Path(f"{path}.shadow").unlink(missing_ok=True)
         row["set_aside"], keys = _replay(path, timeout)
     row["acked"] = len(acked)
     row["acked_lost"] = len({k for k in acked if f"{k}-0" not in keys})
-    for p in path.parent.glob(f"{path.name}.wal.aside"):
-        p.unlink()
+    Path(f"{wal}.aside").unlink(missing_ok=True)
     return row
 
 

@@ -380,12 +380,6 @@ def _append(path: Path, data: bytes) -> None:
 
 GRAPH = "hnsw.usearch"
 GRAPH_META = "hnsw.json"
-
-
-class _Upgrade(Exception):
-    """A saved graph of another precision than ``GRAPH_DTYPE``: rebuilt from the log (``_open_graph``)."""
-
-
 GRAPH_DTYPE = "f16"  # of every graph, whatever the log's precision (``TieredVectorIndex``)
 PICK_MARGIN = 8  # candidates a graph search takes beyond k, for the log's similarity to choose among
 # A graph that starts with fewer rows than this is built on one thread. Concurrent inserts into a near-empty graph
@@ -487,20 +481,19 @@ class TieredVectorIndex:
             held = len(self.exact._view.mat)
             if not 0 < covered <= held or meta.get("dim") != self.dim:
                 raise ValueError(f"covers {covered} rows, the log holds {held}")
-            if meta.get("dtype", "f32") != self._dtype:
-                # A graph saved by an earlier release (float32): an upgrade, not damage; rebuilt once, here.
+            saved_as = meta.get("dtype", "f32")
+            if saved_as == self._dtype:
+                graph.load(str(self.directory / GRAPH))
+                if len(graph) != covered:
+                    raise ValueError(f"holds {len(graph)} vectors, its meta says {covered}")
+            else:  # a graph saved by an earlier release (float32): an upgrade, not damage; rebuilt once, here
                 log.info(
                     "vector index %s: rebuilding its HNSW graph with %s vectors (it was saved with %s)",
                     self.directory,
                     self._dtype,
-                    meta.get("dtype", "f32"),
+                    saved_as,
                 )
-                raise _Upgrade
-            graph.load(str(self.directory / GRAPH))
-            if len(graph) != covered:
-                raise ValueError(f"holds {len(graph)} vectors, its meta says {covered}")
-        except _Upgrade:
-            graph, covered = self._new_graph(), 0
+                covered = 0
         except (OSError, ValueError, KeyError, RuntimeError) as e:
             if (self.directory / GRAPH_META).exists() or (self.directory / GRAPH).exists():
                 log.warning("vector index %s: rebuilding its HNSW graph from the log (%s)", self.directory, e)

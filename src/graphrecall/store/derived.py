@@ -177,14 +177,15 @@ class DerivedIndexes:
         dim: int,
         fresh: bool,
     ) -> DerivedIndexes:
+        vector = [d.name for d in DERIVED if d.kind == "vector"]
         ix = ScopeIndexes.open(
             db_path,
             embedder_id=embedder_id,
             dim=dim,
             source=KuzuSource(db, marks, dim),
             lexical=[d.name for d in DERIVED if d.kind == "lexical"],
-            vector=[d.name for d in DERIVED if d.kind == "vector"],
-            half=[d.name for d in DERIVED if d.kind == "vector"],  # every one: ``store.vectors``
+            vector=vector,
+            half=vector,  # every one: ``store.vectors``
             fresh=fresh,
         )
         return cls(ix, dim)
