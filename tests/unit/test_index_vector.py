@@ -257,3 +257,108 @@ def test_a_half_precision_graph_picks_candidates_and_the_log_scores_them(
         (logging.INFO, True)
     ]  # an upgrade, said once, not a warning of damage
     assert json.loads((tmp_path / "v" / "hnsw.json").read_text())["dtype"] == "f16"
+
+
+@pytest.mark.parametrize(("half", "rows"), [(False, 300), (True, 300), (True, 9_000)])
+def test_a_saved_graph_leaves_its_vectors_to_the_log_and_opens_to_the_same_graph(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, half: bool, rows: int
+) -> None:
+    """usearch saves each row's vector before the graph's links; the log holds the same rows, so the file keeps the
+    links only and opening puts the vectors back: the same graph, not a rebuild. 9,000 rows: the graph is extended
+    on several threads past ``ONE_THREAD_BELOW``, which fills its slots out of the log's order."""
+    from graphrecall.index import TieredVectorIndex
+
+    pytest.importorskip("usearch")
+    rng = np.random.default_rng(13)
+    vecs = _unit(rng, rows)
+    ids = [f"r{i}" for i in range(rows)]
+    TieredVectorIndex.rebuild_from(
+        tmp_path / "v", zip(ids[:4_500], vecs[:4_500], strict=True), embedder_id="e", dim=16, half=half
+    )
+    tv = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, half=half)
+    tv.add(ids[4_500:], vecs[4_500:])
+    whole = len(tv._graph.save())
+    tv.close()
+    meta = json.loads((tmp_path / "v" / "hnsw.json").read_text())
+    assert meta["vectors"] == "log" and meta["rows"] == rows
+    assert (tmp_path / "v" / "hnsw.usearch").stat().st_size == whole - 8 - rows * 16 * 2
+    assert (tmp_path / "v" / "hnsw.slots").stat().st_size == rows * 4
+    with caplog.at_level(logging.INFO, logger="graphrecall.index.vector"):
+        again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, half=half)
+    assert again.uses_graph and "rebuilding" not in caplog.text
+    assert bytes(again._graph.save()) == bytes(tv._graph.save())  # vectors and links, byte for byte
+    for q in _unit(rng, 20):
+        assert again.search(q, 10) == tv.search(q, 10)
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        ("crc32", "the log's rows are not the vectors it was saved with"),
+        ("links_crc32", "hnsw.usearch is not the file its meta was saved with"),
+        ("slots", "hnsw.slots names 149 rows, the graph covers 150"),
+    ],
+)
+def test_a_graph_saved_apart_whose_parts_do_not_match_is_rebuilt_before_usearch_reads_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: str, said: str
+) -> None:
+    """The log's rows, the slots and the links of a graph saved apart are checked before they are put together: a
+    kill between the renames of a save, or a damaged file, rebuilds the graph from the log."""
+    from graphrecall.index import TieredVectorIndex
+
+    pytest.importorskip("usearch")
+    rng = np.random.default_rng(14)
+    vecs = _unit(rng, 150)
+    ids = [f"r{i}" for i in range(150)]
+    TieredVectorIndex.rebuild_from(tmp_path / "v", zip(ids, vecs, strict=True), embedder_id="e", dim=16)
+    TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100).close()
+    meta = json.loads((tmp_path / "v" / "hnsw.json").read_text())
+    if damage == "slots":
+        slots = tmp_path / "v" / "hnsw.slots"
+        slots.write_bytes(slots.read_bytes()[:-4])
+    else:
+        (tmp_path / "v" / "hnsw.json").write_text(json.dumps(meta | {damage: meta[damage] ^ 1}))
+    again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
+    assert f"rebuilding its HNSW graph from the log ({said})" in caplog.text
+    assert again.uses_graph and again.search(vecs[5], 1)[0][0] == "r5"
+
+
+def test_a_graph_saved_with_its_vectors_still_opens_and_is_saved_apart_next_time(tmp_path: Path) -> None:
+    """What an earlier release saved: the whole usearch file, and no "vectors" in its meta."""
+    from graphrecall.index import TieredVectorIndex
+
+    pytest.importorskip("usearch")
+    rng = np.random.default_rng(15)
+    vecs = _unit(rng, 200)
+    ids = [f"r{i}" for i in range(200)]
+    TieredVectorIndex.rebuild_from(tmp_path / "v", zip(ids, vecs, strict=True), embedder_id="e", dim=16)
+    tv = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
+    tv._graph.save(str(tmp_path / "v" / "hnsw.usearch"))
+    (tmp_path / "v" / "hnsw.json").write_text(json.dumps({"rows": 200, "dim": 16, "dtype": "f16"}))
+    old = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, persist_every=10)
+    assert bytes(old._graph.save()) == bytes(tv._graph.save())
+    old.add(["n"] + [f"n{i}" for i in range(10)], _unit(rng, 11))  # past persist_every: saved again
+    assert json.loads((tmp_path / "v" / "hnsw.json").read_text())["vectors"] == "log"
+
+
+def test_a_graph_whose_vectors_are_not_the_logs_rows_is_saved_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Were usearch to save other vectors than the log's rows (another format, another rounding), the graph is saved
+    as usearch writes it, and the slots of an earlier save apart go."""
+    from graphrecall.index import TieredVectorIndex, vector
+
+    pytest.importorskip("usearch")
+    rng = np.random.default_rng(16)
+    vecs = _unit(rng, 200)
+    ids = [f"r{i}" for i in range(200)]
+    TieredVectorIndex.rebuild_from(tmp_path / "v", zip(ids, vecs, strict=True), embedder_id="e", dim=16)
+    tv = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
+    assert (tmp_path / "v" / "hnsw.slots").exists()
+    monkeypatch.setattr(vector, "_slot_keys", lambda saved, log_rows: None)
+    tv._persist()
+    assert "vectors" not in json.loads((tmp_path / "v" / "hnsw.json").read_text())
+    assert not (tmp_path / "v" / "hnsw.slots").exists()
+    assert (tmp_path / "v" / "hnsw.usearch").stat().st_size == len(tv._graph.save())
+    again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
+    assert bytes(again._graph.save()) == bytes(tv._graph.save())

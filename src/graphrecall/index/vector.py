@@ -37,6 +37,7 @@ import logging
 import os
 import shutil
 import threading
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
@@ -381,6 +382,8 @@ def _append(path: Path, data: bytes) -> None:
 GRAPH = "hnsw.usearch"
 GRAPH_META = "hnsw.json"
 GRAPH_DTYPE = "f16"  # of every graph, whatever the log's precision (``TieredVectorIndex``)
+VECTORS_IN_LOG = "log"  # hnsw.json's "vectors": the graph file was saved without them (``TieredVectorIndex``)
+GRAPH_SLOTS = "hnsw.slots"  # of a graph saved apart: the log row of each of its slots, uint32
 PICK_MARGIN = 8  # candidates a graph search takes beyond k, for the log's similarity to choose among
 # A graph that starts with fewer rows than this is built on one thread. Concurrent inserts into a near-empty graph
 # link it poorly (``benchmarks/perf/graph_threads.py``, docs/benchmarks.md): built on all cores, 1,000 rows of 384-d
@@ -388,6 +391,42 @@ PICK_MARGIN = 8  # candidates a graph search takes beyond k, for the log's simil
 # rows of 384-d on, all cores recall as well (0.3% / 0.7% at 5k, 2.4% / 3.3% at 20k) in half the time. The default
 # threshold (20k rows) never builds one this small; a scope configured with a low one does.
 ONE_THREAD_BELOW = 4_096
+
+
+def _matrix_header(rows: int, dim: int) -> bytes:
+    """What usearch (2.x, file format v2) saves before a float16 graph's links: the row count and the bytes per row
+    as two little-endian uint32; then the rows, in float16, in the order of usearch's slots."""
+    return np.array([rows, dim * 2], dtype="<u4").tobytes()
+
+
+def _slot_keys(
+    saved: npt.NDArray[np.float16], log_rows: npt.NDArray[np.float16]
+) -> npt.NDArray[np.uint32] | None:
+    """The log row (graph key) whose float16 vector each of usearch's slots holds, or None when some slot holds a
+    vector of no log row. Why needed: a graph extended on several threads fills its slots in no fixed order, and
+    its keys come back in hash order, so the slots are matched to the rows by their bytes (a hash of each row,
+    then compared in full; rows with equal bytes may pair either way, which saves the same bytes)."""
+    if saved.shape != log_rows.shape:
+        return None
+    weights = np.random.default_rng(0).integers(1, 2**63, size=saved.shape[1] // 4, dtype=np.uint64) | 1
+
+    def hashed(rows: npt.NDArray[np.float16]) -> npt.NDArray[np.uint64]:
+        words = np.ascontiguousarray(rows[:, : len(weights) * 4]).view(np.uint64)
+        with np.errstate(over="ignore"):
+            out: npt.NDArray[np.uint64] = (words * weights).sum(axis=1, dtype=np.uint64)
+        return out
+
+    by_slot, by_row = np.argsort(hashed(saved), kind="stable"), np.argsort(hashed(log_rows), kind="stable")
+    keys = np.empty(len(saved), dtype=np.uint32)
+    keys[by_slot] = by_row
+    return keys if np.array_equal(log_rows[keys], saved) else None
+
+
+def _half_rows(mat: F32, keys: npt.NDArray[np.uint32], into: memoryview) -> None:
+    """Write ``mat[keys]`` in float16 into ``into``, a few thousand rows at a time (not a float32 copy of all)."""
+    out = np.frombuffer(into, dtype=np.float16).reshape(len(keys), mat.shape[1])
+    for at in range(0, len(keys), 4096):
+        out[at : at + 4096] = mat[keys[at : at + 4096]]
 
 
 class TieredVectorIndex:
@@ -410,6 +449,14 @@ class TieredVectorIndex:
     than its size says: usearch holds the GIL while it searches, so every other thread of the search waits for it
     (docs/benchmarks.md, "The graph lists before the query is embedded"). A graph saved in float32 by an earlier
     version is rebuilt from the log on open, once.
+
+    A saved graph leaves its vectors to the log: usearch writes each row's float16 vector before the graph's links
+    (768 of the ~1,044 bytes of a 384-d row), and the log holds the same rows, so ``hnsw.usearch`` keeps the links
+    only, ``hnsw.slots`` the log row of each slot (4 bytes a row: a graph extended on several threads fills its
+    slots in no fixed order), and opening puts the vectors back in front of the links (``_with_vectors``; a CRC in
+    ``hnsw.json`` checks them, a mismatch rebuilds the graph). Two graphs a round: 1.5 KB a round less
+    (docs/benchmarks.md, "Bytes per round"). A graph saved whole, by an earlier release, is loaded as it is and
+    saved apart the next time.
 
     Compaction (``compact``) renumbers the log's rows, so the graph, keyed by row number, is dropped with the old
     directory and built again from the compacted rows (then saved): seconds at the threshold's 20k rows, in a
@@ -482,7 +529,11 @@ class TieredVectorIndex:
             if not 0 < covered <= held or meta.get("dim") != self.dim:
                 raise ValueError(f"covers {covered} rows, the log holds {held}")
             saved_as = meta.get("dtype", "f32")
-            if saved_as == self._dtype:
+            if saved_as == self._dtype and meta.get("vectors") == VECTORS_IN_LOG:
+                graph.load(self._with_vectors(covered, int(meta["crc32"]), int(meta["links_crc32"])))
+                if len(graph) != covered:
+                    raise ValueError(f"holds {len(graph)} vectors, its meta says {covered}")
+            elif saved_as == self._dtype:  # saved whole: by an earlier release, or its vectors did not match
                 graph.load(str(self.directory / GRAPH))
                 if len(graph) != covered:
                     raise ValueError(f"holds {len(graph)} vectors, its meta says {covered}")
@@ -513,15 +564,60 @@ class TieredVectorIndex:
         if self._covered - self._saved >= self.persist_every or (self._saved == 0 and self._covered):
             self._persist()
 
+    def _with_vectors(self, covered: int, crc: int, links_crc: int) -> npt.NDArray[np.uint8]:
+        """The usearch file a graph saved apart was (``_persist``): its vectors put back from the log's rows in the
+        order of its slots (``hnsw.slots``), then its links, each part checked against the CRC saved with it before
+        usearch reads any of it (a kill between the renames of a save leaves files of two saves)."""
+        keys = np.fromfile(self.directory / GRAPH_SLOTS, dtype="<u4")
+        if len(keys) != covered or (covered and int(keys.max()) >= covered):
+            raise ValueError(f"{GRAPH_SLOTS} names {len(keys)} rows, the graph covers {covered}")
+        links = (self.directory / GRAPH).read_bytes()
+        if zlib.crc32(links) != links_crc:
+            raise ValueError(f"{GRAPH} is not the file its meta was saved with")
+        header = _matrix_header(covered, self.dim)
+        end = len(header) + covered * self.dim * 2
+        whole = np.empty(end + len(links), dtype=np.uint8)  # every byte written below: no zeroing of ~100 MB
+        view = whole.data
+        view[: len(header)] = header
+        _half_rows(self.exact._view.mat, keys, view[len(header) : end])
+        if zlib.crc32(view[:end]) != crc:
+            raise ValueError("the log's rows are not the vectors it was saved with")
+        view[end:] = links
+        return whole
+
     def _persist(self) -> None:
-        tmp = self.directory / (GRAPH + ".tmp")
-        self._graph.save(str(tmp))
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, self.directory / GRAPH)
+        """Save the graph apart from the vectors the log holds (class docstring) when every vector usearch wrote is
+        one of the log's rows, byte for byte; else whole, as usearch writes it."""
+        blob = memoryview(self._graph.save())
+        rows = self._covered
+        header = _matrix_header(rows, self.dim)
+        end = len(header) + rows * self.dim * 2
+        keys = None
+        if len(blob) > end and blob[: len(header)] == header:
+            saved = np.frombuffer(blob, dtype=np.float16, count=rows * self.dim, offset=len(header))
+            log_rows = np.ascontiguousarray(self.exact._view.mat[:rows], dtype=np.float16)
+            keys = _slot_keys(saved.reshape(rows, self.dim), log_rows)
+        meta: dict[str, Any] = {"rows": rows, "dim": self.dim, "dtype": self._dtype}
+        files = {GRAPH: blob if keys is None else blob[end:]}
+        if keys is not None:
+            meta |= {
+                "vectors": VECTORS_IN_LOG,
+                "crc32": zlib.crc32(blob[:end]),
+                "links_crc32": zlib.crc32(blob[end:]),
+            }
+            files[GRAPH_SLOTS] = memoryview(keys.astype("<u4").tobytes())
+        for name, data in files.items():  # the meta, written last, says which files belong together
+            tmp = self.directory / (name + ".tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.directory / name)
         meta_tmp = self.directory / (GRAPH_META + ".tmp")
-        meta_tmp.write_text(json.dumps({"rows": self._covered, "dim": self.dim, "dtype": self._dtype}))
+        meta_tmp.write_text(json.dumps(meta))
         os.replace(meta_tmp, self.directory / GRAPH_META)
+        if keys is None:  # saved whole: slots of an earlier save apart belong to no graph now
+            (self.directory / GRAPH_SLOTS).unlink(missing_ok=True)
         fsync_dir(self.directory)
         self._saved = self._covered
 
