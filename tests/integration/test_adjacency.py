@@ -329,7 +329,7 @@ def test_new_chat_keeps_the_adjacency_and_extracted_memory_renews_it(mem: Memory
     ("statement", "chat"),
     [
         ("MATCH (s:Session {key: $k}) SET s.updated_at = $now", True),  # ingest and the write log
-        ("MATCH (s:Scope {key: $scope}) SET s.index_marks = $j", True),  # every write's marks
+        ("MATCH (s:Scope {key: $scope}) SET s.mark_fact = $mark_fact", True),  # every write's marks
         ("MATCH (s:Session {key: $k}) SET s.extract_status = $st, s.extract_error = $err", True),
         ("MATCH (n:Round {key: $k}) SET n.feedback = coalesce(n.feedback, 0) + $d RETURN n.feedback", True),
         (

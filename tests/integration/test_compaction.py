@@ -17,7 +17,7 @@ from tests import compaction_store as cs
 
 from graphrecall import Scope, testing
 from graphrecall.errors import StoreBusy
-from graphrecall.store import compact, compact_swap, freespace
+from graphrecall.store import compact, compact_swap, freespace, schema
 from graphrecall.store.database import BucketDatabase
 
 
@@ -120,7 +120,8 @@ def test_after_a_rewrite_the_growth_since_it_is_measured_too(root: Path) -> None
 def test_the_bucket_writes_on_after_compaction_and_hands_out_no_prefix_twice(root: Path) -> None:
     def prefixes() -> dict[str, str]:
         rows = [[json.loads(v) for v in row] for row in cs.dump(root)["Scope"]]
-        return {r[0]: r[1] if r[0] != ".bucket" else f"next {r[-1]}" for r in rows}
+        at = schema.scope_columns().index("next_prefix")
+        return {r[0]: r[1] if r[0] != ".bucket" else f"next {r[at]}" for r in rows}
 
     before = prefixes()
     fay = Scope(org_id=cs.ORG, user_id="fay")

@@ -205,7 +205,7 @@ def test_the_entities_are_read_once_until_one_changes(
             assert entities_named_in(db, "Did Jean-Luc call?") == []
             assert counter.take() == []  # then nothing from Kuzu
             with db.write() as txn:  # new chat, as ingest writes it: no entity can have changed
-                txn.execute("MATCH (s:Scope {key: $scope}) SET s.index_marks = s.index_marks")
+                txn.execute("MATCH (s:Scope {key: $scope}) SET s.mark_round = s.mark_round")
             assert entities_named_in(db, "Did Jean-Luc call?") == []
             assert counter.take() == []
             with db.write() as txn:  # an alias added behind the index's back, as extraction adds one

@@ -10,6 +10,7 @@ store must migrate it or rebuild what is derived, and every check below must hol
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import tarfile
@@ -190,3 +191,84 @@ def test_a_schema_6_store_rebuilds_its_fact_and_event_vectors_in_half_precision_
         testing.database(m, SCOPE) as db,
     ):
         assert db.indexes.rebuilt == []  # upgraded once
+
+
+def test_a_schema_6_bucket_keeps_its_index_marks_as_integer_columns_after_one_upgrade(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Schema 7 keeps each scope's derived-index marks in integer columns (``schema.MARK_COLUMNS``: a string column
+    grew with the square of a bucket's scopes). The marks a schema 6 bucket kept as JSON are the same after the
+    upgrade (no index rebuilt for them: ``round_user`` and the rest are not), and it is said in one line, once."""
+    import kuzu
+
+    from graphrecall.store import schema
+
+    root = unpack(tmp_path, ARCHIVES["schema6"])
+    [bucket] = list(root.rglob("b*.kuzu"))
+    db = kuzu.Database(str(bucket), read_only=True)
+    conn = kuzu.Connection(db)
+    [[before]] = conn.execute("MATCH (s:Scope {key: 'ana'}) RETURN s.index_marks").get_all()  # type: ignore[union-attr]
+    conn.close()
+    db.close()
+    with caplog.at_level(logging.INFO), Memory.open(root, settings=Settings(root=root)) as m:
+        with testing.database(m, SCOPE) as view:
+            assert view.bucket.member("ana").marks == json.loads(before)  # type: ignore[union-attr]
+            assert "round_user" not in view.indexes.rebuilt
+            columns = [r[0] for r in view.bucket.query("CALL table_info('Scope') RETURN name")]
+            assert columns == schema.scope_columns()  # as a new bucket's, in the same order
+            [[version]] = view.bucket.query(
+                "MATCH (b:Scope {key: $b}) RETURN b.schema_version", {"b": schema.BUCKET_ROW}
+            )
+            assert version == schema.SCHEMA_VERSION == 7
+        m.add_fact(SCOPE, "The user plays the cello")
+    said = [r.getMessage() for r in caplog.records if "upgraded from schema" in r.getMessage()]
+    assert len(said) == 1 and "schema 6 to 7" in said[0] and "its 1 scopes" in said[0], said
+    caplog.clear()
+    with caplog.at_level(logging.INFO), Memory.open(root, settings=Settings(root=root)) as m:
+        assert any(f.text == "The user plays the cello" for f in m.facts(SCOPE))
+        with testing.database(m, SCOPE) as view:
+            assert view.indexes.rebuilt == []
+    assert not [r for r in caplog.records if "upgraded from schema" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    "done",
+    [
+        ["ALTER TABLE Scope ADD mark_round INT64", "ALTER TABLE Scope ADD mark_passage INT64"],
+        [
+            *(
+                f"ALTER TABLE Scope ADD {c} INT64"
+                for c in ("mark_round", "mark_passage", "mark_fact", "mark_event")
+            ),
+            "MATCH (s:Scope {key: 'ana'}) SET s.mark_fact = 4, s.mark_event = 3, s.mark_round = 4",
+            "CHECKPOINT",
+            "ALTER TABLE Scope DROP index_marks",
+        ],
+    ],
+    ids=["killed-after-two-columns", "killed-before-the-version"],
+)
+def test_a_schema_6_upgrade_killed_between_its_steps_is_finished_by_the_next_open(
+    tmp_path: Path, done: list[str]
+) -> None:
+    import kuzu
+
+    from graphrecall.store import schema
+
+    root = unpack(tmp_path, ARCHIVES["schema6"])
+    [bucket] = list(root.rglob("b*.kuzu"))
+    db = kuzu.Database(str(bucket))
+    conn = kuzu.Connection(db)
+    [[before]] = conn.execute("MATCH (s:Scope {key: 'ana'}) RETURN s.index_marks").get_all()  # type: ignore[union-attr]
+    for statement in [*done, "CHECKPOINT"]:
+        conn.execute(statement)
+    conn.close()
+    db.close()
+    with Memory.open(root, settings=Settings(root=root)) as m, testing.database(m, SCOPE) as view:
+        assert view.bucket.member("ana").marks == json.loads(before)  # type: ignore[union-attr]
+        assert [
+            r[0] for r in view.bucket.query("CALL table_info('Scope') RETURN name")
+        ] == schema.scope_columns()
+        assert "round_user" not in view.indexes.rebuilt
+        assert m.search(SCOPE, "Which city does the user live in?", k=3, kinds=("fact",))[0].text == (
+            "The user lives in Berlin"
+        )

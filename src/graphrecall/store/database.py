@@ -54,7 +54,15 @@ from graphrecall.index import IndexSpace, index_dir
 from graphrecall.index.manifest import fsync_dir
 from graphrecall.models import utcnow
 from graphrecall.store import compact_swap, nodegroups, proclock, schema, statements
-from graphrecall.store.derived import INDEXED_TABLES, Change, DerivedIndexes, dump_marks, parse_marks
+from graphrecall.store.derived import (
+    INDEXED_TABLES,
+    RETURN_MARKS,
+    Change,
+    DerivedIndexes,
+    mark_params,
+    marks_of,
+    parse_marks,
+)
 from graphrecall.store.known import KNOWN_TABLES, KnownIds
 from graphrecall.store.recovery import recover, wal_path
 from graphrecall.store.schema import (
@@ -342,10 +350,13 @@ class BucketDatabase:
             {"b": schema.BUCKET_ROW, "n": n + 1},
         )
         prefix = _prefix(int(n))
+        columns = mark_params(marks)
         _run(
             self.writer,
-            "CREATE (:Scope {key: $k, prefix: $p, created_at: $t, index_marks: $m})",
-            {"k": user_id, "p": prefix, "t": utcnow(), "m": dump_marks(marks)},
+            "CREATE (:Scope {key: $k, prefix: $p, created_at: $t, "
+            + ", ".join(f"{c}: ${c}" for c in columns)
+            + "})",
+            {"k": user_id, "p": prefix, "t": utcnow(), **columns},
         )
         return prefix
 
@@ -387,7 +398,9 @@ class BucketDatabase:
         if not rows:
             raise SchemaMismatch(f"bucket {self.path} has no bucket row; it was not created by graphrecall")
         version, stored_id, stored_dim = rows[0]
-        if version != schema.SCHEMA_VERSION:
+        if version == schema.UPGRADABLE_FROM:
+            self._upgrade()
+        elif version != schema.SCHEMA_VERSION:
             raise SchemaMismatch(
                 f"bucket {self.path} has schema version {version}; this graphrecall reads version "
                 f"{schema.SCHEMA_VERSION} (a newer graphrecall wrote it?)"
@@ -397,11 +410,63 @@ class BucketDatabase:
                 f"bucket {self.path} holds vectors of {stored_id!r} (dim {stored_dim}), not of {self.embedder_id!r} "
                 f"(dim {self.dim}): its folder's manifest was changed by hand?"
             )
-        for key, prefix, marks in self.query(
-            "MATCH (s:Scope) WHERE s.key <> $b RETURN s.key, s.prefix, s.index_marks",
+        for key, prefix, *marks in self.query(
+            f"MATCH (s:Scope) WHERE s.key <> $b RETURN s.key, s.prefix, {RETURN_MARKS}",
             {"b": schema.BUCKET_ROW},
         ):
-            self._members[key] = Member(prefix=prefix, marks=parse_marks(marks))
+            self._members[key] = Member(prefix=prefix, marks=marks_of(marks))
+
+    def _upgrade(self) -> None:
+        """Schema 6 -> 7 in place: each scope's index marks move from the JSON string ``index_marks`` into the
+        integer ``MARK_COLUMNS`` (``schema.MARK_COLUMNS`` says why), the string column is dropped, the version set
+        last. Each step is its own Kuzu transaction and each can be run again, so a process killed in between
+        leaves a version 6 bucket that the next open upgrades from where it stopped: a column is added only when
+        missing, the marks are copied while the string column exists, and it is dropped after them. One log line."""
+        with self.write_lock:
+            have = {str(r[0]) for r in _run(self.writer, "CALL table_info('Scope') RETURN name")}
+            for column in schema.MARK_COLUMNS.values():
+                if column not in have:
+                    _run(self.writer, f"ALTER TABLE Scope ADD {column} INT64")
+            # A checkpoint after each step: Kuzu 0.11.3 crashed (SIGSEGV) checkpointing a DROP that followed an ADD
+            # and a SET still in its WAL; with each step checkpointed it did not (measured on the schema 6 fixture).
+            self.checkpoint()
+            scopes = 0
+            if "index_marks" in have:
+                rows = _run(
+                    self.writer,
+                    "MATCH (s:Scope) WHERE s.key <> $b RETURN s.key, s.index_marks",
+                    {"b": schema.BUCKET_ROW},
+                )
+                sets = ", ".join(f"s.{c} = ${c}" for c in schema.MARK_COLUMNS.values())
+                _run(self.writer, "BEGIN TRANSACTION")
+                try:
+                    for key, raw in rows:
+                        _run(
+                            self.writer,
+                            f"MATCH (s:Scope {{key: $k}}) SET {sets}",
+                            {"k": key, **mark_params(parse_marks(raw))},
+                        )
+                except BaseException:
+                    self.rollback()
+                    raise
+                self.commit()
+                self.checkpoint()
+                scopes = len(rows)
+                _run(self.writer, "ALTER TABLE Scope DROP index_marks")
+                self.checkpoint()
+            _run(
+                self.writer,
+                "MATCH (b:Scope {key: $b}) SET b.schema_version = $v",
+                {"b": schema.BUCKET_ROW, "v": schema.SCHEMA_VERSION},
+            )
+            self.checkpoint()
+        log.info(
+            "bucket %s: upgraded from schema %d to %d (the index marks of its %d scopes as integer columns)",
+            self.path,
+            schema.UPGRADABLE_FROM,
+            schema.SCHEMA_VERSION,
+            scopes,
+        )
 
     def close(self) -> None:
         if self.closed:
@@ -598,9 +663,13 @@ class ScopeDatabase:
         if not txn.changes:
             return self._marks
         marks = dict(self._marks)
-        for table in {c.table for c in txn.changes}:
+        changed = sorted({c.table for c in txn.changes})
+        for table in changed:
             marks[table] = marks.get(table, 0) + 1
-        txn.execute("MATCH (s:Scope {key: $scope}) SET s.index_marks = $j", {"j": dump_marks(marks)})
+        columns = mark_params(marks, changed)
+        txn.execute(
+            "MATCH (s:Scope {key: $scope}) SET " + ", ".join(f"s.{c} = ${c}" for c in columns), columns
+        )
         return marks
 
     def close(self) -> None:

@@ -4,7 +4,7 @@ in step with every committed write.
 Why here: Kuzu is the store of record, so the indexes beside it (``graphrecall.index``: tantivy for BM25, an exact
 scan or usearch for vectors) are maintained by the one place every write passes through, ``ScopeDatabase.write()``.
 A ``COPY`` into an indexed table and an ``unindex`` of deleted ids are recorded on the transaction; the Kuzu commit
-also bumps a per-table counter in the scope's ``Scope`` row (``index_marks``); after the commit the changes are applied to
+also bumps a per-table counter in the scope's ``Scope`` row (``schema.MARK_COLUMNS``); after the commit the changes are applied to
 the indexes, each of which stores the counter it reached. On open, an index whose counter differs from Kuzu's (a
 crash between the two commits), or that is missing or damaged, is rebuilt from Kuzu. So an index can lag Kuzu only
 between a commit and the end of that same ``write()`` call, and never survives a restart stale.
@@ -13,7 +13,7 @@ between a commit and the end of that same ``write()`` call, and never survives a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -27,7 +27,7 @@ from graphrecall.index.lexical import Row
 from graphrecall.index.vector import F32
 from graphrecall.models import Round
 from graphrecall.store.rows import round_texts_of
-from graphrecall.store.schema import INDEX_ONLY, MATCH_SCOPE, owned
+from graphrecall.store.schema import INDEX_ONLY, MARK_COLUMNS, MATCH_SCOPE, owned
 from graphrecall.store.vectors import matrix
 
 
@@ -80,7 +80,23 @@ class Change:
 
 
 def parse_marks(raw: str | None) -> dict[str, int]:
+    """Marks kept as one JSON string: a schema 5 store's ``Meta`` row, a schema 6 bucket's ``Scope`` rows."""
     return {str(k): int(v) for k, v in json.loads(raw or "{}").items()}
+
+
+RETURN_MARKS = ", ".join(f"s.{c}" for c in MARK_COLUMNS.values())
+"""The ``RETURN`` list of a scope's marks (``MATCH (s:Scope ...)``), in ``MARK_COLUMNS`` order: ``marks_of``."""
+
+
+def marks_of(values: Sequence[Any]) -> dict[str, int]:
+    """A scope's marks from its ``MARK_COLUMNS`` values: a table never bumped (null or 0) has none, as in the JSON
+    these columns replaced (a mark is never 0: it starts at 1)."""
+    return {table: int(v) for table, v in zip(MARK_COLUMNS, values, strict=True) if v}
+
+
+def mark_params(marks: Mapping[str, int], tables: Iterable[str] | None = None) -> dict[str, int]:
+    """The ``MARK_COLUMNS`` values of ``marks`` (of ``tables`` only, when given), by column name."""
+    return {MARK_COLUMNS[t]: int(marks.get(t, 0)) for t in (MARK_COLUMNS if tables is None else tables)}
 
 
 def dump_marks(marks: Mapping[str, int]) -> str:

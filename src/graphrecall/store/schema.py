@@ -33,11 +33,17 @@ in half precision (``INT16[dim]`` of binary16 bits, ``store.vectors``), a round'
 messages (``INDEX_ONLY``), and no ``HAS_MESSAGE`` edge (``LEGACY_REL_TABLES``: a round's messages are those of its
 session that its ``message_ids`` name). A database per scope keeps the schema 5 layout (``legacy=True``), which
 ``store.move`` converts when it moves one into its bucket.
+
+Schema 7 keeps each scope's derived-index marks in integer columns of its ``Scope`` row (``MARK_COLUMNS``) instead
+of one JSON string; a schema 6 bucket is upgraded on open (``BucketDatabase._upgrade``).
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
+UPGRADABLE_FROM = 6
+"""The bucket schema that opening upgrades in place (``BucketDatabase._upgrade``): 6 -> 7 keeps each scope's index
+marks in integer columns (``MARK_COLUMNS``) instead of one JSON string."""
 LEGACY_SCHEMA_VERSION = 5
 """The last schema of a database per scope (``store.legacy``): stores written before buckets are moved into their
 bucket on open."""
@@ -59,14 +65,29 @@ FTS_INDEXES: tuple[tuple[str, str, str], ...] = (
     ("Event", "event_fts", "terms"),
 )
 
+MARK_COLUMNS: dict[str, str] = {
+    "Round": "mark_round",
+    "Passage": "mark_passage",
+    "Fact": "mark_fact",
+    "Event": "mark_event",
+}
+"""The ``Scope`` column that holds a scope's derived-index mark of each indexed table (``store.derived``). Integers,
+not one JSON string (schema 6's ``index_marks``): Kuzu 0.11.3 appends a string column's values again, every row's,
+at each update of one of them, so with a commit per write the strings grew with the square of a bucket's scopes
+(10 -> 80 users of 10 ``add_fact`` calls: 510 -> 31,746 stored values, 8 MB at 200 users); an integer is updated
+in place (docs/benchmarks.md, "Index marks as integers"). Last in the table, so that a bucket upgraded by
+``ALTER TABLE ... ADD`` has the columns of a new one in the same order."""
+
 SCOPE_TABLE = (
-    "CREATE NODE TABLE Scope(key STRING PRIMARY KEY, prefix STRING, created_at TIMESTAMP, index_marks STRING,"
-    " schema_version INT64, embedder_id STRING, dim INT64, next_prefix INT64)"
+    "CREATE NODE TABLE Scope(key STRING PRIMARY KEY, prefix STRING, created_at TIMESTAMP,"
+    " schema_version INT64, embedder_id STRING, dim INT64, next_prefix INT64, "
+    + ", ".join(f"{c} INT64" for c in MARK_COLUMNS.values())
+    + ")"
 )
 """One row per scope of the bucket (``key``: the user id; ``prefix``: what its rows' keys start with; its derived
-indexes' marks), and the bucket's own row, ``BUCKET_ROW`` (schema version, embedder, dimension, the next prefix to
-hand out). Why no ``Meta`` table: every populated node table costs ~1 MB (its primary-key index), so the bucket's
-description shares the scopes' table."""
+indexes' marks, ``MARK_COLUMNS``), and the bucket's own row, ``BUCKET_ROW`` (schema version, embedder, dimension,
+the next prefix to hand out). Why no ``Meta`` table: every populated node table costs ~1 MB (its primary-key index),
+so the bucket's description shares the scopes' table."""
 BUCKET_ROW = ".bucket"  # a user id never starts with a dot (``models.validate_identifier``)
 
 
