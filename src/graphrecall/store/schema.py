@@ -72,10 +72,10 @@ MARK_COLUMNS: dict[str, str] = {
     "Event": "mark_event",
 }
 """The ``Scope`` column that holds a scope's derived-index mark of each indexed table (``store.derived``). Integers,
-not one JSON string (schema 6's ``index_marks``): Kuzu 0.11.3 appends a string column's values again, every row's,
-at each update of one of them, so with a commit per write the strings grew with the square of a bucket's scopes
-(10 -> 80 users of 10 ``add_fact`` calls: 510 -> 31,746 stored values, 8 MB at 200 users); an integer is updated
-in place (docs/benchmarks.md, "Index marks as integers"). Last in the table, so that a bucket upgraded by
+not one JSON string (schema 6's ``index_marks``): under the store's writes, Kuzu 0.11.3 kept about one more string
+value per scope of the bucket at every write, so the column grew with the square of a bucket's scopes (10 -> 80
+users of 10 ``add_fact`` calls: 510 -> 31,746 stored values; 8 MB at 200 users); an integer is updated in place
+(docs/benchmarks.md, "Index marks as integers"). Last in the table, so that a bucket upgraded by
 ``ALTER TABLE ... ADD`` has the columns of a new one in the same order."""
 
 SCOPE_TABLE = (
