@@ -3,7 +3,8 @@
 ``tests/data/stores/v0_1_0.tar.gz`` (schema 1) was made once by ``scripts/make_store_fixture.py`` with the 0.1.0
 code, ``schema2.tar.gz`` to ``schema5.tar.gz`` by the same script with the last schema 2, 3, 4 and 5 code (schema 5:
 the last database per scope, before buckets), ``schema6.tar.gz`` with the last code whose fact and event vector
-indexes kept float32 (see the README beside them); none is ever regenerated: they are the old formats. Every test runs against
+indexes kept float32 and whose index marks were a JSON string, ``schema7.tar.gz`` with the code that replaced them
+(see the README beside them); none is ever regenerated: they are the old formats. Every test runs against
 each. Whatever the storage becomes (a write log, derived indexes outside Kuzu, a new schema version), opening this
 store must migrate it or rebuild what is derived, and every check below must hold. Only the public API is used, so the test does not care how.
 """
@@ -31,6 +32,7 @@ ARCHIVES = {
     "schema4": STORES / "schema4.tar.gz",
     "schema5": STORES / "schema5.tar.gz",
     "schema6": STORES / "schema6.tar.gz",
+    "schema7": STORES / "schema7.tar.gz",
 }
 SCOPE = Scope(org_id="fixture", user_id="ana")
 
