@@ -398,9 +398,7 @@ class BucketDatabase:
         if not rows:
             raise SchemaMismatch(f"bucket {self.path} has no bucket row; it was not created by graphrecall")
         version, stored_id, stored_dim = rows[0]
-        if version == schema.UPGRADABLE_FROM:
-            self._upgrade()
-        elif version != schema.SCHEMA_VERSION:
+        if version not in (schema.SCHEMA_VERSION, schema.UPGRADABLE_FROM):
             raise SchemaMismatch(
                 f"bucket {self.path} has schema version {version}; this graphrecall reads version "
                 f"{schema.SCHEMA_VERSION} (a newer graphrecall wrote it?)"
@@ -410,6 +408,8 @@ class BucketDatabase:
                 f"bucket {self.path} holds vectors of {stored_id!r} (dim {stored_dim}), not of {self.embedder_id!r} "
                 f"(dim {self.dim}): its folder's manifest was changed by hand?"
             )
+        if version == schema.UPGRADABLE_FROM:  # after the embedder check: a bucket refused is not written
+            self._upgrade()
         for key, prefix, *marks in self.query(
             f"MATCH (s:Scope) WHERE s.key <> $b RETURN s.key, s.prefix, {RETURN_MARKS}",
             {"b": schema.BUCKET_ROW},
@@ -418,17 +418,17 @@ class BucketDatabase:
 
     def _upgrade(self) -> None:
         """Schema 6 -> 7 in place: each scope's index marks move from the JSON string ``index_marks`` into the
-        integer ``MARK_COLUMNS`` (``schema.MARK_COLUMNS`` says why), the string column is dropped, the version set
-        last. Each step is its own Kuzu transaction and each can be run again, so a process killed in between
-        leaves a version 6 bucket that the next open upgrades from where it stopped: a column is added only when
-        missing, the marks are copied while the string column exists, and it is dropped after them. One log line."""
+        integer ``MARK_COLUMNS`` (``schema.MARK_COLUMNS`` says why), the version set last. Each step is its own Kuzu
+        transaction and can be run again, so a process killed in between leaves a version 6 bucket that the next
+        open upgrades again: a column is added only when missing, the marks are copied from the string column.
+        The string column is not dropped (``schema.DEAD_COLUMNS``): once Kuzu 0.11.3 had replayed a ``DROP`` from
+        its WAL after a kill, every later ``SET`` on the table crashed the process at its checkpoint, on every
+        open. It stays, unwritten, until the next compaction rewrites the bucket without it. One log line."""
         with self.write_lock:
             have = {str(r[0]) for r in _run(self.writer, "CALL table_info('Scope') RETURN name")}
             for column in schema.MARK_COLUMNS.values():
                 if column not in have:
                     _run(self.writer, f"ALTER TABLE Scope ADD {column} INT64")
-            # A checkpoint after each step: Kuzu 0.11.3 crashed (SIGSEGV) checkpointing a DROP that followed an ADD
-            # and a SET still in its WAL; with each step checkpointed it did not (measured on the schema 6 fixture).
             self.checkpoint()
             scopes = 0
             if "index_marks" in have:
@@ -452,8 +452,6 @@ class BucketDatabase:
                 self.commit()
                 self.checkpoint()
                 scopes = len(rows)
-                _run(self.writer, "ALTER TABLE Scope DROP index_marks")
-                self.checkpoint()
             _run(
                 self.writer,
                 "MATCH (b:Scope {key: $b}) SET b.schema_version = $v",

@@ -90,6 +90,11 @@ the next prefix to hand out). Why no ``Meta`` table: every populated node table 
 so the bucket's description shares the scopes' table."""
 BUCKET_ROW = ".bucket"  # a user id never starts with a dot (``models.validate_identifier``)
 
+DEAD_COLUMNS: dict[str, tuple[str, ...]] = {"Scope": ("index_marks",)}
+"""Columns an upgraded bucket still has and nothing reads or writes: schema 6's marks. Not dropped on upgrade (Kuzu
+0.11.3 crashed at every later checkpoint of a ``SET`` on the table once it had replayed a ``DROP`` from its WAL after
+a kill); a compaction's rewrite, which copies ``scope_columns()`` into a new bucket, leaves them behind."""
+
 
 def scope_columns() -> list[str]:
     """The ``Scope`` table's columns, ``key`` first, in their order."""
