@@ -180,7 +180,9 @@ def _check_schema(source: BucketDatabase) -> None:
         )
     for table in ("Scope", *schema.SCOPE_TABLES):
         dead = schema.DEAD_COLUMNS.get(table, ())
-        have = [c for r in source.query(f"CALL table_info('{table}') RETURN name") if (c := str(r[0])) not in dead]
+        have = [
+            c for r in source.query(f"CALL table_info('{table}') RETURN name") if (c := str(r[0])) not in dead
+        ]
         if have != _columns(table):
             raise RuntimeError(
                 f"bucket {source.path}: {table} has columns {have}, a rewrite copies {_columns(table)}"
