@@ -62,6 +62,21 @@ def unpack(dest: Path, archive: Path) -> Path:
     return root
 
 
+def unpack_schema6(dest: Path) -> tuple[Path, dict[str, int]]:
+    """The schema 6 archive unpacked, and the marks its bucket keeps for ``ana`` as JSON (read with Kuzu alone,
+    before any graphrecall code opens it)."""
+    import kuzu
+
+    root = unpack(dest, ARCHIVES["schema6"])
+    [bucket] = list(root.rglob("b*.kuzu"))
+    db = kuzu.Database(str(bucket), read_only=True)
+    conn = kuzu.Connection(db)
+    [[raw]] = conn.execute("MATCH (s:Scope {key: 'ana'}) RETURN s.index_marks").get_all()  # type: ignore[union-attr]
+    conn.close()
+    db.close()
+    return root, json.loads(raw)
+
+
 @pytest.fixture(scope="module", params=sorted(ARCHIVES))
 def archive(request: pytest.FixtureRequest) -> Path:
     return ARCHIVES[request.param]
@@ -201,20 +216,12 @@ def test_a_schema_6_bucket_keeps_its_index_marks_as_integer_columns_after_one_up
     """Schema 7 keeps each scope's derived-index marks in integer columns (``schema.MARK_COLUMNS``: a string column
     grew with the square of a bucket's scopes). The marks a schema 6 bucket kept as JSON are the same after the
     upgrade (no index rebuilt for them: ``round_user`` and the rest are not), and it is said in one line, once."""
-    import kuzu
-
     from graphrecall.store import schema
 
-    root = unpack(tmp_path, ARCHIVES["schema6"])
-    [bucket] = list(root.rglob("b*.kuzu"))
-    db = kuzu.Database(str(bucket), read_only=True)
-    conn = kuzu.Connection(db)
-    [[before]] = conn.execute("MATCH (s:Scope {key: 'ana'}) RETURN s.index_marks").get_all()  # type: ignore[union-attr]
-    conn.close()
-    db.close()
+    root, before = unpack_schema6(tmp_path)
     with caplog.at_level(logging.INFO), Memory.open(root, settings=Settings(root=root)) as m:
         with testing.database(m, SCOPE) as view:
-            assert view.bucket.member("ana").marks == json.loads(before)  # type: ignore[union-attr]
+            assert view.bucket.member("ana").marks == before  # type: ignore[union-attr]
             assert "round_user" not in view.indexes.rebuilt
             columns = [r[0] for r in view.bucket.query("CALL table_info('Scope') RETURN name")]
             assert [
@@ -282,17 +289,9 @@ def test_a_schema_6_upgrade_killed_at_any_of_its_checkpoints_is_finished_by_the_
     import subprocess
     import sys
 
-    import kuzu
-
     from graphrecall.store import schema
 
-    root = unpack(tmp_path, ARCHIVES["schema6"])
-    [bucket] = list(root.rglob("b*.kuzu"))
-    db = kuzu.Database(str(bucket), read_only=True)
-    conn = kuzu.Connection(db)
-    [[before]] = conn.execute("MATCH (s:Scope {key: 'ana'}) RETURN s.index_marks").get_all()  # type: ignore[union-attr]
-    conn.close()
-    db.close()
+    root, before = unpack_schema6(tmp_path)
     killed = subprocess.run(
         [sys.executable, "-c", UPGRADE_KILLED, str(root), str(checkpoint)], capture_output=True, text=True
     )
@@ -300,6 +299,6 @@ def test_a_schema_6_upgrade_killed_at_any_of_its_checkpoints_is_finished_by_the_
     again = subprocess.run([sys.executable, "-c", REOPENED, str(root)], capture_output=True, text=True)
     assert again.returncode == 0, again.stderr[-2000:]
     seen = json.loads(again.stdout.strip().splitlines()[-1])
-    assert seen["marks"] == json.loads(before) and seen["version"] == schema.SCHEMA_VERSION
+    assert seen["marks"] == before and seen["version"] == schema.SCHEMA_VERSION
     assert [c for c in seen["columns"] if c != "index_marks"] == schema.scope_columns()
     assert "round_user" not in seen["rebuilt"]

@@ -127,6 +127,18 @@ def test_bad_input_is_rejected_and_nothing_is_written(tmp_path: Path) -> None:
     assert ExactVectorIndex(tmp_path / "v", embedder_id="e", dim=16).count() == 1
 
 
+def _saved_graph(path: Path, *, seed: int, rows: int) -> np.ndarray:
+    """A tiered index of ``rows`` random unit rows (ids ``r0``...) at ``path`` whose graph (threshold 100) was built
+    and saved, closed; its rows."""
+    from graphrecall.index import TieredVectorIndex
+
+    vecs = _unit(np.random.default_rng(seed), rows)
+    ids = [f"r{i}" for i in range(rows)]
+    TieredVectorIndex.rebuild_from(path, zip(ids, vecs, strict=True), embedder_id="e", dim=16)
+    TieredVectorIndex(path, embedder_id="e", dim=16, threshold=100).close()
+    return vecs
+
+
 def test_an_empty_index_answers_nothing(tmp_path: Path) -> None:
     idx = ExactVectorIndex.rebuild_from(tmp_path / "v", [], embedder_id="e", dim=16)
     assert idx.search(np.ones(16, np.float32), 5) == [] and idx.count() == 0
@@ -182,11 +194,7 @@ def test_tiered_index_rebuilds_a_damaged_graph_from_its_log(
     from graphrecall.index import TieredVectorIndex
 
     pytest.importorskip("usearch")
-    rng = np.random.default_rng(9)
-    vecs = _unit(rng, 120)
-    ids = [f"r{i}" for i in range(120)]
-    TieredVectorIndex.rebuild_from(tmp_path / "v", zip(ids, vecs, strict=True), embedder_id="e", dim=16)
-    TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100).close()
+    vecs = _saved_graph(tmp_path / "v", seed=9, rows=120)
     (tmp_path / "v" / "hnsw.usearch").write_bytes(b"\0" * 100)
     again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
     assert again.uses_graph and "rebuilding its HNSW graph" in caplog.text
@@ -307,11 +315,7 @@ def test_a_graph_saved_apart_whose_parts_do_not_match_is_rebuilt_before_usearch_
     from graphrecall.index import TieredVectorIndex
 
     pytest.importorskip("usearch")
-    rng = np.random.default_rng(14)
-    vecs = _unit(rng, 150)
-    ids = [f"r{i}" for i in range(150)]
-    TieredVectorIndex.rebuild_from(tmp_path / "v", zip(ids, vecs, strict=True), embedder_id="e", dim=16)
-    TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100).close()
+    vecs = _saved_graph(tmp_path / "v", seed=14, rows=150)
     meta = json.loads((tmp_path / "v" / "hnsw.json").read_text())
     if damage == "slots":
         slots = tmp_path / "v" / "hnsw.slots"

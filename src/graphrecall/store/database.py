@@ -62,6 +62,7 @@ from graphrecall.store.derived import (
     mark_params,
     marks_of,
     parse_marks,
+    set_marks,
 )
 from graphrecall.store.known import KNOWN_TABLES, KnownIds
 from graphrecall.store.recovery import recover, wal_path
@@ -437,14 +438,14 @@ class BucketDatabase:
                     "MATCH (s:Scope) WHERE s.key <> $b RETURN s.key, s.index_marks",
                     {"b": schema.BUCKET_ROW},
                 )
-                sets = ", ".join(f"s.{c} = ${c}" for c in schema.MARK_COLUMNS.values())
                 _run(self.writer, "BEGIN TRANSACTION")
                 try:
                     for key, raw in rows:
+                        params = mark_params(parse_marks(raw))
                         _run(
                             self.writer,
-                            f"MATCH (s:Scope {{key: $k}}) SET {sets}",
-                            {"k": key, **mark_params(parse_marks(raw))},
+                            f"MATCH (s:Scope {{key: $k}}) {set_marks(params)}",
+                            {"k": key, **params},
                         )
                 except BaseException:
                     self.rollback()
@@ -665,9 +666,7 @@ class ScopeDatabase:
         for table in changed:
             marks[table] = marks.get(table, 0) + 1
         columns = mark_params(marks, changed)
-        txn.execute(
-            "MATCH (s:Scope {key: $scope}) SET " + ", ".join(f"s.{c} = ${c}" for c in columns), columns
-        )
+        txn.execute(f"MATCH (s:Scope {{key: $scope}}) {set_marks(columns)}", columns)
         return marks
 
     def close(self) -> None:

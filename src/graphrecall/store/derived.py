@@ -99,6 +99,11 @@ def mark_params(marks: Mapping[str, int], tables: Iterable[str] | None = None) -
     return {MARK_COLUMNS[t]: int(marks.get(t, 0)) for t in (MARK_COLUMNS if tables is None else tables)}
 
 
+def set_marks(params: Mapping[str, int]) -> str:
+    """The ``SET`` clause that writes ``mark_params`` into the ``Scope`` row bound to ``s``."""
+    return "SET " + ", ".join(f"s.{c} = ${c}" for c in params)
+
+
 def dump_marks(marks: Mapping[str, int]) -> str:
     return json.dumps(dict(marks), sort_keys=True)
 

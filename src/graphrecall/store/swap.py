@@ -41,7 +41,6 @@ from graphrecall.index.manifest import fsync_dir, write_synced
 from graphrecall.models import Scope
 from graphrecall.store import buckets, proclock
 from graphrecall.store.database import BucketDatabase
-from graphrecall.store.derived import RETURN_MARKS, marks_of
 from graphrecall.store.move import BucketSource, copy_scope, drop_torn
 from graphrecall.store.wal.log import log_path
 
@@ -213,9 +212,7 @@ def _copy_rows(root: Path, scope: Scope, new: Embedder) -> None:
     try:
         member = source.member(scope.user_id)
         assert member is not None
-        marks = marks_of(
-            source.query(f"MATCH (s:Scope {{key: $s}}) RETURN {RETURN_MARKS}", {"s": scope.user_id})[0]
-        )
+        marks = dict(member.marks)  # read from its Scope row when the bucket was opened, just above
         target = _bucket(root, scope, new, create=True)
         assert target is not None
         try:
