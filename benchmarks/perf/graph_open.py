@@ -1,10 +1,11 @@
 """What a graph saved without its vectors costs to open and to save, against the same graph saved whole: the
-measurement behind ``TieredVectorIndex._persist`` saving apart (``hnsw.usearch`` + ``hnsw.slots``).
+measurement behind ``TieredVectorIndex._persist`` saving apart (``hnsw.<n>.links`` + ``hnsw.<n>.slots``).
 
 Takes one vector index directory that holds a graph (a scope's ``<user>.kuzu.idx/vec-round_user`` after
 ``benchmarks.perf.buckets --parts rounds --sizes 100000``), copies it twice, saves one copy's graph whole (as before
 the change: usearch's own file, no slots), the other apart, and opens both alternately, ``--repeats`` times each, checking that a
-query gets the same hits from both. Then saves the graph both ways. The source directory is not modified.
+query gets the same hits from both. Then saves the graph both ways, and the memory a save apart allocates at its
+peak (``tracemalloc``: NumPy's arrays and usearch's bytes included). The source directory is not modified.
 
     python -m benchmarks.perf.buckets --parts rounds --sizes 100000 --work /tmp/b
     python -m benchmarks.perf.graph_open /tmp/b/rounds100000/bench/u.kuzu.idx/vec-round_user --out /tmp/graph_open
@@ -18,6 +19,7 @@ import shutil
 import statistics
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ import numpy as np
 
 from benchmarks.jsonfile import save_report
 from benchmarks.provenance import Run
-from graphrecall.index.vector import GRAPH, GRAPH_META, GRAPH_SLOTS, TieredVectorIndex
+from graphrecall.index.vector import GRAPH, GRAPH_META, TieredVectorIndex
 
 
 def _open(directory: Path, embedder_id: str, dim: int) -> tuple[float, TieredVectorIndex]:
@@ -55,8 +57,10 @@ def measure(source: Path, repeats: int) -> dict[str, Any]:
                 f"{source}: its graph could not be saved apart (its vectors are not the log's rows)"
             )
         _, index = _open(whole, embedder_id, dim)
+        for saved in whole.glob("hnsw.*"):
+            if saved.name != GRAPH_META:
+                saved.unlink()
         index._graph.save(str(whole / GRAPH))  # what an earlier release saved: usearch's file, no slots
-        (whole / GRAPH_SLOTS).unlink()
         meta = json.loads((whole / GRAPH_META).read_text())
         (whole / GRAPH_META).write_text(json.dumps({k: meta[k] for k in ("rows", "dim", "dtype")}))
         rows = int(meta["rows"])
@@ -77,6 +81,10 @@ def measure(source: Path, repeats: int) -> dict[str, Any]:
             t0 = time.perf_counter()
             index._persist()
             saves.append(time.perf_counter() - t0)
+        tracemalloc.start()
+        index._persist()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
         t0 = time.perf_counter()
         index._graph.save(str(Path(tmp) / "whole.usearch"))
         whole_save = time.perf_counter() - t0
@@ -87,6 +95,7 @@ def measure(source: Path, repeats: int) -> dict[str, Any]:
         "same_hits": hits["apart"] == hits["whole"],
         "directory_bytes": sizes,
         "bytes_per_row_saved": (sizes["whole"] - sizes["apart"]) / rows,
+        "save_peak_bytes": peak,
         "save_ms_p50": {
             "apart": 1000 * statistics.median(saves),
             "whole (usearch, no fsync)": 1000 * whole_save,
@@ -107,7 +116,8 @@ def report(r: dict[str, Any]) -> str:
             f"| whole (usearch's file) | {b['whole'] / 1e6:,.1f} MB | {o['whole']:,.0f} ms | "
             f"{s['whole (usearch, no fsync)']:,.0f} ms (no fsync) |",
             "",
-            f"{r['bytes_per_row_saved']:,.0f} B per row saved.",
+            f"{r['bytes_per_row_saved']:,.0f} B per row saved. A save apart allocates {r['save_peak_bytes'] / 2**20:,.0f} "
+            "MiB at its peak (traced).",
         ]
     )
 

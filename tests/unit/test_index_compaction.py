@@ -19,7 +19,7 @@ import pytest
 
 from graphrecall.index import ExactVectorIndex, ScopeIndexes, TantivyLexicalIndex, TieredVectorIndex
 from graphrecall.index.lexical import Row
-from graphrecall.index.vector import F32, GRAPH, GRAPH_META, HALF_VECTORS, LOG, VECTORS
+from graphrecall.index.vector import F32, GRAPH_META, HALF_VECTORS, LOG, VECTORS
 
 DIM = 16
 
@@ -119,8 +119,9 @@ def test_a_tiered_index_builds_its_graph_again_over_the_compacted_rows(tmp_path:
 def json_rows(d: Path) -> int:
     import json
 
-    assert (d / GRAPH).exists()
-    return int(json.loads((d / GRAPH_META).read_text())["rows"])
+    meta = json.loads((d / GRAPH_META).read_text())
+    assert (d / meta["files"]["graph"]).exists()
+    return int(meta["rows"])
 
 
 def test_searches_during_compactions_always_see_a_complete_index(tmp_path: Path) -> None:

@@ -139,6 +139,11 @@ def _saved_graph(path: Path, *, seed: int, rows: int) -> np.ndarray:
     return vecs
 
 
+def _named(path: Path, part: str) -> Path:
+    """The file of the saved graph at ``path`` that its ``hnsw.json`` names as ``part`` ("graph" or "slots")."""
+    return path / json.loads((path / "hnsw.json").read_text())["files"][part]
+
+
 def test_an_empty_index_answers_nothing(tmp_path: Path) -> None:
     idx = ExactVectorIndex.rebuild_from(tmp_path / "v", [], embedder_id="e", dim=16)
     assert idx.search(np.ones(16, np.float32), 5) == [] and idx.count() == 0
@@ -157,7 +162,7 @@ def test_tiered_index_switches_to_a_graph_above_its_threshold_and_agrees_with_ex
     tv = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, persist_every=50)
     assert not tv.uses_graph
     tv.add(ids[40:], vecs[40:])
-    assert tv.uses_graph and (tmp_path / "v" / "hnsw.usearch").exists()
+    assert tv.uses_graph and _named(tmp_path / "v", "graph").exists()
     tv.delete(["r7"])
     q = vecs[7] * 0.9 + vecs[8] * 0.1
     want = [i for i, _ in tv.exact.search(q, 10)]
@@ -195,7 +200,7 @@ def test_tiered_index_rebuilds_a_damaged_graph_from_its_log(
 
     pytest.importorskip("usearch")
     vecs = _saved_graph(tmp_path / "v", seed=9, rows=120)
-    (tmp_path / "v" / "hnsw.usearch").write_bytes(b"\0" * 100)
+    _named(tmp_path / "v", "graph").write_bytes(b"\0" * 100)
     again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
     assert again.uses_graph and "rebuilding its HNSW graph" in caplog.text
     assert again.search(vecs[5], 1)[0][0] == "r5"
@@ -289,8 +294,8 @@ def test_a_saved_graph_leaves_its_vectors_to_the_log_and_opens_to_the_same_graph
     tv.close()
     meta = json.loads((tmp_path / "v" / "hnsw.json").read_text())
     assert meta["vectors"] == "log" and meta["rows"] == rows
-    assert (tmp_path / "v" / "hnsw.usearch").stat().st_size == whole - 8 - rows * 16 * 2
-    assert (tmp_path / "v" / "hnsw.slots").stat().st_size == rows * 4
+    assert _named(tmp_path / "v", "graph").stat().st_size == whole - 8 - rows * 16 * 2
+    assert _named(tmp_path / "v", "slots").stat().st_size == rows * 4
     with caplog.at_level(logging.INFO, logger="graphrecall.index.vector"):
         again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, half=half)
     assert again.uses_graph and "rebuilding" not in caplog.text
@@ -303,8 +308,8 @@ def test_a_saved_graph_leaves_its_vectors_to_the_log_and_opens_to_the_same_graph
     ("damage", "said"),
     [
         ("crc32", "the log's rows are not the vectors it was saved with"),
-        ("links_crc32", "hnsw.usearch is not the file its meta was saved with"),
-        ("slots", "hnsw.slots names 149 rows, the graph covers 150"),
+        ("links_crc32", "{graph} is not the file its meta was saved with"),
+        ("slots", "{slots} names 149 rows, the graph covers 150"),
     ],
 )
 def test_a_graph_saved_apart_whose_parts_do_not_match_is_rebuilt_before_usearch_reads_them(
@@ -317,8 +322,9 @@ def test_a_graph_saved_apart_whose_parts_do_not_match_is_rebuilt_before_usearch_
     pytest.importorskip("usearch")
     vecs = _saved_graph(tmp_path / "v", seed=14, rows=150)
     meta = json.loads((tmp_path / "v" / "hnsw.json").read_text())
+    said = said.format(**meta["files"])
     if damage == "slots":
-        slots = tmp_path / "v" / "hnsw.slots"
+        slots = _named(tmp_path / "v", "slots")
         slots.write_bytes(slots.read_bytes()[:-4])
     else:
         (tmp_path / "v" / "hnsw.json").write_text(json.dumps(meta | {damage: meta[damage] ^ 1}))
@@ -342,7 +348,11 @@ def test_a_graph_saved_with_its_vectors_still_opens_and_is_saved_apart_next_time
     old = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, persist_every=10)
     assert bytes(old._graph.save()) == bytes(tv._graph.save())
     old.add(["n"] + [f"n{i}" for i in range(10)], _unit(rng, 11))  # past persist_every: saved again
-    assert json.loads((tmp_path / "v" / "hnsw.json").read_text())["vectors"] == "log"
+    meta = json.loads((tmp_path / "v" / "hnsw.json").read_text())
+    assert meta["vectors"] == "log"
+    assert sorted(f.name for f in (tmp_path / "v").glob("hnsw.*")) == sorted(
+        ["hnsw.json", *meta["files"].values()]
+    )
 
 
 def test_a_graph_whose_vectors_are_not_the_logs_rows_is_saved_whole(
@@ -358,11 +368,54 @@ def test_a_graph_whose_vectors_are_not_the_logs_rows_is_saved_whole(
     ids = [f"r{i}" for i in range(200)]
     TieredVectorIndex.rebuild_from(tmp_path / "v", zip(ids, vecs, strict=True), embedder_id="e", dim=16)
     tv = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
-    assert (tmp_path / "v" / "hnsw.slots").exists()
-    monkeypatch.setattr(vector, "_slot_keys", lambda saved, log_rows: None)
+    slots = _named(tmp_path / "v", "slots")
+    assert slots.exists()
+    monkeypatch.setattr(vector, "_slot_keys", lambda saved, mat: None)
     tv._persist()
-    assert "vectors" not in json.loads((tmp_path / "v" / "hnsw.json").read_text())
-    assert not (tmp_path / "v" / "hnsw.slots").exists()
-    assert (tmp_path / "v" / "hnsw.usearch").stat().st_size == len(tv._graph.save())
+    meta = json.loads((tmp_path / "v" / "hnsw.json").read_text())
+    assert "vectors" not in meta and list(meta["files"]) == ["graph"]
+    assert not slots.exists()
+    assert _named(tmp_path / "v", "graph").stat().st_size == len(tv._graph.save())
     again = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100)
     assert bytes(again._graph.save()) == bytes(tv._graph.save())
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_save_killed_before_its_meta_leaves_the_saved_graph_to_load_and_its_files_go_next_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, whole: bool
+) -> None:
+    """Each save writes files of its own number and renames the meta last, so a save stopped before that rename
+    (here: the rename fails, which leaves on disk what a kill there leaves) leaves the graph saved before it whole:
+    it loads, nothing is rebuilt. Before 2026-12-05 every save wrote the same two names, and a kill between their
+    renames rebuilt the graph. The files of the stopped save are deleted by the next save. ``whole``: the stopped
+    save is one usearch writes whole (its vectors not the log's), the kind of file that overwrote the links."""
+    from graphrecall.index import TieredVectorIndex, vector
+
+    pytest.importorskip("usearch")
+    d = tmp_path / "v"
+    vecs = _saved_graph(d, seed=17, rows=150)
+    before = sorted(f.name for f in d.glob("hnsw.*"))
+    tv = TieredVectorIndex(d, embedder_id="e", dim=16, threshold=100)
+    tv.add([f"n{i}" for i in range(30)], _unit(np.random.default_rng(18), 30))
+    if whole:
+        monkeypatch.setattr(vector, "_slot_keys", lambda saved, mat: None)
+    replace = vector.os.replace
+
+    def killed_at_the_meta(src: object, dst: object) -> None:
+        if Path(str(dst)).name == "hnsw.json":
+            raise KeyboardInterrupt("killed")
+        replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(vector.os, "replace", killed_at_the_meta)
+    with pytest.raises(KeyboardInterrupt):
+        tv._persist()
+    monkeypatch.undo()
+    left = sorted(f.name for f in d.glob("hnsw.*"))
+    assert set(before) < set(left)  # the stopped save's files beside the saved graph's, none overwritten
+    with caplog.at_level(logging.INFO, logger="graphrecall.index.vector"):
+        again = TieredVectorIndex(d, embedder_id="e", dim=16, threshold=100)
+    assert "rebuilding" not in caplog.text and again.uses_graph and again._saved == 150
+    assert again.search(vecs[5], 1)[0][0] == "r5" and again.count() == 180
+    again._persist()
+    meta = json.loads((d / "hnsw.json").read_text())
+    assert sorted(f.name for f in d.glob("hnsw.*")) == sorted(["hnsw.json", *meta["files"].values()])

@@ -379,11 +379,21 @@ def _append(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-GRAPH = "hnsw.usearch"
+GRAPH = "hnsw.usearch"  # the graph file of a meta that names none (saved by a release before 2026-12-05)
 GRAPH_META = "hnsw.json"
 GRAPH_DTYPE = "f16"  # of every graph, whatever the log's precision (``TieredVectorIndex``)
 VECTORS_IN_LOG = "log"  # hnsw.json's "vectors": the graph file was saved without them (``TieredVectorIndex``)
 GRAPH_SLOTS = "hnsw.slots"  # of a graph saved apart: the log row of each of its slots, uint32
+
+
+def _graph_files(meta: dict[str, Any]) -> tuple[str, str]:
+    """(graph file, slots file) that a ``hnsw.json`` names: each save writes its own (``hnsw.<n>.links`` and
+    ``hnsw.<n>.slots``, or ``hnsw.<n>.usearch`` saved whole), so the files of the save it describes are never
+    overwritten by the next one before the meta that names them is; a meta without names is an earlier release's."""
+    files = meta.get("files") or {}
+    return str(files.get("graph", GRAPH)), str(files.get("slots", GRAPH_SLOTS))
+
+
 PICK_MARGIN = 8  # candidates a graph search takes beyond k, for the log's similarity to choose among
 # A graph that starts with fewer rows than this is built on one thread. Concurrent inserts into a near-empty graph
 # link it poorly (``benchmarks/perf/graph_threads.py``, docs/benchmarks.md): built on all cores, 1,000 rows of 384-d
@@ -399,34 +409,48 @@ def _matrix_header(rows: int, dim: int) -> bytes:
     return np.array([rows, dim * 2], dtype="<u4").tobytes()
 
 
-def _slot_keys(
-    saved: npt.NDArray[np.float16], log_rows: npt.NDArray[np.float16]
-) -> npt.NDArray[np.uint32] | None:
-    """The log row (graph key) whose float16 vector each of usearch's slots holds, or None when some slot holds a
-    vector of no log row. Why needed: a graph extended on several threads fills its slots in no fixed order, and
-    its keys come back in hash order, so the slots are matched to the rows by their bytes (a hash of each row,
-    then compared in full; rows with equal bytes may pair either way, which saves the same bytes)."""
-    if saved.shape != log_rows.shape:
-        return None
-    weights = np.random.default_rng(0).integers(1, 2**63, size=saved.shape[1] // 4, dtype=np.uint64) | 1
+ROWS_PER_STEP = 4096
+"""Rows converted, hashed or compared at a time when a graph is saved or opened apart from its vectors: a float16
+copy of every row at once was ~77 MB each at 100,000 rows of 384 dimensions (a save peaked at ~285 MB)."""
 
-    def hashed(rows: npt.NDArray[np.float16]) -> npt.NDArray[np.uint64]:
-        words = np.ascontiguousarray(rows[:, : len(weights) * 4]).view(np.uint64)
-        with np.errstate(over="ignore"):
-            out: npt.NDArray[np.uint64] = (words * weights).sum(axis=1, dtype=np.uint64)
+
+def _slot_keys(saved: npt.NDArray[np.float16], mat: F32) -> npt.NDArray[np.uint32] | None:
+    """The log row (graph key) whose float16 vector each of usearch's slots holds, or None when some slot holds a
+    vector of no log row. ``mat``: the log's rows (at least as many as slots), converted to float16 a step at a
+    time. Why needed: a graph extended on several threads fills its slots in no fixed order, and its keys come back
+    in hash order, so the slots are matched to the rows by their bytes (a hash of each row, then compared in full;
+    rows with equal bytes may pair either way, which saves the same bytes)."""
+    rows, dim = saved.shape
+    if len(mat) < rows or mat.shape[1] != dim:
+        return None
+    mat = mat[:rows]  # a view: rows appended since the graph was extended are none of its slots
+    weights = np.random.default_rng(0).integers(1, 2**63, size=dim // 4, dtype=np.uint64) | 1
+
+    def hashed(part: Callable[[int, int], npt.NDArray[np.float16]]) -> npt.NDArray[np.uint64]:
+        out = np.empty(rows, dtype=np.uint64)
+        for at in range(0, rows, ROWS_PER_STEP):
+            words = np.ascontiguousarray(part(at, at + ROWS_PER_STEP)[:, : len(weights) * 4]).view(np.uint64)
+            with np.errstate(over="ignore"):
+                out[at : at + len(words)] = (words * weights).sum(axis=1, dtype=np.uint64)
         return out
 
-    by_slot, by_row = np.argsort(hashed(saved), kind="stable"), np.argsort(hashed(log_rows), kind="stable")
-    keys = np.empty(len(saved), dtype=np.uint32)
+    by_slot = np.argsort(hashed(lambda a, b: saved[a:b]), kind="stable")
+    by_row = np.argsort(hashed(lambda a, b: mat[a:b].astype(np.float16)), kind="stable")
+    keys = np.empty(rows, dtype=np.uint32)
     keys[by_slot] = by_row
-    return keys if np.array_equal(log_rows[keys], saved) else None
+    for at in range(0, rows, ROWS_PER_STEP):
+        if not np.array_equal(
+            mat[keys[at : at + ROWS_PER_STEP]].astype(np.float16), saved[at : at + ROWS_PER_STEP]
+        ):
+            return None
+    return keys
 
 
 def _half_rows(mat: F32, keys: npt.NDArray[np.uint32], into: memoryview) -> None:
     """Write ``mat[keys]`` in float16 into ``into``, a few thousand rows at a time (not a float32 copy of all)."""
     out = np.frombuffer(into, dtype=np.float16).reshape(len(keys), mat.shape[1])
-    for at in range(0, len(keys), 4096):
-        out[at : at + 4096] = mat[keys[at : at + 4096]]
+    for at in range(0, len(keys), ROWS_PER_STEP):
+        out[at : at + ROWS_PER_STEP] = mat[keys[at : at + ROWS_PER_STEP]]
 
 
 class TieredVectorIndex:
@@ -451,12 +475,17 @@ class TieredVectorIndex:
     version is rebuilt from the log on open, once.
 
     A saved graph leaves its vectors to the log: usearch writes each row's float16 vector before the graph's links
-    (768 of the ~1,044 bytes of a 384-d row), and the log holds the same rows, so ``hnsw.usearch`` keeps the links
-    only, ``hnsw.slots`` the log row of each slot (4 bytes a row: a graph extended on several threads fills its
+    (768 of the ~1,044 bytes of a 384-d row), and the log holds the same rows, so ``hnsw.<n>.links`` keeps the links
+    only, ``hnsw.<n>.slots`` the log row of each slot (4 bytes a row: a graph extended on several threads fills its
     slots in no fixed order), and opening puts the vectors back in front of the links (``_with_vectors``; a CRC in
     ``hnsw.json`` checks them, a mismatch rebuilds the graph). Two graphs a round: 1.5 KB a round less
     (docs/benchmarks.md, "Bytes per round"). A graph saved whole, by an earlier release, is loaded as it is and
     saved apart the next time.
+
+    Invariant: the files ``hnsw.json`` names are never written again. Each save writes files of the next number
+    ``n`` (``_graph_files``), renames the meta over the old one, and only then deletes every other ``hnsw.*`` file;
+    so a kill at any point of a save leaves the graph of the save before it loadable, and the stopped save's files
+    are deleted by the next one.
 
     Compaction (``compact``) renumbers the log's rows, so the graph, keyed by row number, is dropped with the old
     directory and built again from the compacted rows (then saved): seconds at the threshold's 20k rows, in a
@@ -485,6 +514,7 @@ class TieredVectorIndex:
         self._covered = 0  # log rows in the in-memory graph
         self._pub: tuple[Any, int, int] | None = None  # (graph, covered, generation) as searches see it
         self._saved = 0  # log rows in the saved graph
+        self._save_no = 0  # of the saved graph (``_graph_files``); the next save writes files of number + 1
         self._lock = threading.Lock()
         if self.exact.count() >= threshold:
             with self._lock:
@@ -524,17 +554,20 @@ class TieredVectorIndex:
         graph, covered = self._new_graph(), 0
         try:
             meta = json.loads((self.directory / GRAPH_META).read_text())
+            self._save_no = int(meta.get("save", 0))
+            graph_file, slots_file = _graph_files(meta)
             covered = int(meta["rows"])
             held = len(self.exact._view.mat)
             if not 0 < covered <= held or meta.get("dim") != self.dim:
                 raise ValueError(f"covers {covered} rows, the log holds {held}")
             saved_as = meta.get("dtype", "f32")
             if saved_as == self._dtype and meta.get("vectors") == VECTORS_IN_LOG:
-                graph.load(self._with_vectors(covered, int(meta["crc32"]), int(meta["links_crc32"])))
+                crcs = int(meta["crc32"]), int(meta["links_crc32"])
+                graph.load(self._with_vectors(covered, crcs, graph_file, slots_file))
                 if len(graph) != covered:
                     raise ValueError(f"holds {len(graph)} vectors, its meta says {covered}")
             elif saved_as == self._dtype:  # saved whole: by an earlier release, or its vectors did not match
-                graph.load(str(self.directory / GRAPH))
+                graph.load(str(self.directory / graph_file))
                 if len(graph) != covered:
                     raise ValueError(f"holds {len(graph)} vectors, its meta says {covered}")
             else:  # a graph saved by an earlier release (float32): an upgrade, not damage; rebuilt once, here
@@ -564,16 +597,20 @@ class TieredVectorIndex:
         if self._covered - self._saved >= self.persist_every or (self._saved == 0 and self._covered):
             self._persist()
 
-    def _with_vectors(self, covered: int, crc: int, links_crc: int) -> npt.NDArray[np.uint8]:
+    def _with_vectors(
+        self, covered: int, crcs: tuple[int, int], graph_file: str, slots_file: str
+    ) -> npt.NDArray[np.uint8]:
         """The usearch file a graph saved apart was (``_persist``): its vectors put back from the log's rows in the
-        order of its slots (``hnsw.slots``), then its links, each part checked against the CRC saved with it before
-        usearch reads any of it (a kill between the renames of a save leaves files of two saves)."""
-        keys = np.fromfile(self.directory / GRAPH_SLOTS, dtype="<u4")
+        order of its slots (``slots_file``), then its links (``graph_file``), each part checked against the CRC saved
+        with it (``crcs``: vectors, links) before usearch reads any of it: files damaged, or not the ones the meta
+        was written with (a graph saved by an earlier release, which wrote every save under the same names)."""
+        keys = np.fromfile(self.directory / slots_file, dtype="<u4")
         if len(keys) != covered or (covered and int(keys.max()) >= covered):
-            raise ValueError(f"{GRAPH_SLOTS} names {len(keys)} rows, the graph covers {covered}")
-        links = (self.directory / GRAPH).read_bytes()
+            raise ValueError(f"{slots_file} names {len(keys)} rows, the graph covers {covered}")
+        links = (self.directory / graph_file).read_bytes()
+        crc, links_crc = crcs
         if zlib.crc32(links) != links_crc:
-            raise ValueError(f"{GRAPH} is not the file its meta was saved with")
+            raise ValueError(f"{graph_file} is not the file its meta was saved with")
         header = _matrix_header(covered, self.dim)
         end = len(header) + covered * self.dim * 2
         whole = np.empty(end + len(links), dtype=np.uint8)  # every byte written below: no zeroing of ~100 MB
@@ -595,31 +632,38 @@ class TieredVectorIndex:
         keys = None
         if len(blob) > end and blob[: len(header)] == header:
             saved = np.frombuffer(blob, dtype=np.float16, count=rows * self.dim, offset=len(header))
-            log_rows = np.ascontiguousarray(self.exact._view.mat[:rows], dtype=np.float16)
-            keys = _slot_keys(saved.reshape(rows, self.dim), log_rows)
-        meta: dict[str, Any] = {"rows": rows, "dim": self.dim, "dtype": self._dtype}
-        files = {GRAPH: blob if keys is None else blob[end:]}
-        if keys is not None:
+            keys = _slot_keys(saved.reshape(rows, self.dim), self.exact._view.mat)
+        save = self._save_no + 1
+        meta: dict[str, Any] = {"rows": rows, "dim": self.dim, "dtype": self._dtype, "save": save}
+        if keys is None:
+            files = {f"hnsw.{save}.usearch": blob}
+            meta["files"] = {"graph": f"hnsw.{save}.usearch"}
+        else:
+            files = {
+                f"hnsw.{save}.links": blob[end:],
+                f"hnsw.{save}.slots": memoryview(keys.astype("<u4").tobytes()),
+            }
             meta |= {
+                "files": {"graph": f"hnsw.{save}.links", "slots": f"hnsw.{save}.slots"},
                 "vectors": VECTORS_IN_LOG,
                 "crc32": zlib.crc32(blob[:end]),
                 "links_crc32": zlib.crc32(blob[end:]),
             }
-            files[GRAPH_SLOTS] = memoryview(keys.astype("<u4").tobytes())
-        for name, data in files.items():  # the meta, written last, says which files belong together
+        # New names: the files the current meta names stay as they are until the meta names these instead.
+        writes: dict[str, memoryview] = {**files, GRAPH_META: memoryview(json.dumps(meta).encode())}
+        for name, data in writes.items():
             tmp = self.directory / (name + ".tmp")
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, self.directory / name)
-        meta_tmp = self.directory / (GRAPH_META + ".tmp")
-        meta_tmp.write_text(json.dumps(meta))
-        os.replace(meta_tmp, self.directory / GRAPH_META)
-        if keys is None:  # saved whole: slots of an earlier save apart belong to no graph now
-            (self.directory / GRAPH_SLOTS).unlink(missing_ok=True)
+            os.replace(tmp, self.directory / name)  # the meta last: the save takes effect there, whole
         fsync_dir(self.directory)
-        self._saved = self._covered
+        # Earlier saves' files, and those of a save stopped before its meta.
+        for old in self.directory.glob("hnsw.*"):
+            if old.name != GRAPH_META and old.name not in files:
+                old.unlink(missing_ok=True)
+        self._save_no, self._saved = save, self._covered
 
     def search(self, vec: F32, k: int) -> list[tuple[str, float]]:
         pub, view = self._pub, self.exact._view  # in this order: a graph is published after its rows
