@@ -388,6 +388,65 @@ def time_graph_launch(mem: Memory, qs: Sequence[str], repeats: int) -> dict[str,
     return out
 
 
+LEVERS: tuple[tuple[str, int, bool], ...] = (
+    ("as is", 3, False),
+    ("oversample 2", 2, False),
+    ("oversample 1", 1, False),
+    ("fact vectors by exact scan, no HNSW graph", 3, True),
+)
+"""(name, ``GraphCandidates.oversample``, fact/event vector search by the exact scan instead of the HNSW graph):
+what ``--levers`` compares. The first is the library as it ships."""
+
+
+def time_levers(root: Path, settings: Settings, spec: str, qs: Sequence[str], repeats: int) -> dict[str, Any]:
+    """``Memory.search`` with the query embedded by the model, the levers left for issue 28's 1.2x (``LEVERS``) and
+    the unextracted scope alternating per question in one process (the order rotated every repeat), and how many
+    questions keep the shipped top 10 under each lever. Variants are switched on the facade's own retriever and
+    vector index class, and put back after."""
+    from graphrecall.index.vector import TieredVectorIndex
+
+    shipped = TieredVectorIndex.search
+    exact: dict[str, bool] = {"on": False}
+
+    def search(self: TieredVectorIndex, vec: Any, k: int) -> list[tuple[str, float]]:
+        return self.exact.search(vec, k) if exact["on"] else shipped(self, vec, k)
+
+    ways: list[tuple[str, int, bool, Scope]] = [(n, o, e, SCOPE) for n, o, e in LEVERS]
+    ways.append(("nothing extracted", 3, False, PLAIN))
+    ms: dict[str, list[float]] = {name: [] for name, *_ in ways}
+    top10: dict[str, dict[str, list[str]]] = {name: {} for name, *_ in ways}
+    TieredVectorIndex.search = search  # type: ignore[method-assign]
+    try:
+        with Memory.open(root, embedder=embedder_from_spec(spec), settings=settings) as mem:
+            graph = testing.retriever(mem).graph
+            assert graph is not None
+            for question in qs:  # warm-up
+                for scope in (SCOPE, PLAIN):
+                    mem.search(scope, question, K, question_date=QUESTION_DATE)
+            for rep in range(repeats):
+                order = ways[rep % len(ways) :] + ways[: rep % len(ways)]
+                for question in qs:
+                    for name, oversample, by_scan, scope in order:
+                        graph.oversample, exact["on"] = oversample, by_scan
+                        t0 = time.perf_counter()
+                        hits = mem.search(scope, question, K, question_date=QUESTION_DATE)
+                        ms[name].append((time.perf_counter() - t0) * 1000)
+                        top10[name][question] = [h.id for h in hits[:10]]
+            graph.oversample = LEVERS[0][1]
+    finally:
+        TieredVectorIndex.search = shipped  # type: ignore[method-assign]
+    plain = summarize(ms["nothing extracted"])["p50_ms"]
+    return {
+        name: {
+            **summarize(ms[name]),
+            "ratio": summarize(ms[name])["p50_ms"] / plain,
+            "same_top10": sum(top10[name][q] == top10["as is"][q] for q in qs),
+            "questions": len(qs),
+        }
+        for name, *_ in ways
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     args.embed_cache.parent.mkdir(parents=True, exist_ok=True)
     embedder: Embedder = arguments.build_embedder(args.embedder, args.embed_cache)
@@ -423,6 +482,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "graph_launch": time_graph_launch(mem, qs, args.repeats) if args.launch_ab else None,
             }
         result["end_to_end"] = time_end_to_end(root, settings, args.embedder, qs, args.repeats)
+        if args.levers:
+            result["levers"] = time_levers(root, settings, args.embedder, qs, args.repeats)
     finally:
         shutil.rmtree(root, ignore_errors=True)
         if isinstance(embedder, CachedEmbedder):
@@ -489,6 +550,20 @@ def markdown(r: dict[str, Any]) -> str:
                 f"{v['worker']['p50_ms']:.2f} / {v['worker']['p95_ms']:.2f} | {v['identical']} of {v['questions']} |"
             )
         lines.append("")
+    levers = r.get("levers")
+    if levers:
+        lines += [
+            "The levers left for 1.2x, `Memory.search` alternating in one process (`--levers`):",
+            "",
+            "| | p50 ms | / nothing extracted | questions whose top 10 is the shipped one |",
+            "|---|---:|---:|---:|",
+        ]
+        for name, v in levers.items():
+            same = (
+                f"{v['same_top10']} of {v['questions']}" if name != "nothing extracted" else "(another scope)"
+            )
+            lines.append(f"| {name} | {v['p50_ms']:.2f} | {v['ratio']:.2f}x | {same} |")
+        lines.append("")
     look = r.get("lookup")
     if look:
         lines += [
@@ -523,6 +598,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also time the graph lists' fact and event vector searches on a worker against inline, alternating in "
         "this process",
+    )
+    p.add_argument(
+        "--levers",
+        action="store_true",
+        help="also time the levers left for issue 28's 1.2x (fewer candidates per graph list, fact and event "
+        "vectors by exact scan) against the library as it ships, alternating in one process",
     )
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/perf-entities"))
     p.add_argument("--label", default=None, help="what the run measures (default: this checkout's commit)")
