@@ -419,3 +419,63 @@ def test_a_save_killed_before_its_meta_leaves_the_saved_graph_to_load_and_its_fi
     again._persist()
     meta = json.loads((d / "hnsw.json").read_text())
     assert sorted(f.name for f in d.glob("hnsw.*")) == sorted(["hnsw.json", *meta["files"].values()])
+
+
+def test_a_graph_saved_apart_under_the_first_names_opens_without_a_rebuild_and_takes_numbered_names(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What the release of 02e3a6e wrote: the links in ``hnsw.usearch``, the slots in ``hnsw.slots``, CRCs and no
+    file names in the meta. It opens as the same graph, and its next save leaves only numbered files."""
+    from graphrecall.index import TieredVectorIndex
+
+    pytest.importorskip("usearch")
+    d = tmp_path / "v"
+    _saved_graph(d, seed=19, rows=160)
+    meta = json.loads((d / "hnsw.json").read_text())
+    _named(d, "graph").rename(d / "hnsw.usearch")
+    _named(d, "slots").rename(d / "hnsw.slots")
+    first = {k: v for k, v in meta.items() if k not in ("files", "save")}
+    (d / "hnsw.json").write_text(json.dumps(first))
+    with caplog.at_level(logging.INFO, logger="graphrecall.index.vector"):
+        old = TieredVectorIndex(d, embedder_id="e", dim=16, threshold=100)
+    assert "rebuilding" not in caplog.text and old.uses_graph and old._saved == 160
+    old._persist()
+    meta = json.loads((d / "hnsw.json").read_text())
+    assert meta["vectors"] == "log" and meta["files"] == {"graph": "hnsw.1.links", "slots": "hnsw.1.slots"}
+    assert sorted(f.name for f in d.glob("hnsw.*")) == ["hnsw.1.links", "hnsw.1.slots", "hnsw.json"]
+    again = TieredVectorIndex(d, embedder_id="e", dim=16, threshold=100)
+    assert bytes(again._graph.save()) == bytes(old._graph.save())
+
+
+def test_a_save_whose_cleanup_fails_after_its_meta_counts_as_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The save takes effect at its meta's rename: an error after it (the directory's fsync, a delete) leaves the
+    index knowing the new save, so the next save writes other names than the ones that meta names."""
+    from graphrecall.index import TieredVectorIndex, vector
+
+    pytest.importorskip("usearch")
+    d = tmp_path / "v"
+    _saved_graph(d, seed=20, rows=150)
+    tv = TieredVectorIndex(d, embedder_id="e", dim=16, threshold=100)
+    before = json.loads((d / "hnsw.json").read_text())["save"]
+    calls = {"n": 0}
+    fsync_dir = vector.fsync_dir
+
+    def fails_after_the_meta(path: Path) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:  # the first is before the meta's rename, the second after it
+            raise OSError(5, "I/O error")
+        fsync_dir(path)
+
+    monkeypatch.setattr(vector, "fsync_dir", fails_after_the_meta)
+    with pytest.raises(OSError):
+        tv._persist()
+    monkeypatch.undo()
+    named = json.loads((d / "hnsw.json").read_text())
+    assert named["save"] == before + 1 and tv._save_no == before + 1
+    tv._persist()
+    assert json.loads((d / "hnsw.json").read_text())["save"] == before + 2
+    assert sorted(f.name for f in d.glob("hnsw.*")) == sorted(
+        ["hnsw.json", *json.loads((d / "hnsw.json").read_text())["files"].values()]
+    )

@@ -372,6 +372,16 @@ def _check_id(rid: str) -> None:
         raise ValueError(f"index ids must be non-empty and hold no newline: {rid!r}")
 
 
+def _write_durably(path: Path, data: memoryview) -> None:
+    """``data`` at ``path`` whole or not at all: written beside it, fsync'd, renamed over it."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def _append(path: Path, data: bytes) -> None:
     with open(path, "ab") as f:
         f.write(data)
@@ -633,7 +643,7 @@ class TieredVectorIndex:
         if len(blob) > end and blob[: len(header)] == header:
             saved = np.frombuffer(blob, dtype=np.float16, count=rows * self.dim, offset=len(header))
             keys = _slot_keys(saved.reshape(rows, self.dim), self.exact._view.mat)
-        save = self._save_no + 1
+        save = self._next_save()
         meta: dict[str, Any] = {"rows": rows, "dim": self.dim, "dtype": self._dtype, "save": save}
         if keys is None:
             files = {f"hnsw.{save}.usearch": blob}
@@ -649,21 +659,28 @@ class TieredVectorIndex:
                 "crc32": zlib.crc32(blob[:end]),
                 "links_crc32": zlib.crc32(blob[end:]),
             }
-        # New names: the files the current meta names stay as they are until the meta names these instead.
-        writes: dict[str, memoryview] = {**files, GRAPH_META: memoryview(json.dumps(meta).encode())}
-        for name, data in writes.items():
-            tmp = self.directory / (name + ".tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.directory / name)  # the meta last: the save takes effect there, whole
+        # New names: the files the current meta names stay as they are until the meta names these instead; their
+        # renames are made durable before the meta's, so no crash keeps a meta that names files it lost.
+        for name, data in files.items():
+            _write_durably(self.directory / name, data)
+        fsync_dir(self.directory)
+        _write_durably(self.directory / GRAPH_META, memoryview(json.dumps(meta).encode()))
+        self._save_no, self._saved = save, self._covered  # the save took effect: whatever fails below
         fsync_dir(self.directory)
         # Earlier saves' files, and those of a save stopped before its meta.
         for old in self.directory.glob("hnsw.*"):
             if old.name != GRAPH_META and old.name not in files:
                 old.unlink(missing_ok=True)
-        self._save_no, self._saved = save, self._covered
+
+    def _next_save(self) -> int:
+        """The number of the next save's files: past the saved graph's and past any file a stopped save left, so
+        no save writes a name that a meta on disk may name."""
+        numbers = [self._save_no]
+        for f in self.directory.glob("hnsw.*.*"):
+            number = f.name.split(".")[1]
+            if number.isdigit():
+                numbers.append(int(number))
+        return max(numbers) + 1
 
     def search(self, vec: F32, k: int) -> list[tuple[str, float]]:
         pub, view = self._pub, self.exact._view  # in this order: a graph is published after its rows

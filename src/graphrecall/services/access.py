@@ -22,8 +22,10 @@ the log first (``flushed``), which gives a resident scope its database.
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import TypeVar
@@ -106,13 +108,10 @@ class ScopeAccess:
     def last_write(self, scope: Scope) -> float | None:
         """The latest modification time (epoch seconds) of the scope's files, or None when it has none: when a
         write last reached its database or its write log."""
-        stamps = [
-            p.stat().st_mtime
-            for base in (self.pool.path_for(scope), self.logs.path(scope))
-            for p in _beside(base)
-            if p.exists()
-        ]
-        return max(stamps, default=None)
+        stats = (
+            _stat(p) for base in (self.pool.path_for(scope), self.logs.path(scope)) for p in _beside(base)
+        )
+        return max((st.st_mtime for st in stats if st is not None), default=None)
 
     def close(self) -> None:
         """Pending writes reach Kuzu (a scope that lives in its log stays there), then every database closes."""
@@ -130,7 +129,22 @@ def _beside(path: Path) -> list[Path]:
     ]
 
 
+def _stat(path: Path) -> os.stat_result | None:
+    """The file's stat, or None when it is gone: a scope's files come and go while it is read (a vector index's
+    graph save deletes the files of the save before it, a checkpoint its WAL), so a listing may name a file that a
+    ``stat`` a moment later no longer finds."""
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+
+
 def _bytes(path: Path) -> int:
-    if path.is_dir():
-        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-    return path.stat().st_size if path.is_file() else 0
+    """Bytes of a file, or of every file under a directory, counting a file or folder deleted meanwhile as 0
+    (``os.walk`` skips a folder it can no longer list, where ``Path.rglob`` raises)."""
+    found: Iterable[os.stat_result | None] = (
+        (_stat(Path(top) / name) for top, _, names in os.walk(path) for name in names)
+        if path.is_dir()
+        else (_stat(path),)
+    )
+    return sum(st.st_size for st in found if st is not None and stat.S_ISREG(st.st_mode))
