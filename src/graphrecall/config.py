@@ -219,6 +219,15 @@ class RetrievalConfig(BaseModel):
     salience_half_life_days: float = Field(
         default=90.0, gt=0.0, description="days after which a fact not seen again is half as salient"
     )
+    graph_oversample: int = Field(
+        default=3,
+        ge=1,
+        description="the fact and event lists read this many times `candidates` from each index (vector, BM25) "
+        "so that as many stay once superseded and later ones are left out (retrieve.graph). Lower is faster on a "
+        "large extracted scope and changes rankings: at 10,000 entities 2 and 1 took 0.2 and 0.7 ms off a 15 ms "
+        "search and changed the top 10 of 17 and 31 questions in 40 (docs/benchmarks.md 'The levers left for "
+        "1.2x'); 3 is kept until extracted memory with labelled answers can choose",
+    )
     rerank_top: int = Field(
         default=30, ge=1, description="how many fused candidates the cross-encoder re-scores"
     )

@@ -375,3 +375,33 @@ def test_a_later_view_of_the_scope_reuses_the_adjacency_until_a_write_changes_it
         )
         renewed = adjacency(db)
         assert renewed is not first and "f_kept" in renewed.facts
+
+
+@pytest.mark.parametrize("oversample", [1, 3])
+def test_graph_oversample_sets_how_many_candidates_each_fact_and_event_index_gives(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch, oversample: int
+) -> None:
+    """``RetrievalConfig.graph_oversample``: each fact and event index (vector and BM25) is asked for that many
+    times ``candidates``, the round indexes for ``candidates`` as before."""
+    from graphrecall.retrieve import graph as graph_module
+
+    asked: dict[str, int] = {}
+    vector_search, lexical_search = graph_module.q.vector_search, graph_module.q.lexical_search
+
+    def vectors(db: ScopeDatabase, index: str, vec: object, k: int) -> list[tuple[str, float]]:
+        asked[index] = k
+        return vector_search(db, index, vec, k)  # type: ignore[arg-type]
+
+    def lexical(db: ScopeDatabase, index: str, terms: object, k: int) -> list[tuple[str, float]]:
+        asked[index] = k
+        return lexical_search(db, index, terms, k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(graph_module.q, "vector_search", vectors)
+    monkeypatch.setattr(graph_module.q, "lexical_search", lexical)
+    retriever = HybridRetriever(EMBEDDER, RetrievalConfig(candidates=20, graph_oversample=oversample))
+    with testing.database(mem, SCOPE) as db:
+        hits = retriever.search(db, "Where does Ada Lovelace live?", 5)
+    assert hits and {
+        i: asked[i] for i in ("fact_vec", "event_vec", "fact_terms", "event_terms")
+    } == dict.fromkeys(("fact_vec", "event_vec", "fact_terms", "event_terms"), 20 * oversample)
+    assert asked["round_user"] == asked["round_terms"] == 20

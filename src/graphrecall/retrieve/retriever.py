@@ -61,6 +61,7 @@ class HybridRetriever:
             GraphCandidates(
                 rrf_k=self.config.rrf_k,
                 query_stopwords=self.config.query_stopwords,
+                oversample=self.config.graph_oversample,
                 salience_weight=self.config.salience_weight,
                 salience_half_life_days=self.config.salience_half_life_days,
             )
