@@ -42,17 +42,19 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_synced(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` durably and atomically: written beside it, fsync'd, renamed over it, its
-    directory fsync'd (a journal that a killed process's next open must find whole or not at all)."""
+def write_synced(path: Path, data: str | bytes | memoryview, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data`` durably and atomically: written beside it, fsync'd, renamed over it, its
+    directory fsync'd (a journal that a killed process's next open must find whole or not at all). ``sync_dir``
+    False leaves the directory's fsync to the caller, who renames several files and then syncs once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
+    with open(tmp, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
 
 
 def write_manifest(directory: Path, manifest: Manifest, *, durable: bool = True) -> None:

@@ -53,6 +53,7 @@ from graphrecall.index.manifest import (
     replace_dir,
     restore_dir,
     write_manifest,
+    write_synced,
 )
 
 log = logging.getLogger(__name__)
@@ -372,16 +373,6 @@ def _check_id(rid: str) -> None:
         raise ValueError(f"index ids must be non-empty and hold no newline: {rid!r}")
 
 
-def _write_durably(path: Path, data: memoryview) -> None:
-    """``data`` at ``path`` whole or not at all: written beside it, fsync'd, renamed over it."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _append(path: Path, data: bytes) -> None:
     with open(path, "ab") as f:
         f.write(data)
@@ -662,9 +653,9 @@ class TieredVectorIndex:
         # New names: the files the current meta names stay as they are until the meta names these instead; their
         # renames are made durable before the meta's, so no crash keeps a meta that names files it lost.
         for name, data in files.items():
-            _write_durably(self.directory / name, data)
+            write_synced(self.directory / name, data, sync_dir=False)
         fsync_dir(self.directory)
-        _write_durably(self.directory / GRAPH_META, memoryview(json.dumps(meta).encode()))
+        write_synced(self.directory / GRAPH_META, json.dumps(meta), sync_dir=False)
         self._save_no, self._saved = save, self._covered  # the save took effect: whatever fails below
         fsync_dir(self.directory)
         # Earlier saves' files, and those of a save stopped before its meta.
