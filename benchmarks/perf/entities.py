@@ -394,7 +394,7 @@ LEVERS: tuple[tuple[str, int, bool], ...] = (
     ("oversample 1", 1, False),
     ("fact vectors by exact scan, no HNSW graph", 3, True),
 )
-"""(name, ``GraphCandidates.oversample``, fact/event vector search by the exact scan instead of the HNSW graph):
+"""(name, ``GraphCandidates.oversample`` (``RetrievalConfig.graph_oversample``), fact/event vector search by the exact scan instead of the HNSW graph):
 what ``--levers`` compares. The first is the library as it ships."""
 
 
