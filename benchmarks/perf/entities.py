@@ -394,8 +394,8 @@ LEVERS: tuple[tuple[str, int, bool], ...] = (
     ("oversample 1", 1, False),
     ("fact vectors by exact scan, no HNSW graph", 3, True),
 )
-"""(name, ``GraphCandidates.oversample`` (``RetrievalConfig.graph_oversample``), fact/event vector search by the exact scan instead of the HNSW graph):
-what ``--levers`` compares. The first is the library as it ships."""
+"""(name, ``GraphCandidates.oversample`` (``RetrievalConfig.graph_oversample``), fact/event vector search by the
+exact scan instead of the HNSW graph): what ``--levers`` compares. The first is the library as it ships."""
 
 
 def time_levers(root: Path, settings: Settings, spec: str, qs: Sequence[str], repeats: int) -> dict[str, Any]:
