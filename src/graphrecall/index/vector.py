@@ -484,9 +484,9 @@ class TieredVectorIndex:
     saved apart the next time.
 
     Invariant: the files ``hnsw.json`` names are never written again. Each save writes files of the next number
-    ``n`` (``_graph_files``), renames the meta over the old one, and only then deletes every other ``hnsw.*`` file;
-    so a kill at any point of a save leaves the graph of the save before it loadable, and the stopped save's files
-    are deleted by the next one.
+    ``n`` (``_next_save``, ``_graph_files``), renames the meta over the old one, and only then deletes every other
+    ``hnsw.*`` file; so a kill at any point of a save leaves the graph of the save before it loadable, and the
+    stopped save's files are deleted by the next one.
 
     Compaction (``compact``) renumbers the log's rows, so the graph, keyed by row number, is dropped with the old
     directory and built again from the compacted rows (then saved): seconds at the threshold's 20k rows, in a
@@ -515,7 +515,6 @@ class TieredVectorIndex:
         self._covered = 0  # log rows in the in-memory graph
         self._pub: tuple[Any, int, int] | None = None  # (graph, covered, generation) as searches see it
         self._saved = 0  # log rows in the saved graph
-        self._save_no = 0  # of the saved graph (``_graph_files``); the next save writes files of number + 1
         self._lock = threading.Lock()
         if self.exact.count() >= threshold:
             with self._lock:
@@ -555,7 +554,6 @@ class TieredVectorIndex:
         graph, covered = self._new_graph(), 0
         try:
             meta = json.loads((self.directory / GRAPH_META).read_text())
-            self._save_no = int(meta.get("save", 0))
             graph_file, slots_file = _graph_files(meta)
             covered = int(meta["rows"])
             held = len(self.exact._view.mat)
@@ -656,7 +654,7 @@ class TieredVectorIndex:
             write_synced(self.directory / name, data, sync_dir=False)
         fsync_dir(self.directory)
         write_synced(self.directory / GRAPH_META, json.dumps(meta), sync_dir=False)
-        self._save_no, self._saved = save, self._covered  # the save took effect: whatever fails below
+        self._saved = self._covered  # the save took effect: whatever fails below
         fsync_dir(self.directory)
         # Earlier saves' files, and those of a save stopped before its meta.
         for old in self.directory.glob("hnsw.*"):
@@ -664,9 +662,10 @@ class TieredVectorIndex:
                 old.unlink(missing_ok=True)
 
     def _next_save(self) -> int:
-        """The number of the next save's files: past the saved graph's and past any file a stopped save left, so
-        no save writes a name that a meta on disk may name."""
-        numbers = [self._save_no]
+        """The number of the next save's files: past every number on disk, the saved graph's own files and any a
+        stopped save left, so no save writes a name that a meta on disk may name. Read from the files, not kept: a
+        count kept beside them went stale when a save failed after its meta's rename (found by review)."""
+        numbers = [0]
         for f in self.directory.glob("hnsw.*.*"):
             number = f.name.split(".")[1]
             if number.isdigit():
