@@ -144,6 +144,16 @@ def _named(path: Path, part: str) -> Path:
     return path / json.loads((path / "hnsw.json").read_text())["files"][part]
 
 
+def _graph_files_on_disk(path: Path) -> list[str]:
+    """The ``hnsw.*`` files at ``path``, sorted."""
+    return sorted(f.name for f in path.glob("hnsw.*"))
+
+
+def _files_the_meta_names(path: Path) -> list[str]:
+    """``hnsw.json`` and the files it names, sorted: all a saved graph should leave once its save is done."""
+    return sorted(["hnsw.json", *json.loads((path / "hnsw.json").read_text())["files"].values()])
+
+
 def test_an_empty_index_answers_nothing(tmp_path: Path) -> None:
     idx = ExactVectorIndex.rebuild_from(tmp_path / "v", [], embedder_id="e", dim=16)
     assert idx.search(np.ones(16, np.float32), 5) == [] and idx.count() == 0
@@ -348,11 +358,8 @@ def test_a_graph_saved_with_its_vectors_still_opens_and_is_saved_apart_next_time
     old = TieredVectorIndex(tmp_path / "v", embedder_id="e", dim=16, threshold=100, persist_every=10)
     assert bytes(old._graph.save()) == bytes(tv._graph.save())
     old.add(["n"] + [f"n{i}" for i in range(10)], _unit(rng, 11))  # past persist_every: saved again
-    meta = json.loads((tmp_path / "v" / "hnsw.json").read_text())
-    assert meta["vectors"] == "log"
-    assert sorted(f.name for f in (tmp_path / "v").glob("hnsw.*")) == sorted(
-        ["hnsw.json", *meta["files"].values()]
-    )
+    assert json.loads((tmp_path / "v" / "hnsw.json").read_text())["vectors"] == "log"
+    assert _graph_files_on_disk(tmp_path / "v") == _files_the_meta_names(tmp_path / "v")
 
 
 def test_a_graph_whose_vectors_are_not_the_logs_rows_is_saved_whole(
@@ -394,7 +401,7 @@ def test_a_save_killed_before_its_meta_leaves_the_saved_graph_to_load_and_its_fi
     pytest.importorskip("usearch")
     d = tmp_path / "v"
     vecs = _saved_graph(d, seed=17, rows=150)
-    before = sorted(f.name for f in d.glob("hnsw.*"))
+    before = _graph_files_on_disk(d)
     tv = TieredVectorIndex(d, embedder_id="e", dim=16, threshold=100)
     tv.add([f"n{i}" for i in range(30)], _unit(np.random.default_rng(18), 30))
     if whole:
@@ -410,15 +417,14 @@ def test_a_save_killed_before_its_meta_leaves_the_saved_graph_to_load_and_its_fi
     with pytest.raises(KeyboardInterrupt):
         tv._persist()
     monkeypatch.undo()
-    left = sorted(f.name for f in d.glob("hnsw.*"))
+    left = _graph_files_on_disk(d)
     assert set(before) < set(left)  # the stopped save's files beside the saved graph's, none overwritten
     with caplog.at_level(logging.INFO, logger="graphrecall.index.vector"):
         again = TieredVectorIndex(d, embedder_id="e", dim=16, threshold=100)
     assert "rebuilding" not in caplog.text and again.uses_graph and again._saved == 150
     assert again.search(vecs[5], 1)[0][0] == "r5" and again.count() == 180
     again._persist()
-    meta = json.loads((d / "hnsw.json").read_text())
-    assert sorted(f.name for f in d.glob("hnsw.*")) == sorted(["hnsw.json", *meta["files"].values()])
+    assert _graph_files_on_disk(d) == _files_the_meta_names(d)
 
 
 def test_a_graph_saved_apart_under_the_first_names_opens_without_a_rebuild_and_takes_numbered_names(
@@ -442,7 +448,7 @@ def test_a_graph_saved_apart_under_the_first_names_opens_without_a_rebuild_and_t
     old._persist()
     meta = json.loads((d / "hnsw.json").read_text())
     assert meta["vectors"] == "log" and meta["files"] == {"graph": "hnsw.1.links", "slots": "hnsw.1.slots"}
-    assert sorted(f.name for f in d.glob("hnsw.*")) == ["hnsw.1.links", "hnsw.1.slots", "hnsw.json"]
+    assert _graph_files_on_disk(d) == ["hnsw.1.links", "hnsw.1.slots", "hnsw.json"]
     again = TieredVectorIndex(d, embedder_id="e", dim=16, threshold=100)
     assert bytes(again._graph.save()) == bytes(old._graph.save())
 
@@ -476,6 +482,4 @@ def test_a_save_whose_cleanup_fails_after_its_meta_counts_as_saved(
     assert named["save"] == before + 1 and tv._next_save() == before + 2
     tv._persist()
     assert json.loads((d / "hnsw.json").read_text())["save"] == before + 2
-    assert sorted(f.name for f in d.glob("hnsw.*")) == sorted(
-        ["hnsw.json", *json.loads((d / "hnsw.json").read_text())["files"].values()]
-    )
+    assert _graph_files_on_disk(d) == _files_the_meta_names(d)
